@@ -1,0 +1,89 @@
+/*
+ * Allocation wrappers with a failure-injection hook, and the clocks.
+ */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "base.h"
+
+static atomic_long alloc_fail_at = -1;
+static atomic_ulong alloc_n;
+
+static int
+alloc_should_fail(void)
+{
+	long lim = atomic_load_explicit(&alloc_fail_at, memory_order_relaxed);
+	unsigned long n = atomic_fetch_add(&alloc_n, 1);
+	return lim >= 0 && n >= (unsigned long) lim;
+}
+
+void
+tli_alloc_fail_after(long n)
+{
+	atomic_store(&alloc_n, 0);
+	atomic_store(&alloc_fail_at, n);
+}
+
+unsigned long
+tli_alloc_count(void)
+{
+	return atomic_load(&alloc_n);
+}
+
+void *
+tli_alloc(size_t n)
+{
+	return alloc_should_fail() ? NULL : malloc(n == 0 ? 1 : n);
+}
+
+void *
+tli_zalloc(size_t n)
+{
+	return alloc_should_fail() ? NULL : calloc(1, n == 0 ? 1 : n);
+}
+
+void *
+tli_realloc(void *p, size_t n)
+{
+	return alloc_should_fail() ? NULL : realloc(p, n == 0 ? 1 : n);
+}
+
+void
+tli_free(void *p)
+{
+	free(p);
+}
+
+char *
+tli_strndup(const char *s, size_t n)
+{
+	char *d = tli_alloc(n + 1);
+	if (d != NULL) {
+		memcpy(d, s, n);
+		d[n] = '\0';
+	}
+	return d;
+}
+
+int64_t
+tli_wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t
+tli_mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t
+tli_mono_ms(void)
+{
+	return tli_mono_ns() / 1000000;
+}

@@ -1,0 +1,89 @@
+/*
+ * The small base every Timeline component shares: allocation through
+ * wrappers that tests can count and fail, big-endian integer coding for keys
+ * and records, and the two clocks (timeline time in UTC ms, monotonic time
+ * for timeouts).
+ */
+#ifndef TL_PROTO_BASE_H
+#define TL_PROTO_BASE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "timeline/errors.h"
+#include "timeline/limits.h"
+
+void *tli_alloc(size_t n);
+void *tli_zalloc(size_t n);
+void *tli_realloc(void *p, size_t n);
+void tli_free(void *p);
+char *tli_strndup(const char *s, size_t n);
+
+/* Test hook: after `n` more successful allocations every allocation fails
+ * (n < 0 disables the hook). Returns the count of allocations so far. */
+void tli_alloc_fail_after(long n);
+unsigned long tli_alloc_count(void);
+
+/* Wall clock in UTC milliseconds, and a monotonic clock in milliseconds and
+ * nanoseconds. */
+int64_t tli_wall_ms(void);
+int64_t tli_mono_ms(void);
+int64_t tli_mono_ns(void);
+
+/* A replaceable clock: all code that positions messages reads "now" through
+ * one of these, so tests move time without sleeping. */
+typedef struct tli_clock {
+	int64_t (*now_ms)(void *arg);
+	void *arg;
+} tli_clock;
+
+static inline int64_t
+tli_clock_now(const tli_clock *c)
+{
+	return c->now_ms != NULL ? c->now_ms(c->arg) : tli_wall_ms();
+}
+
+static inline void
+tli_put_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t) (v >> 24);
+	p[1] = (uint8_t) (v >> 16);
+	p[2] = (uint8_t) (v >> 8);
+	p[3] = (uint8_t) v;
+}
+
+static inline uint32_t
+tli_get_be32(const uint8_t *p)
+{
+	return ((uint32_t) p[0] << 24) | ((uint32_t) p[1] << 16) |
+	    ((uint32_t) p[2] << 8) | (uint32_t) p[3];
+}
+
+static inline void
+tli_put_be64(uint8_t *p, uint64_t v)
+{
+	tli_put_be32(p, (uint32_t) (v >> 32));
+	tli_put_be32(p + 4, (uint32_t) v);
+}
+
+static inline uint64_t
+tli_get_be64(const uint8_t *p)
+{
+	return ((uint64_t) tli_get_be32(p) << 32) | tli_get_be32(p + 4);
+}
+
+/* 64-bit FNV-1a; stable across versions (it places messages in buckets). */
+static inline uint64_t
+tli_hash64(const void *data, size_t len)
+{
+	const uint8_t *p = data;
+	uint64_t h = UINT64_C(14695981039346656037);
+	for (size_t i = 0; i < len; i++) {
+		h ^= p[i];
+		h *= UINT64_C(1099511628211);
+	}
+	return h;
+}
+
+#endif

@@ -1,0 +1,381 @@
+/*
+ * The consistency checker: every record against its body, its timeline,
+ * owner and consumer index entries and the topic counters; then every index
+ * entry against its record. It reads one RocksDB snapshot, so it can run
+ * while the store is serving.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "store_int.h"
+
+typedef struct chk_topic {
+	uint32_t id;
+	uint32_t buckets;
+	uint64_t messages;
+	uint64_t locked;
+} chk_topic;
+
+typedef struct chk {
+	tli_store *s;
+	rocksdb_readoptions_t *ro;
+	chk_topic *topics;
+	size_t ntopics;
+	uint64_t problems;
+	tli_check_report_fn report;
+	void *arg;
+} chk;
+
+static void
+problem(chk *c, const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+
+	c->problems++;
+	if (c->report == NULL) {
+		return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	c->report(c->arg, buf);
+}
+
+/* A printable rendering of an id or name (non-printables as \xNN). */
+static const char *
+printable(char *out, size_t cap, const char *p, size_t len)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < len && o + 5 < cap; i++) {
+		unsigned char ch = (unsigned char) p[i];
+		if (ch >= 0x20 && ch < 0x7f && ch != '\\') {
+			out[o++] = (char) ch;
+		} else {
+			o += (size_t) snprintf(out + o, cap - o, "\\x%02x", ch);
+		}
+	}
+	out[o] = '\0';
+	return out;
+}
+
+static chk_topic *
+chk_topic_find(chk *c, uint32_t id)
+{
+	for (size_t i = 0; i < c->ntopics; i++) {
+		if (c->topics[i].id == id) {
+			return &c->topics[i];
+		}
+	}
+	return NULL;
+}
+
+/* Get a key through the snapshot: 1 found (value in *v, free with
+ * rocksdb_free), 0 missing, <0 on error (counted as a problem). */
+static int
+chk_get(chk *c, int cf, const uint8_t *k, size_t kl, char **v, size_t *vl)
+{
+	char *err = NULL;
+
+	*v = rocksdb_get_cf(c->s->db, c->ro, c->s->cf[cf], (const char *) k, kl,
+	    vl, &err);
+	if (err != NULL) {
+		problem(c, "read error: %s", err);
+		rocksdb_free(err);
+		return -1;
+	}
+	return *v != NULL;
+}
+
+/* Expect key k in cf with exactly the value ev[0..evl). */
+static void
+expect_entry(chk *c, int cf, const char *what, const uint8_t *k, size_t kl,
+    const uint8_t *ev, size_t evl, const char *id)
+{
+	char *v;
+	size_t vl;
+	int found = chk_get(c, cf, k, kl, &v, &vl);
+
+	if (found == 0) {
+		problem(c, "message %s: %s entry missing", id, what);
+	} else if (found > 0) {
+		if (vl != evl || memcmp(v, ev, evl) != 0) {
+			problem(c, "message %s: %s entry has a stale value", id,
+			    what);
+		}
+		rocksdb_free(v);
+	}
+}
+
+/* Load the record of (topic, id); 1 found, 0 missing, <0 error. */
+static int
+chk_record(chk *c, uint32_t topic, const char *id, size_t len, rec *r)
+{
+	uint8_t k[5 + TL_MAX_ID_LEN];
+	char *v;
+	size_t vl;
+	int found = chk_get(c, CF_MSG, k, tli_key_msg(k, topic, id, len), &v,
+	    &vl);
+
+	if (found > 0) {
+		if (tli_rec_decode(r, (uint8_t *) v, vl) != TL_OK) {
+			found = -1;
+		}
+		rocksdb_free(v);
+	}
+	return found;
+}
+
+static void
+check_record(chk *c, uint32_t topic, const char *id, size_t len,
+    const uint8_t *v, size_t vl)
+{
+	char pid[TL_MAX_ID_LEN * 4 + 8];
+	uint8_t k[KEY_MAX], ev[16];
+	chk_topic *t = chk_topic_find(c, topic);
+	char *bv;
+	size_t bl;
+	rec r;
+
+	printable(pid, sizeof(pid), id, len);
+	if (tli_rec_decode(&r, v, vl) != TL_OK) {
+		problem(c, "message %s: record does not decode", pid);
+		return;
+	}
+	if (t == NULL) {
+		problem(c, "message %s: record of unknown topic %u", pid, topic);
+		return;
+	}
+	t->messages++;
+	t->locked += r.cons_len > 0;
+	if (r.bucket != tli_bucket_of(id, len, t->buckets)) {
+		problem(c, "message %s: bucket %u, expected %u", pid, r.bucket,
+		    tli_bucket_of(id, len, t->buckets));
+	}
+	if (chk_get(c, CF_MSG, k, tli_key_body(k, topic, id, len), &bv, &bl) ==
+	    0) {
+		problem(c, "message %s: body missing", pid);
+	} else if (bv != NULL) {
+		if (bl != r.body_len) {
+			problem(c, "message %s: body length %zu, record says %u",
+			    pid, bl, r.body_len);
+		}
+		rocksdb_free(bv);
+	}
+	tli_val_tl(ev, r.version, r.cons_len > 0);
+	expect_entry(c, CF_TL, "timeline", k,
+	    tli_key_tl(k, topic, r.bucket, r.ts, id, len), ev, 9, pid);
+	expect_entry(c, CF_OWN, "owner", k,
+	    tli_key_own(k, topic, r.owner, r.owner_len, r.ts, id, len), ev, 9,
+	    pid);
+	if (r.cons_len > 0) {
+		tli_val_cons(ev, r.ts, r.version);
+		expect_entry(c, CF_CONS, "consumer", k,
+		    tli_key_cons(k, topic, r.cons, r.cons_len, id, len), ev, 16,
+		    pid);
+	}
+}
+
+typedef void (*entry_fn)(chk *c, const uint8_t *k, size_t kl,
+    const uint8_t *v, size_t vl);
+
+static void
+walk(chk *c, int cf, entry_fn fn)
+{
+	rocksdb_iterator_t *it = rocksdb_create_iterator_cf(c->s->db, c->ro,
+	    c->s->cf[cf]);
+	char *err = NULL;
+
+	for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it);
+	     rocksdb_iter_next(it)) {
+		size_t kl, vl;
+		const uint8_t *k = (const uint8_t *) rocksdb_iter_key(it, &kl);
+		const uint8_t *v = (const uint8_t *) rocksdb_iter_value(it, &vl);
+		fn(c, k, kl, v, vl);
+	}
+	rocksdb_iter_get_error(it, &err);
+	if (err != NULL) {
+		problem(c, "iteration error: %s", err);
+		rocksdb_free(err);
+	}
+	rocksdb_iter_destroy(it);
+}
+
+static void
+msg_entry(chk *c, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl)
+{
+	uint32_t topic;
+	const char *id = (const char *) k + 5;
+	size_t len = kl - 5;
+	char pid[TL_MAX_ID_LEN * 4 + 8];
+	rec r;
+
+	if (kl <= 5 || kl > 5 + TL_MAX_ID_LEN) {
+		problem(c, "msg key of bad length %zu", kl);
+		return;
+	}
+	topic = tli_get_be32(k);
+	if (k[4] == 'm') {
+		check_record(c, topic, id, len, v, vl);
+	} else if (k[4] == 'b') {
+		if (chk_record(c, topic, id, len, &r) == 0) {
+			problem(c, "body of %s without a record",
+			    printable(pid, sizeof(pid), id, len));
+		}
+	} else {
+		problem(c, "msg key with unknown tag 0x%02x", k[4]);
+	}
+}
+
+/* An index entry must point at a record that agrees with it. */
+static void
+index_entry(chk *c, const char *what, uint32_t topic, const char *id,
+    size_t len, const rec *want, int64_t ts, bool check_ts)
+{
+	char pid[TL_MAX_ID_LEN * 4 + 8];
+	rec r;
+	int found = chk_record(c, topic, id, len, &r);
+
+	printable(pid, sizeof(pid), id, len);
+	if (found == 0) {
+		problem(c, "%s entry for %s without a record", what, pid);
+	} else if (found > 0) {
+		if (check_ts && r.ts != ts) {
+			problem(c, "%s entry for %s at ts %lld, record at %lld",
+			    what, pid, (long long) ts, (long long) r.ts);
+		}
+		if (want->owner_len > 0 && (r.owner_len != want->owner_len ||
+		        memcmp(r.owner, want->owner, r.owner_len) != 0)) {
+			problem(c, "%s entry for %s under another owner", what,
+			    pid);
+		}
+		if (want->cons_len > 0 && (r.cons_len != want->cons_len ||
+		        memcmp(r.cons, want->cons, r.cons_len) != 0)) {
+			problem(c, "%s entry for %s under another consumer", what,
+			    pid);
+		}
+		if (want->bucket != UINT32_MAX && r.bucket != want->bucket) {
+			problem(c, "%s entry for %s in bucket %u, record in %u",
+			    what, pid, want->bucket, r.bucket);
+		}
+	}
+}
+
+static void
+tl_entry(chk *c, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl)
+{
+	rec want;
+
+	if (kl <= 16 || kl > 16 + TL_MAX_ID_LEN || vl != 9) {
+		problem(c, "timeline entry of bad size");
+		return;
+	}
+	memset(&want, 0, sizeof(want));
+	want.bucket = tli_get_be32(k + 4);
+	index_entry(c, "timeline", tli_get_be32(k), (const char *) k + 16,
+	    kl - 16, &want, (int64_t) tli_get_be64(k + 8), true);
+}
+
+static void
+cons_entry(chk *c, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl)
+{
+	rec want;
+	size_t clen;
+
+	if (kl < 5 || (clen = k[4]) == 0 || kl <= 5 + clen || vl != 16) {
+		problem(c, "consumer entry of bad size");
+		return;
+	}
+	memset(&want, 0, sizeof(want));
+	want.bucket = UINT32_MAX;
+	want.cons_len = (uint8_t) clen;
+	memcpy(want.cons, k + 5, clen);
+	index_entry(c, "consumer", tli_get_be32(k), (const char *) k + 5 + clen,
+	    kl - 5 - clen, &want, (int64_t) tli_get_be64(v), true);
+}
+
+static void
+own_entry(chk *c, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl)
+{
+	rec want;
+	size_t olen;
+
+	if (kl < 5 || (olen = k[4]) == 0 || kl <= 13 + olen || vl != 9) {
+		problem(c, "owner entry of bad size");
+		return;
+	}
+	memset(&want, 0, sizeof(want));
+	want.bucket = UINT32_MAX;
+	want.owner_len = (uint8_t) olen;
+	memcpy(want.owner, k + 5, olen);
+	index_entry(c, "owner", tli_get_be32(k), (const char *) k + 13 + olen,
+	    kl - 13 - olen, &want, (int64_t) tli_get_be64(k + 5 + olen), true);
+}
+
+static void
+check_counters(chk *c)
+{
+	for (size_t i = 0; i < c->ntopics; i++) {
+		chk_topic *t = &c->topics[i];
+		uint8_t k[5];
+		char *v;
+		size_t vl;
+		int found = chk_get(c, CF_DEFAULT, k,
+		    tli_key_meta_counters(k, t->id), &v, &vl);
+
+		if (found == 0 || (found > 0 && vl != 16)) {
+			problem(c, "topic %u: counters missing", t->id);
+		} else if (found > 0) {
+			uint64_t m = tli_get_be64((uint8_t *) v);
+			uint64_t l = tli_get_be64((uint8_t *) v + 8);
+			if (m != t->messages || l != t->locked) {
+				problem(c,
+				    "topic %u: counters say %llu messages, "
+				    "%llu locked; found %llu, %llu",
+				    t->id, (unsigned long long) m,
+				    (unsigned long long) l,
+				    (unsigned long long) t->messages,
+				    (unsigned long long) t->locked);
+			}
+		}
+		if (found > 0) {
+			rocksdb_free(v);
+		}
+	}
+}
+
+int
+tli_store_check(tli_store *s, tli_check_report_fn report, void *arg,
+    uint64_t *problems)
+{
+	const rocksdb_snapshot_t *snap;
+	chk c = { .s = s, .report = report, .arg = arg };
+
+	pthread_rwlock_rdlock(&s->topics_lock);
+	c.topics = tli_zalloc(sizeof(chk_topic) * (s->ntopics + 1));
+	if (c.topics == NULL) {
+		pthread_rwlock_unlock(&s->topics_lock);
+		return TL_ENOMEM;
+	}
+	for (size_t i = 0; i < s->ntopics; i++) {
+		c.topics[i].id = s->topics[i]->id;
+		c.topics[i].buckets = s->topics[i]->conf.buckets;
+	}
+	c.ntopics = s->ntopics;
+	pthread_rwlock_unlock(&s->topics_lock);
+
+	snap = rocksdb_create_snapshot(s->db);
+	c.ro = rocksdb_readoptions_create();
+	rocksdb_readoptions_set_snapshot(c.ro, snap);
+	walk(&c, CF_MSG, msg_entry);
+	walk(&c, CF_TL, tl_entry);
+	walk(&c, CF_CONS, cons_entry);
+	walk(&c, CF_OWN, own_entry);
+	check_counters(&c);
+	rocksdb_readoptions_destroy(c.ro);
+	rocksdb_release_snapshot(s->db, snap);
+	tli_free(c.topics);
+	*problems = c.problems;
+	return TL_OK;
+}

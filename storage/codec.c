@@ -1,0 +1,185 @@
+/*
+ * Key and record encodings of the timeline store. Integers are big-endian so
+ * that RocksDB's byte order is timeline order; strings inside keys carry a
+ * one-byte length prefix so that one consumer's or owner's keys never
+ * interleave with another's. docs/storage.md shows the layouts.
+ */
+#include "store_int.h"
+
+#define TAG_REC 'm'
+#define TAG_BODY 'b'
+
+static size_t
+key_topic_tag(uint8_t *k, uint32_t topic, uint8_t tag, const char *id,
+    size_t len)
+{
+	tli_put_be32(k, topic);
+	k[4] = tag;
+	memcpy(k + 5, id, len);
+	return 5 + len;
+}
+
+size_t
+tli_key_msg(uint8_t *k, uint32_t topic, const char *id, size_t len)
+{
+	return key_topic_tag(k, topic, TAG_REC, id, len);
+}
+
+size_t
+tli_key_body(uint8_t *k, uint32_t topic, const char *id, size_t len)
+{
+	return key_topic_tag(k, topic, TAG_BODY, id, len);
+}
+
+size_t
+tli_key_tl(uint8_t *k, uint32_t topic, uint32_t bucket, int64_t ts,
+    const char *id, size_t len)
+{
+	tli_put_be32(k, topic);
+	tli_put_be32(k + 4, bucket);
+	tli_put_be64(k + 8, (uint64_t) ts);
+	memcpy(k + 16, id, len);
+	return 16 + len;
+}
+
+size_t
+tli_key_cons(uint8_t *k, uint32_t topic, const char *cons, size_t clen,
+    const char *id, size_t len)
+{
+	tli_put_be32(k, topic);
+	k[4] = (uint8_t) clen;
+	memcpy(k + 5, cons, clen);
+	memcpy(k + 5 + clen, id, len);
+	return 5 + clen + len;
+}
+
+size_t
+tli_key_own(uint8_t *k, uint32_t topic, const char *owner, size_t olen,
+    int64_t ts, const char *id, size_t len)
+{
+	tli_put_be32(k, topic);
+	k[4] = (uint8_t) olen;
+	memcpy(k + 5, owner, olen);
+	tli_put_be64(k + 5 + olen, (uint64_t) ts);
+	memcpy(k + 13 + olen, id, len);
+	return 13 + olen + len;
+}
+
+size_t
+tli_key_meta_topic(uint8_t *k, const char *name, size_t len)
+{
+	k[0] = 'T';
+	memcpy(k + 1, name, len);
+	return 1 + len;
+}
+
+size_t
+tli_key_meta_counters(uint8_t *k, uint32_t topic)
+{
+	k[0] = 'C';
+	tli_put_be32(k + 1, topic);
+	return 5;
+}
+
+#define REC_FORMAT 1
+
+size_t
+tli_rec_encode(uint8_t *out, const rec *r)
+{
+	uint8_t *p = out;
+
+	*p++ = REC_FORMAT;
+	tli_put_be64(p, (uint64_t) r->ts);
+	tli_put_be64(p + 8, r->version);
+	tli_put_be64(p + 16, (uint64_t) r->created_at);
+	tli_put_be32(p + 24, r->deliveries);
+	tli_put_be32(p + 28, r->bucket);
+	tli_put_be32(p + 32, r->body_len);
+	p += 36;
+	*p++ = r->owner_len;
+	memcpy(p, r->owner, r->owner_len);
+	p += r->owner_len;
+	*p++ = r->cons_len;
+	memcpy(p, r->cons, r->cons_len);
+	p += r->cons_len;
+	return (size_t) (p - out);
+}
+
+int
+tli_rec_decode(rec *r, const uint8_t *p, size_t len)
+{
+	const uint8_t *end = p + len;
+
+	if (len < 38 || p[0] != REC_FORMAT) {
+		return TL_ECORRUPT;
+	}
+	r->ts = (int64_t) tli_get_be64(p + 1);
+	r->version = tli_get_be64(p + 9);
+	r->created_at = (int64_t) tli_get_be64(p + 17);
+	r->deliveries = tli_get_be32(p + 25);
+	r->bucket = tli_get_be32(p + 29);
+	r->body_len = tli_get_be32(p + 33);
+	p += 37;
+	r->owner_len = *p++;
+	if (r->owner_len == 0 || r->owner_len > TL_MAX_NAME_LEN ||
+	    end - p < r->owner_len + 1) {
+		return TL_ECORRUPT;
+	}
+	memcpy(r->owner, p, r->owner_len);
+	p += r->owner_len;
+	r->cons_len = *p++;
+	if (r->cons_len > TL_MAX_NAME_LEN || end - p != r->cons_len) {
+		return TL_ECORRUPT;
+	}
+	memcpy(r->cons, p, r->cons_len);
+	return TL_OK;
+}
+
+void
+tli_val_tl(uint8_t out[9], uint64_t version, bool locked)
+{
+	tli_put_be64(out, version);
+	out[8] = locked ? 1 : 0;
+}
+
+void
+tli_val_cons(uint8_t out[16], int64_t ts, uint64_t version)
+{
+	tli_put_be64(out, (uint64_t) ts);
+	tli_put_be64(out + 8, version);
+}
+
+#define TOPIC_FORMAT 1
+
+size_t
+tli_topic_encode(uint8_t *out, const topic_rt *t)
+{
+	out[0] = TOPIC_FORMAT;
+	tli_put_be32(out + 1, t->id);
+	tli_put_be64(out + 5, (uint64_t) t->created_at);
+	tli_put_be32(out + 13, t->conf.buckets);
+	tli_put_be32(out + 17, t->conf.max_body);
+	tli_put_be64(out + 21, (uint64_t) t->conf.default_lease_ms);
+	tli_put_be64(out + 29, (uint64_t) t->conf.max_lease_ms);
+	tli_put_be32(out + 37, t->conf.max_deliveries);
+	return 41;
+}
+
+int
+tli_topic_decode(topic_rt *t, const uint8_t *p, size_t len)
+{
+	if (len != 41 || p[0] != TOPIC_FORMAT) {
+		return TL_ECORRUPT;
+	}
+	t->id = tli_get_be32(p + 1);
+	t->created_at = (int64_t) tli_get_be64(p + 5);
+	t->conf.buckets = tli_get_be32(p + 13);
+	t->conf.max_body = tli_get_be32(p + 17);
+	t->conf.default_lease_ms = (int64_t) tli_get_be64(p + 21);
+	t->conf.max_lease_ms = (int64_t) tli_get_be64(p + 29);
+	t->conf.max_deliveries = tli_get_be32(p + 37);
+	if (t->conf.buckets == 0 || t->conf.buckets > TL_MAX_BUCKETS) {
+		return TL_ECORRUPT;
+	}
+	return TL_OK;
+}

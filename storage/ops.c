@@ -1,0 +1,451 @@
+/*
+ * The writer thread's application of message operations: input checks,
+ * time checks, state checks in the order docs/storage.md gives, and the
+ * effects (record and every index entry) appended to the batch's WriteBatch.
+ *
+ * The overlay is a small open-addressing table of the records touched by
+ * the current batch. Each operation reads its message from the overlay,
+ * falling back to RocksDB, and writes its effect back to the overlay, so a
+ * later operation of the same batch sees the earlier ones before anything
+ * is on disk.
+ */
+#include <stdlib.h>
+
+#include "store_int.h"
+
+#define OV_CAP (2 * TL_MAX_BATCH) /* power of two, > max ops per batch */
+
+typedef struct ov_ent {
+	bool used;
+	bool present;
+	uint8_t id_len;
+	uint32_t topic;
+	char id[TL_MAX_ID_LEN];
+	rec r;
+} ov_ent;
+
+struct overlay {
+	ov_ent *slots;
+	uint32_t *used;
+	size_t nused;
+};
+
+struct overlay *
+tli_overlay_new(void)
+{
+	struct overlay *ov = tli_zalloc(sizeof(*ov));
+
+	if (ov == NULL) {
+		return NULL;
+	}
+	ov->slots = tli_zalloc(sizeof(ov_ent) * OV_CAP);
+	ov->used = tli_alloc(sizeof(uint32_t) * OV_CAP);
+	if (ov->slots == NULL || ov->used == NULL) {
+		tli_overlay_free(ov);
+		return NULL;
+	}
+	return ov;
+}
+
+void
+tli_overlay_free(struct overlay *ov)
+{
+	if (ov != NULL) {
+		tli_free(ov->slots);
+		tli_free(ov->used);
+		tli_free(ov);
+	}
+}
+
+void
+tli_overlay_reset(struct overlay *ov)
+{
+	for (size_t i = 0; i < ov->nused; i++) {
+		ov->slots[ov->used[i]].used = false;
+	}
+	ov->nused = 0;
+}
+
+/* Find the message's slot, loading it from RocksDB on first touch. */
+static int
+ov_get(tli_store *s, uint32_t topic, const char *id, size_t len,
+    ov_ent **out)
+{
+	struct overlay *ov = s->ov;
+	uint64_t h = tli_hash64(id, len) ^ ((uint64_t) topic * 0x9e3779b97f4a7c15u);
+	size_t i = (size_t) (h & (OV_CAP - 1));
+	uint8_t key[5 + TL_MAX_ID_LEN];
+	char *err = NULL, *v;
+	size_t vl = 0;
+	ov_ent *e;
+	int rv = TL_OK;
+
+	for (;; i = (i + 1) & (OV_CAP - 1)) {
+		e = &ov->slots[i];
+		if (!e->used) {
+			break;
+		}
+		if (e->topic == topic && e->id_len == len &&
+		    memcmp(e->id, id, len) == 0) {
+			*out = e;
+			return TL_OK;
+		}
+	}
+	v = rocksdb_get_cf(s->db, s->ropts, s->cf[CF_MSG], (char *) key,
+	    tli_key_msg(key, topic, id, len), &vl, &err);
+	if (err != NULL) {
+		return tli_rdb_err(s, err);
+	}
+	if (v != NULL) {
+		rv = tli_rec_decode(&e->r, (uint8_t *) v, vl);
+		rocksdb_free(v);
+		if (rv != TL_OK) {
+			return rv;
+		}
+	}
+	e->used = true;
+	e->present = v != NULL;
+	e->topic = topic;
+	e->id_len = (uint8_t) len;
+	memcpy(e->id, id, len);
+	ov->used[ov->nused++] = (uint32_t) i;
+	*out = e;
+	return TL_OK;
+}
+
+/* ---- effects ---- */
+
+static void
+index_delete(tli_store *s, uint32_t topic, const ov_ent *e)
+{
+	uint8_t k[KEY_MAX];
+	const rec *r = &e->r;
+
+	rocksdb_writebatch_delete_cf(s->wb, s->cf[CF_TL], (char *) k,
+	    tli_key_tl(k, topic, r->bucket, r->ts, e->id, e->id_len));
+	rocksdb_writebatch_delete_cf(s->wb, s->cf[CF_OWN], (char *) k,
+	    tli_key_own(k, topic, r->owner, r->owner_len, r->ts, e->id,
+	        e->id_len));
+	if (r->cons_len > 0) {
+		rocksdb_writebatch_delete_cf(s->wb, s->cf[CF_CONS], (char *) k,
+		    tli_key_cons(k, topic, r->cons, r->cons_len, e->id,
+		        e->id_len));
+	}
+}
+
+static void
+record_put(tli_store *s, uint32_t topic, const ov_ent *e)
+{
+	uint8_t k[KEY_MAX], v[REC_MAX], iv[16];
+	const rec *r = &e->r;
+	bool locked = r->cons_len > 0;
+
+	rocksdb_writebatch_put_cf(s->wb, s->cf[CF_MSG], (char *) k,
+	    tli_key_msg(k, topic, e->id, e->id_len), (char *) v,
+	    tli_rec_encode(v, r));
+	tli_val_tl(iv, r->version, locked);
+	rocksdb_writebatch_put_cf(s->wb, s->cf[CF_TL], (char *) k,
+	    tli_key_tl(k, topic, r->bucket, r->ts, e->id, e->id_len),
+	    (char *) iv, 9);
+	rocksdb_writebatch_put_cf(s->wb, s->cf[CF_OWN], (char *) k,
+	    tli_key_own(k, topic, r->owner, r->owner_len, r->ts, e->id,
+	        e->id_len),
+	    (char *) iv, 9);
+	if (locked) {
+		tli_val_cons(iv, r->ts, r->version);
+		rocksdb_writebatch_put_cf(s->wb, s->cf[CF_CONS], (char *) k,
+		    tli_key_cons(k, topic, r->cons, r->cons_len, e->id,
+		        e->id_len),
+		    (char *) iv, 16);
+	}
+}
+
+static void
+counters_note(topic_rt *t, int64_t dmsg, int64_t dlocked)
+{
+	t->pend_messages += dmsg;
+	t->pend_locked += dlocked;
+	t->pend_dirty = true;
+}
+
+/* Change ts / lock of a present message: old index entries out, new in. */
+static void
+msg_update(tli_store *s, topic_rt *t, ov_ent *e, int64_t ts,
+    const char *cons, size_t clen)
+{
+	bool was_locked = e->r.cons_len > 0;
+
+	index_delete(s, t->id, e);
+	e->r.ts = ts;
+	e->r.version++;
+	e->r.cons_len = (uint8_t) clen;
+	memcpy(e->r.cons, cons, clen);
+	record_put(s, t->id, e);
+	if (was_locked != (clen > 0)) {
+		counters_note(t, 0, clen > 0 ? 1 : -1);
+	}
+}
+
+static void
+msg_delete(tli_store *s, topic_rt *t, ov_ent *e)
+{
+	uint8_t k[KEY_MAX];
+
+	index_delete(s, t->id, e);
+	rocksdb_writebatch_delete_cf(s->wb, s->cf[CF_MSG], (char *) k,
+	    tli_key_msg(k, t->id, e->id, e->id_len));
+	rocksdb_writebatch_delete_cf(s->wb, s->cf[CF_MSG], (char *) k,
+	    tli_key_body(k, t->id, e->id, e->id_len));
+	counters_note(t, -1, e->r.cons_len > 0 ? -1 : 0);
+	e->present = false;
+}
+
+static void
+msg_create(tli_store *s, topic_rt *t, ov_ent *e, const tli_op *op,
+    int64_t ts, int64_t now)
+{
+	uint8_t k[KEY_MAX];
+
+	memset(&e->r, 0, sizeof(e->r));
+	e->r.ts = ts;
+	e->r.version = 1;
+	e->r.created_at = now;
+	e->r.bucket = tli_bucket_of(e->id, e->id_len, t->conf.buckets);
+	e->r.body_len = (uint32_t) op->body_len;
+	e->r.owner_len = (uint8_t) op->who_len;
+	memcpy(e->r.owner, op->who, op->who_len);
+	e->present = true;
+	rocksdb_writebatch_put_cf(s->wb, s->cf[CF_MSG], (char *) k,
+	    tli_key_body(k, t->id, e->id, e->id_len),
+	    op->body_len > 0 ? (const char *) op->body : "", op->body_len);
+	record_put(s, t->id, e);
+	counters_note(t, 1, 0);
+}
+
+/* ---- checks ---- */
+
+static bool
+op_has_ts(tli_op_type type)
+{
+	return type == TLI_OP_CREATE || type == TLI_OP_LEASE ||
+	    type == TLI_OP_EXTEND || type == TLI_OP_RELEASE ||
+	    type == TLI_OP_MOVE;
+}
+
+static int
+check_input(const topic_rt *t, const tli_op *op, size_t id_len)
+{
+	if (op->type < TLI_OP_CREATE || op->type > TLI_OP_MOVE) {
+		return TL_EINVAL;
+	}
+	if (id_len == 0) {
+		return TL_EBADID;
+	}
+	if (id_len > TL_MAX_ID_LEN) {
+		return TL_ETOOLARGE;
+	}
+	if (op->who == NULL || op->who_len == 0) {
+		return TL_EBADID;
+	}
+	if (op->who_len > TL_MAX_NAME_LEN) {
+		return TL_ETOOLARGE;
+	}
+	if (op->type == TLI_OP_CREATE) {
+		if (op->body_len > t->conf.max_body) {
+			return TL_ETOOLARGE;
+		}
+		if (op->body == NULL && op->body_len > 0) {
+			return TL_EINVAL;
+		}
+	}
+	return TL_OK;
+}
+
+static int
+resolve_ts(const tli_op *op, int64_t now, int64_t *ts)
+{
+	if (op->ts < -TL_TS_MAX || op->ts > TL_TS_MAX) {
+		return TL_ERANGE;
+	}
+	*ts = op->ts_mode == TLI_TS_REL ? now + op->ts : op->ts;
+	if (*ts < TL_TS_MIN || *ts > TL_TS_MAX) {
+		return TL_ERANGE;
+	}
+	return TL_OK;
+}
+
+static int
+check_time(tli_store *s, const topic_rt *t, tli_op_type type, int64_t ts,
+    int64_t now)
+{
+	switch (type) {
+	case TLI_OP_LEASE:
+	case TLI_OP_EXTEND:
+		if (ts < now + s->opts.min_lease_gap_ms) {
+			return TL_ETOOCLOSE;
+		}
+		if (ts - now > t->conf.max_lease_ms) {
+			return TL_ELEASELIMIT;
+		}
+		return TL_OK;
+	case TLI_OP_RELEASE:
+		return ts < now ? TL_ETOOCLOSE : TL_OK;
+	default:
+		return TL_OK;
+	}
+}
+
+static bool
+is_holder(const rec *r, const tli_op *op)
+{
+	return r->cons_len == op->who_len &&
+	    memcmp(r->cons, op->who, op->who_len) == 0;
+}
+
+static int
+check_holder(const ov_ent *e, const tli_op *op, int64_t now)
+{
+	if (!e->present) {
+		return TL_ENOTFOUND;
+	}
+	if (e->r.cons_len == 0) {
+		return TL_ENOTLEASED;
+	}
+	if (!is_holder(&e->r, op)) {
+		return TL_ELEASED;
+	}
+	if (e->r.version != op->version) {
+		return TL_EVERSION;
+	}
+	if (e->r.ts <= now) {
+		return TL_ELEASEEXPIRED;
+	}
+	return TL_OK;
+}
+
+static int
+check_owner(const ov_ent *e, const tli_op *op, int64_t now)
+{
+	if (!e->present) {
+		return TL_ENOTFOUND;
+	}
+	if (e->r.owner_len != op->who_len ||
+	    memcmp(e->r.owner, op->who, op->who_len) != 0) {
+		return TL_ENOTOWNER;
+	}
+	if (op->version != 0 && e->r.version != op->version) {
+		return TL_EVERSION;
+	}
+	if (e->r.cons_len > 0 && e->r.ts > now) {
+		return TL_ELEASED;
+	}
+	return TL_OK;
+}
+
+static int
+check_lease(const ov_ent *e, const tli_op *op, int64_t now)
+{
+	if (!e->present) {
+		return TL_ENOTFOUND;
+	}
+	if (op->version != 0 && e->r.version != op->version) {
+		return TL_EVERSION;
+	}
+	if (e->r.ts > now) {
+		return e->r.cons_len > 0 ? TL_ELEASED : TL_ENOTDUE;
+	}
+	return TL_OK;
+}
+
+/* ---- one operation ---- */
+
+static int
+apply(tli_store *s, tli_op *op)
+{
+	topic_rt *t = tli_topic_find(s, op->topic);
+	int64_t now = tli_clock_now(&s->opts.clock), ts = 0;
+	const char *id = op->id;
+	size_t id_len = op->id_len;
+	ov_ent *e = NULL;
+	int rv;
+
+	if (t == NULL) {
+		return TL_ENOTOPIC;
+	}
+	if (op->type == TLI_OP_CREATE && id_len == 0) {
+		tli_gen_id(op->gen_id, now);
+		id = op->gen_id;
+		id_len = TL_GEN_ID_LEN;
+	} else if (id == NULL) {
+		id_len = 0;
+	}
+	if ((rv = check_input(t, op, id_len)) != TL_OK) {
+		return rv;
+	}
+	if (op_has_ts(op->type) &&
+	    ((rv = resolve_ts(op, now, &ts)) != TL_OK ||
+	        (rv = check_time(s, t, op->type, ts, now)) != TL_OK)) {
+		return rv;
+	}
+	if ((rv = ov_get(s, t->id, id, id_len, &e)) != TL_OK) {
+		return rv;
+	}
+	switch (op->type) {
+	case TLI_OP_CREATE:
+		if (e->present) {
+			return TL_EEXISTS;
+		}
+		msg_create(s, t, e, op, ts, now);
+		break;
+	case TLI_OP_LEASE:
+		if ((rv = check_lease(e, op, now)) != TL_OK) {
+			return rv;
+		}
+		e->r.deliveries++;
+		msg_update(s, t, e, ts, op->who, op->who_len);
+		break;
+	case TLI_OP_EXTEND:
+		if ((rv = check_holder(e, op, now)) != TL_OK) {
+			return rv;
+		}
+		msg_update(s, t, e, ts, e->r.cons, e->r.cons_len);
+		break;
+	case TLI_OP_RELEASE:
+		if ((rv = check_holder(e, op, now)) != TL_OK) {
+			return rv;
+		}
+		msg_update(s, t, e, ts, "", 0);
+		break;
+	case TLI_OP_DELETE_LEASED:
+		if ((rv = check_holder(e, op, now)) != TL_OK) {
+			return rv;
+		}
+		msg_delete(s, t, e);
+		break;
+	case TLI_OP_DELETE_OWNED:
+		if ((rv = check_owner(e, op, now)) != TL_OK) {
+			return rv;
+		}
+		msg_delete(s, t, e);
+		break;
+	case TLI_OP_MOVE:
+		if ((rv = check_owner(e, op, now)) != TL_OK) {
+			return rv;
+		}
+		msg_update(s, t, e, ts, "", 0);
+		break;
+	}
+	op->bucket = e->r.bucket;
+	op->deliveries = e->r.deliveries;
+	op->new_version = e->present ? e->r.version : 0;
+	op->new_ts = e->present ? e->r.ts : 0;
+	return TL_OK;
+}
+
+void
+tli_apply_op(tli_store *s, tli_op *op)
+{
+	op->new_version = 0;
+	op->new_ts = 0;
+	op->err = apply(s, op);
+}

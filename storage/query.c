@@ -1,0 +1,485 @@
+/*
+ * Reads of the timeline store: lookup, the due scan of one bucket, the
+ * consumer and owner scans, counts by range and status, and topic totals.
+ * They run on the caller's thread straight against RocksDB; every
+ * acknowledged operation is visible to them.
+ */
+#include "store_int.h"
+
+/* An iterator over [lo, hi) of one column family. The upper bound is not
+ * copied by RocksDB: hi must outlive the iterator. The caller destroys the
+ * iterator, then *ro. */
+rocksdb_iterator_t *
+tli_iter(tli_store *s, int cf, const uint8_t *lo, size_t lolen,
+    const uint8_t *hi, size_t hilen, rocksdb_readoptions_t **ro)
+{
+	rocksdb_iterator_t *it;
+
+	*ro = rocksdb_readoptions_create();
+	rocksdb_readoptions_set_iterate_upper_bound(*ro, (const char *) hi,
+	    hilen);
+	it = rocksdb_create_iterator_cf(s->db, *ro, s->cf[cf]);
+	rocksdb_iter_seek(it, (const char *) lo, lolen);
+	return it;
+}
+
+/* Scan state kept on the stack: the bounds live here for the iterator. */
+typedef struct scan {
+	uint8_t lo[KEY_MAX];
+	uint8_t hi[KEY_MAX];
+	size_t lolen;
+	size_t hilen;
+	rocksdb_readoptions_t *ro;
+	rocksdb_iterator_t *it;
+} scan;
+
+static void
+scan_open(tli_store *s, scan *sc, int cf)
+{
+	sc->it = tli_iter(s, cf, sc->lo, sc->lolen, sc->hi, sc->hilen, &sc->ro);
+}
+
+static int
+scan_close(tli_store *s, scan *sc)
+{
+	char *err = NULL;
+
+	rocksdb_iter_get_error(sc->it, &err);
+	rocksdb_iter_destroy(sc->it);
+	rocksdb_readoptions_destroy(sc->ro);
+	return tli_rdb_err(s, err);
+}
+
+/* The smallest key greater than every key that starts with p[0..len). */
+static size_t
+prefix_end(uint8_t *out, const uint8_t *p, size_t len)
+{
+	memcpy(out, p, len);
+	while (len > 0) {
+		if (out[len - 1] != 0xff) {
+			out[len - 1]++;
+			return len;
+		}
+		len--;
+	}
+	return 0; /* unreachable for our prefixes: topic ids < 2^32-1 */
+}
+
+void
+tli_cursor_from_entry(tli_cursor *c, const tli_entry *e)
+{
+	c->valid = true;
+	c->ts = e->ts;
+	c->id_len = e->id_len;
+	memcpy(c->id, e->id, e->id_len);
+}
+
+/* Position after the cursor: seek to its key, skip it if present. */
+static void
+scan_skip_cursor(scan *sc, const uint8_t *ck, size_t cklen)
+{
+	size_t kl;
+	const char *k;
+
+	rocksdb_iter_seek(sc->it, (const char *) ck, cklen);
+	if (rocksdb_iter_valid(sc->it)) {
+		k = rocksdb_iter_key(sc->it, &kl);
+		if (kl == cklen && memcmp(k, ck, kl) == 0) {
+			rocksdb_iter_next(sc->it);
+		}
+	}
+}
+
+static int
+check_name(const char *p, size_t len)
+{
+	if (p == NULL || len == 0) {
+		return TL_EBADID;
+	}
+	return len > TL_MAX_NAME_LEN ? TL_ETOOLARGE : TL_OK;
+}
+
+int
+tli_store_scan_due(tli_store *s, const char *topic, uint32_t bucket,
+    int64_t up_to, const tli_cursor *after, tli_entry *out, size_t max,
+    size_t *n, bool *more)
+{
+	tli_topic_conf conf;
+	uint32_t tid;
+	scan sc;
+	size_t got = 0;
+	int rv;
+
+	*n = 0;
+	*more = false;
+	if ((rv = tli_topic_lookup(s, topic, &tid, &conf)) != TL_OK) {
+		return rv;
+	}
+	if (bucket >= conf.buckets) {
+		return TL_EINVAL;
+	}
+	if (up_to < TL_TS_MIN) {
+		return TL_OK;
+	}
+	if (up_to > TL_TS_MAX) {
+		up_to = TL_TS_MAX;
+	}
+	sc.lolen = tli_key_tl(sc.lo, tid, bucket, TL_TS_MIN, "", 0);
+	sc.hilen = tli_key_tl(sc.hi, tid, bucket, up_to + 1, "", 0);
+	scan_open(s, &sc, CF_TL);
+	if (after != NULL && after->valid) {
+		uint8_t ck[KEY_MAX];
+		scan_skip_cursor(&sc, ck,
+		    tli_key_tl(ck, tid, bucket, after->ts, after->id,
+		        after->id_len));
+	}
+	for (; rocksdb_iter_valid(sc.it); rocksdb_iter_next(sc.it)) {
+		size_t kl, vl;
+		const uint8_t *k = (const uint8_t *) rocksdb_iter_key(sc.it, &kl);
+		const uint8_t *v = (const uint8_t *) rocksdb_iter_value(sc.it, &vl);
+		tli_entry *e;
+
+		if (got == max) {
+			*more = true;
+			break;
+		}
+		if (kl <= 16 || kl > 16 + TL_MAX_ID_LEN || vl != 9) {
+			rv = TL_ECORRUPT;
+			break;
+		}
+		e = &out[got++];
+		e->ts = (int64_t) tli_get_be64(k + 8);
+		e->bucket = bucket;
+		e->version = tli_get_be64(v);
+		e->locked = v[8] != 0;
+		e->id_len = (uint8_t) (kl - 16);
+		memcpy(e->id, k + 16, e->id_len);
+		e->id[e->id_len] = '\0';
+	}
+	*n = got;
+	{
+		int rv2 = scan_close(s, &sc);
+		return rv != TL_OK ? rv : rv2;
+	}
+}
+
+int
+tli_store_scan_consumer(tli_store *s, const char *topic, const char *consumer,
+    size_t consumer_len, const tli_cursor *after, tli_entry *out, size_t max,
+    size_t *n, bool *more)
+{
+	tli_topic_conf conf;
+	uint32_t tid;
+	size_t got = 0, pre;
+	scan sc;
+	int rv;
+
+	*n = 0;
+	*more = false;
+	if ((rv = tli_topic_lookup(s, topic, &tid, &conf)) != TL_OK ||
+	    (rv = check_name(consumer, consumer_len)) != TL_OK) {
+		return rv;
+	}
+	pre = tli_key_cons(sc.lo, tid, consumer, consumer_len, "", 0);
+	sc.lolen = pre;
+	sc.hilen = prefix_end(sc.hi, sc.lo, pre);
+	scan_open(s, &sc, CF_CONS);
+	if (after != NULL && after->valid) {
+		uint8_t ck[KEY_MAX];
+		scan_skip_cursor(&sc, ck,
+		    tli_key_cons(ck, tid, consumer, consumer_len, after->id,
+		        after->id_len));
+	}
+	for (; rocksdb_iter_valid(sc.it); rocksdb_iter_next(sc.it)) {
+		size_t kl, vl;
+		const uint8_t *k = (const uint8_t *) rocksdb_iter_key(sc.it, &kl);
+		const uint8_t *v = (const uint8_t *) rocksdb_iter_value(sc.it, &vl);
+		tli_entry *e;
+
+		if (got == max) {
+			*more = true;
+			break;
+		}
+		if (kl <= pre || kl > pre + TL_MAX_ID_LEN || vl != 16) {
+			rv = TL_ECORRUPT;
+			break;
+		}
+		e = &out[got++];
+		e->ts = (int64_t) tli_get_be64(v);
+		e->version = tli_get_be64(v + 8);
+		e->locked = true;
+		e->id_len = (uint8_t) (kl - pre);
+		memcpy(e->id, k + pre, e->id_len);
+		e->id[e->id_len] = '\0';
+		e->bucket = tli_bucket_of(e->id, e->id_len, conf.buckets);
+	}
+	*n = got;
+	{
+		int rv2 = scan_close(s, &sc);
+		return rv != TL_OK ? rv : rv2;
+	}
+}
+
+int
+tli_store_scan_owner(tli_store *s, const char *topic, const char *owner,
+    size_t owner_len, const tli_cursor *after, tli_entry *out, size_t max,
+    size_t *n, bool *more)
+{
+	tli_topic_conf conf;
+	uint32_t tid;
+	size_t got = 0, pre;
+	scan sc;
+	int rv;
+
+	*n = 0;
+	*more = false;
+	if ((rv = tli_topic_lookup(s, topic, &tid, &conf)) != TL_OK ||
+	    (rv = check_name(owner, owner_len)) != TL_OK) {
+		return rv;
+	}
+	pre = 5 + owner_len;
+	sc.lolen = tli_key_own(sc.lo, tid, owner, owner_len, TL_TS_MIN, "", 0);
+	sc.hilen = prefix_end(sc.hi, sc.lo, pre);
+	scan_open(s, &sc, CF_OWN);
+	if (after != NULL && after->valid) {
+		uint8_t ck[KEY_MAX];
+		scan_skip_cursor(&sc, ck,
+		    tli_key_own(ck, tid, owner, owner_len, after->ts, after->id,
+		        after->id_len));
+	}
+	for (; rocksdb_iter_valid(sc.it); rocksdb_iter_next(sc.it)) {
+		size_t kl, vl;
+		const uint8_t *k = (const uint8_t *) rocksdb_iter_key(sc.it, &kl);
+		const uint8_t *v = (const uint8_t *) rocksdb_iter_value(sc.it, &vl);
+		tli_entry *e;
+
+		if (got == max) {
+			*more = true;
+			break;
+		}
+		if (kl <= pre + 8 || kl > pre + 8 + TL_MAX_ID_LEN || vl != 9) {
+			rv = TL_ECORRUPT;
+			break;
+		}
+		e = &out[got++];
+		e->ts = (int64_t) tli_get_be64(k + pre);
+		e->version = tli_get_be64(v);
+		e->locked = v[8] != 0;
+		e->id_len = (uint8_t) (kl - pre - 8);
+		memcpy(e->id, k + pre + 8, e->id_len);
+		e->id[e->id_len] = '\0';
+		e->bucket = tli_bucket_of(e->id, e->id_len, conf.buckets);
+	}
+	*n = got;
+	{
+		int rv2 = scan_close(s, &sc);
+		return rv != TL_OK ? rv : rv2;
+	}
+}
+
+/* Count [from, to) of every bucket, classifying at `now`. */
+static int
+count_range(tli_store *s, uint32_t tid, uint32_t buckets, int64_t from,
+    int64_t to, int64_t now, tli_counts *out)
+{
+	int rv = TL_OK;
+
+	memset(out, 0, sizeof(*out));
+	if (from < TL_TS_MIN) {
+		from = TL_TS_MIN;
+	}
+	if (to > TL_TS_MAX + 1) {
+		to = TL_TS_MAX + 1;
+	}
+	if (from >= to) {
+		return TL_OK;
+	}
+	for (uint32_t b = 0; b < buckets && rv == TL_OK; b++) {
+		scan sc;
+
+		sc.lolen = tli_key_tl(sc.lo, tid, b, from, "", 0);
+		sc.hilen = tli_key_tl(sc.hi, tid, b, to, "", 0);
+		scan_open(s, &sc, CF_TL);
+		for (; rocksdb_iter_valid(sc.it); rocksdb_iter_next(sc.it)) {
+			size_t kl, vl;
+			const uint8_t *k =
+			    (const uint8_t *) rocksdb_iter_key(sc.it, &kl);
+			const uint8_t *v =
+			    (const uint8_t *) rocksdb_iter_value(sc.it, &vl);
+			int64_t ts;
+
+			if (kl <= 16 || vl != 9) {
+				rv = TL_ECORRUPT;
+				break;
+			}
+			ts = (int64_t) tli_get_be64(k + 8);
+			if (ts <= now) {
+				out->available++;
+			} else if (v[8] != 0) {
+				out->processing++;
+			} else {
+				out->waiting++;
+			}
+		}
+		{
+			int rv2 = scan_close(s, &sc);
+			if (rv == TL_OK) {
+				rv = rv2;
+			}
+		}
+	}
+	return rv;
+}
+
+int
+tli_store_count(tli_store *s, const char *topic, int64_t from, int64_t to,
+    tli_counts *out)
+{
+	tli_topic_conf conf;
+	uint32_t tid;
+	int rv;
+
+	if ((rv = tli_topic_lookup(s, topic, &tid, &conf)) != TL_OK) {
+		return rv;
+	}
+	return count_range(s, tid, conf.buckets, from, to,
+	    tli_clock_now(&s->opts.clock), out);
+}
+
+/* Totals from the incremental counters plus a scan of the due part only:
+ * processing = locked - locked-and-due; waiting = the rest. */
+int
+tli_store_totals(tli_store *s, const char *topic, tli_counts *out)
+{
+	tli_topic_info info;
+	tli_counts due;
+	uint64_t locked_due = 0, avail;
+	int64_t now = tli_clock_now(&s->opts.clock);
+	int rv;
+
+	if ((rv = tli_store_topic_get(s, topic, &info)) != TL_OK) {
+		return rv;
+	}
+	memset(&due, 0, sizeof(due));
+	avail = 0;
+	for (uint32_t b = 0; b < info.conf.buckets && rv == TL_OK; b++) {
+		scan sc;
+
+		sc.lolen = tli_key_tl(sc.lo, info.topic_id, b, TL_TS_MIN, "", 0);
+		sc.hilen = tli_key_tl(sc.hi, info.topic_id, b,
+		    (now < TL_TS_MIN ? TL_TS_MIN - 1 : now) + 1, "", 0);
+		scan_open(s, &sc, CF_TL);
+		for (; rocksdb_iter_valid(sc.it); rocksdb_iter_next(sc.it)) {
+			size_t vl;
+			const uint8_t *v =
+			    (const uint8_t *) rocksdb_iter_value(sc.it, &vl);
+			avail++;
+			if (vl == 9 && v[8] != 0) {
+				locked_due++;
+			}
+		}
+		rv = scan_close(s, &sc);
+	}
+	if (rv != TL_OK) {
+		return rv;
+	}
+	/* The counters and the scan are read at slightly different moments
+	 * under concurrent writes; clamp so the figures never underflow. */
+	out->available = avail;
+	out->processing = info.locked > locked_due ? info.locked - locked_due : 0;
+	out->waiting = info.messages > avail + out->processing ?
+	    info.messages - avail - out->processing : 0;
+	return TL_OK;
+}
+
+void
+tli_msg_fini(tli_msg *m)
+{
+	if (m != NULL) {
+		tli_free(m->body);
+		m->body = NULL;
+		m->body_len = 0;
+	}
+}
+
+int
+tli_store_get(tli_store *s, const char *topic, const char *id, size_t id_len,
+    tli_msg *out)
+{
+	uint8_t k[5 + TL_MAX_ID_LEN];
+	char *err = NULL, *v, *b;
+	size_t vl = 0, bl = 0;
+	uint32_t tid;
+	rec r;
+	int rv;
+
+	if ((rv = tli_topic_lookup(s, topic, &tid, NULL)) != TL_OK) {
+		return rv;
+	}
+	if (id == NULL || id_len == 0) {
+		return TL_EBADID;
+	}
+	if (id_len > TL_MAX_ID_LEN) {
+		return TL_ETOOLARGE;
+	}
+	/* One MultiGet reads the record and its body from one consistent
+	 * view, so a concurrent delete cannot split them. */
+	{
+		uint8_t bk[5 + TL_MAX_ID_LEN];
+		const char *keys[2] = { (char *) k, (char *) bk };
+		size_t klens[2] = { tli_key_msg(k, tid, id, id_len),
+			tli_key_body(bk, tid, id, id_len) };
+		const rocksdb_column_family_handle_t *cfs[2] = { s->cf[CF_MSG],
+			s->cf[CF_MSG] };
+		char *vals[2] = { NULL, NULL }, *errs[2] = { NULL, NULL };
+		size_t vlens[2] = { 0, 0 };
+
+		rocksdb_multi_get_cf(s->db, s->ropts, cfs, 2, keys, klens, vals,
+		    vlens, errs);
+		v = vals[0];
+		vl = vlens[0];
+		b = vals[1];
+		bl = vlens[1];
+		rv = tli_rdb_err(s, errs[0]);
+		err = errs[1];
+		if (err != NULL) {
+			int rv2 = tli_rdb_err(s, err);
+			rv = rv != TL_OK ? rv : rv2;
+		}
+	}
+	if (rv == TL_OK && v == NULL) {
+		rv = TL_ENOTFOUND;
+	}
+	if (rv == TL_OK) {
+		rv = tli_rec_decode(&r, (uint8_t *) v, vl);
+	}
+	if (rv == TL_OK && (b == NULL || bl != r.body_len)) {
+		rv = TL_ECORRUPT; /* written in one batch: never apart */
+	}
+	rocksdb_free(v);
+	if (rv != TL_OK) {
+		rocksdb_free(b);
+		return rv;
+	}
+	memset(out, 0, sizeof(*out));
+	out->body = tli_alloc(bl);
+	if (out->body == NULL) {
+		rocksdb_free(b);
+		return TL_ENOMEM;
+	}
+	memcpy(out->body, b, bl);
+	rocksdb_free(b);
+	out->body_len = bl;
+	memcpy(out->id, id, id_len);
+	out->id_len = id_len;
+	memcpy(out->owner, r.owner, r.owner_len);
+	out->owner_len = r.owner_len;
+	memcpy(out->consumer, r.cons, r.cons_len);
+	out->consumer_len = r.cons_len;
+	out->ts = r.ts;
+	out->bucket = r.bucket;
+	out->version = r.version;
+	out->deliveries = r.deliveries;
+	out->created_at = r.created_at;
+	return TL_OK;
+}

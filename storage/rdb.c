@@ -1,0 +1,44 @@
+/*
+ * The one place where RocksDB's error strings become Timeline error codes.
+ * RocksDB reports errors as malloc'd strings; this file frees them, keeps
+ * the last one for the logs and maps the kind of failure to a code.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "store_int.h"
+
+int
+tli_rdb_err(tli_store *s, char *errstr)
+{
+	int rv;
+
+	if (errstr == NULL) {
+		return TL_OK;
+	}
+	if (strstr(errstr, "No space left") != NULL ||
+	    strstr(errstr, "NoSpace") != NULL) {
+		rv = TL_ENOSPC;
+	} else if (strstr(errstr, "Corruption") != NULL) {
+		rv = TL_ECORRUPT;
+	} else if (strstr(errstr, "IO error") != NULL) {
+		rv = TL_EIO;
+	} else {
+		rv = TL_ESTORAGE;
+	}
+	if (s != NULL) {
+		pthread_mutex_lock(&s->err_lock);
+		snprintf(s->last_err, sizeof(s->last_err), "%s", errstr);
+		pthread_mutex_unlock(&s->err_lock);
+	}
+	rocksdb_free(errstr);
+	return rv;
+}
+
+const char *
+tli_store_last_error(tli_store *s)
+{
+	/* The buffer only ever grows a new NUL-terminated string, so reading
+	 * it without the lock is safe enough for logs. */
+	return s != NULL ? s->last_err : "";
+}

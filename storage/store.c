@@ -1,0 +1,948 @@
+/*
+ * The store object: opening RocksDB with its column families and format
+ * check, the topic registry, the submission queue and the writer thread
+ * that turns queued operations into group commits.
+ *
+ * DESIGN. Submitters append to a FIFO under q_lock and signal the writer.
+ * The writer takes as many whole submissions as fit in max_batch_ops (a
+ * topic create or delete always travels alone), applies them in order
+ * against the stored state plus an overlay of the batch's own effects
+ * (ops.c), adds the touched topics' counters to the same WriteBatch, writes
+ * it once (fsynced in TLI_SYNC_ALWAYS) and then completes the submissions.
+ * While it syncs, new submissions queue up and form the next batch. A failed
+ * write fails every operation of its batch that would have succeeded, and
+ * rolls back nothing in memory because nothing in memory changed yet:
+ * counters and topics change only after the write succeeded.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include "store_int.h"
+
+typedef enum { SUB_OPS, SUB_TOPIC_CREATE, SUB_TOPIC_DELETE } sub_kind;
+
+struct sub {
+	sub *next;
+	sub_kind kind;
+	tli_op *ops;
+	size_t n;
+	tli_topic_conf conf; /* topic create; conf.name also for delete */
+	int result;          /* topic subs */
+	tli_store_done_fn done;
+	void *arg;
+	bool heap;           /* allocated by tli_store_submit */
+};
+
+static const char *cf_names[CF_COUNT] = { "default", "msg", "tl", "cons",
+	"own" };
+
+void
+tli_store_opts_init(tli_store_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->sync_mode = TLI_SYNC_ALWAYS;
+	o->sync_interval_ms = 100;
+	o->max_batch_ops = TL_MAX_BATCH;
+	o->min_lease_gap_ms = 1;
+	o->cache_bytes = 64u << 20;
+}
+
+/* ---- topic registry ---- */
+
+static int
+topic_cmp_name(const topic_rt *t, const char *name)
+{
+	return strcmp(t->conf.name, name);
+}
+
+static size_t
+topic_pos(tli_store *s, const char *name, bool *found)
+{
+	size_t lo = 0, hi = s->ntopics;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		int c = topic_cmp_name(s->topics[mid], name);
+		if (c == 0) {
+			*found = true;
+			return mid;
+		}
+		if (c < 0) {
+			lo = mid + 1;
+		} else {
+			hi = mid;
+		}
+	}
+	*found = false;
+	return lo;
+}
+
+topic_rt *
+tli_topic_find(tli_store *s, const char *name)
+{
+	bool found;
+	size_t i;
+
+	if (name == NULL) {
+		return NULL;
+	}
+	i = topic_pos(s, name, &found);
+	return found ? s->topics[i] : NULL;
+}
+
+int
+tli_topic_lookup(tli_store *s, const char *name, uint32_t *id,
+    tli_topic_conf *conf)
+{
+	topic_rt *t;
+	int rv = TL_ENOTOPIC;
+
+	pthread_rwlock_rdlock(&s->topics_lock);
+	t = tli_topic_find(s, name);
+	if (t != NULL) {
+		*id = t->id;
+		if (conf != NULL) {
+			*conf = t->conf;
+		}
+		rv = TL_OK;
+	}
+	pthread_rwlock_unlock(&s->topics_lock);
+	return rv;
+}
+
+static int
+topic_insert(tli_store *s, topic_rt *t)
+{
+	bool found;
+	size_t i = topic_pos(s, t->conf.name, &found);
+	topic_rt **nt = tli_realloc(s->topics, (s->ntopics + 1) * sizeof(*nt));
+
+	if (nt == NULL) {
+		return TL_ENOMEM;
+	}
+	memmove(nt + i + 1, nt + i, (s->ntopics - i) * sizeof(*nt));
+	nt[i] = t;
+	s->topics = nt;
+	s->ntopics++;
+	return TL_OK;
+}
+
+static void
+topic_remove(tli_store *s, topic_rt *t)
+{
+	bool found;
+	size_t i = topic_pos(s, t->conf.name, &found);
+
+	if (found) {
+		memmove(s->topics + i, s->topics + i + 1,
+		    (s->ntopics - i - 1) * sizeof(*s->topics));
+		s->ntopics--;
+	}
+}
+
+int
+tli_topic_conf_init(tli_topic_conf *c, const char *name)
+{
+	size_t len = name != NULL ? strlen(name) : 0;
+
+	memset(c, 0, sizeof(*c));
+	if (len == 0) {
+		return TL_EBADID;
+	}
+	if (len > TL_MAX_NAME_LEN) {
+		return TL_ETOOLARGE;
+	}
+	memcpy(c->name, name, len);
+	c->buckets = TL_DEFAULT_BUCKETS;
+	c->max_body = TL_DEFAULT_MAX_BODY;
+	c->default_lease_ms = TL_DEFAULT_LEASE_MS;
+	c->max_lease_ms = TL_DEFAULT_MAX_LEASE_MS;
+	c->max_deliveries = TL_DEFAULT_MAX_DELIVERIES;
+	return TL_OK;
+}
+
+/* Fill zeros with defaults and check every setting's range. */
+static int
+topic_conf_normalise(tli_topic_conf *c)
+{
+	size_t len = strnlen(c->name, sizeof(c->name));
+
+	if (len == 0) {
+		return TL_EBADID;
+	}
+	if (len > TL_MAX_NAME_LEN) {
+		return TL_ETOOLARGE;
+	}
+	if (c->buckets == 0) {
+		c->buckets = TL_DEFAULT_BUCKETS;
+	}
+	if (c->max_body == 0) {
+		c->max_body = TL_DEFAULT_MAX_BODY;
+	}
+	if (c->max_lease_ms == 0) {
+		c->max_lease_ms = TL_DEFAULT_MAX_LEASE_MS;
+	}
+	if (c->default_lease_ms == 0) {
+		c->default_lease_ms = TL_DEFAULT_LEASE_MS < c->max_lease_ms ?
+		    TL_DEFAULT_LEASE_MS : c->max_lease_ms;
+	}
+	if (c->buckets > TL_MAX_BUCKETS || c->max_body > TL_MAX_BODY_LEN ||
+	    c->max_lease_ms < 0 || c->max_lease_ms > TL_MAX_LEASE_MS ||
+	    c->default_lease_ms < 0 || c->default_lease_ms > c->max_lease_ms) {
+		return TL_EINVAL;
+	}
+	return TL_OK;
+}
+
+/* ---- the writer ---- */
+
+static int
+write_batch(tli_store *s)
+{
+	char *err = NULL;
+	int64_t t0;
+
+	if (rocksdb_writebatch_count(s->wb) == 0) {
+		return TL_OK;
+	}
+	t0 = tli_mono_ns();
+	rocksdb_write(s->db, s->wopts, s->wb, &err);
+	atomic_fetch_add(&s->st_sync_ns, (uint64_t) (tli_mono_ns() - t0));
+	atomic_fetch_add(&s->st_batches, 1);
+	if (err == NULL && s->opts.sync_mode != TLI_SYNC_ALWAYS) {
+		s->unsynced = true;
+	}
+	return tli_rdb_err(s, err);
+}
+
+static void
+interval_sync(tli_store *s, bool force)
+{
+	char *err = NULL;
+	int64_t now = tli_mono_ms();
+
+	if (!s->unsynced || s->opts.sync_mode != TLI_SYNC_INTERVAL) {
+		return;
+	}
+	if (!force && now - s->last_sync_ms < s->opts.sync_interval_ms) {
+		return;
+	}
+	rocksdb_flush_wal(s->db, 1, &err);
+	(void) tli_rdb_err(s, err);
+	s->last_sync_ms = now;
+	s->unsynced = false;
+}
+
+static void
+topic_create_apply(tli_store *s, sub *sb)
+{
+	uint8_t key[1 + TL_MAX_NAME_LEN], val[64], nk[1] = { 'N' }, nv[4];
+	uint8_t ck[5], cv[16] = { 0 };
+	topic_rt *t;
+	size_t kl;
+	int rv;
+
+	if (tli_topic_find(s, sb->conf.name) != NULL) {
+		sb->result = TL_ETOPICEXISTS;
+		return;
+	}
+	if ((t = tli_zalloc(sizeof(*t))) == NULL) {
+		sb->result = TL_ENOMEM;
+		return;
+	}
+	t->conf = sb->conf;
+	t->id = s->next_topic_id;
+	t->created_at = tli_clock_now(&s->opts.clock);
+	rocksdb_writebatch_clear(s->wb);
+	kl = tli_key_meta_topic(key, t->conf.name, strlen(t->conf.name));
+	rocksdb_writebatch_put_cf(s->wb, s->cf[CF_DEFAULT], (char *) key, kl,
+	    (char *) val, tli_topic_encode(val, t));
+	tli_put_be32(nv, t->id + 1);
+	rocksdb_writebatch_put_cf(s->wb, s->cf[CF_DEFAULT], (char *) nk, 1,
+	    (char *) nv, 4);
+	rocksdb_writebatch_put_cf(s->wb, s->cf[CF_DEFAULT], (char *) ck,
+	    tli_key_meta_counters(ck, t->id), (char *) cv, sizeof(cv));
+	if ((rv = write_batch(s)) != TL_OK) {
+		goto fail;
+	}
+	pthread_rwlock_wrlock(&s->topics_lock);
+	rv = topic_insert(s, t);
+	pthread_rwlock_unlock(&s->topics_lock);
+	if (rv != TL_OK) {
+		goto fail;
+	}
+	s->next_topic_id++;
+	sb->result = TL_OK;
+	return;
+fail:
+	tli_free(t);
+	sb->result = rv;
+}
+
+static void
+topic_delete_apply(tli_store *s, sub *sb)
+{
+	uint8_t key[1 + TL_MAX_NAME_LEN], ck[5], lo[4], hi[4];
+	topic_rt *t = tli_topic_find(s, sb->conf.name);
+	int rv;
+
+	if (t == NULL) {
+		sb->result = TL_ENOTOPIC;
+		return;
+	}
+	rocksdb_writebatch_clear(s->wb);
+	rocksdb_writebatch_delete_cf(s->wb, s->cf[CF_DEFAULT], (char *) key,
+	    tli_key_meta_topic(key, t->conf.name, strlen(t->conf.name)));
+	rocksdb_writebatch_delete_cf(s->wb, s->cf[CF_DEFAULT], (char *) ck,
+	    tli_key_meta_counters(ck, t->id));
+	tli_put_be32(lo, t->id);
+	tli_put_be32(hi, t->id + 1);
+	for (int cf = CF_MSG; cf < CF_COUNT; cf++) {
+		rocksdb_writebatch_delete_range_cf(s->wb, s->cf[cf],
+		    (char *) lo, 4, (char *) hi, 4);
+	}
+	if ((rv = write_batch(s)) != TL_OK) {
+		sb->result = rv;
+		return;
+	}
+	pthread_rwlock_wrlock(&s->topics_lock);
+	topic_remove(s, t);
+	pthread_rwlock_unlock(&s->topics_lock);
+	tli_free(t);
+	sb->result = TL_OK;
+}
+
+static void
+counters_put(tli_store *s, topic_rt *t)
+{
+	uint8_t ck[5], cv[16];
+
+	tli_put_be64(cv, (uint64_t) ((int64_t) atomic_load(&t->messages) +
+	    t->pend_messages));
+	tli_put_be64(cv + 8, (uint64_t) ((int64_t) atomic_load(&t->locked) +
+	    t->pend_locked));
+	rocksdb_writebatch_put_cf(s->wb, s->cf[CF_DEFAULT], (char *) ck,
+	    tli_key_meta_counters(ck, t->id), (char *) cv, sizeof(cv));
+}
+
+static void
+ops_batch_apply(tli_store *s, sub *first, size_t nops)
+{
+	uint64_t m;
+	int rv;
+
+	rocksdb_writebatch_clear(s->wb);
+	tli_overlay_reset(s->ov);
+	for (sub *sb = first; sb != NULL; sb = sb->next) {
+		for (size_t i = 0; i < sb->n; i++) {
+			tli_apply_op(s, &sb->ops[i]);
+		}
+	}
+	for (size_t i = 0; i < s->ntopics; i++) {
+		if (s->topics[i]->pend_dirty) {
+			counters_put(s, s->topics[i]);
+		}
+	}
+	rv = write_batch(s);
+	for (size_t i = 0; i < s->ntopics; i++) {
+		topic_rt *t = s->topics[i];
+		if (!t->pend_dirty) {
+			continue;
+		}
+		if (rv == TL_OK) {
+			atomic_fetch_add(&t->messages, (uint64_t) t->pend_messages);
+			atomic_fetch_add(&t->locked, (uint64_t) t->pend_locked);
+		}
+		t->pend_messages = t->pend_locked = 0;
+		t->pend_dirty = false;
+	}
+	if (rv != TL_OK) {
+		for (sub *sb = first; sb != NULL; sb = sb->next) {
+			for (size_t i = 0; i < sb->n; i++) {
+				if (sb->ops[i].err == TL_OK) {
+					sb->ops[i].err = rv;
+				}
+			}
+		}
+	}
+	atomic_fetch_add(&s->st_ops, nops);
+	m = atomic_load(&s->st_max_batch);
+	if (nops > m) {
+		atomic_store(&s->st_max_batch, nops);
+	}
+}
+
+/* Take whole submissions off the queue: a topic submission alone, or as
+ * many op submissions as fit in max_batch_ops. Called with q_lock held. */
+static sub *
+queue_take(tli_store *s, size_t *nops)
+{
+	sub *first = s->q_head, *last = first;
+	size_t n = first->n;
+
+	if (first->kind == SUB_OPS) {
+		while (last->next != NULL && last->next->kind == SUB_OPS &&
+		    n + last->next->n <= s->opts.max_batch_ops) {
+			last = last->next;
+			n += last->n;
+		}
+	}
+	s->q_head = last->next;
+	if (s->q_head == NULL) {
+		s->q_tail = NULL;
+	}
+	last->next = NULL;
+	*nops = n;
+	return first;
+}
+
+static void
+queue_wait(tli_store *s)
+{
+	struct timespec ts;
+	int64_t ms;
+
+	if (!s->unsynced || s->opts.sync_mode != TLI_SYNC_INTERVAL) {
+		pthread_cond_wait(&s->q_cv, &s->q_lock);
+		return;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ms = s->opts.sync_interval_ms;
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_cond_timedwait(&s->q_cv, &s->q_lock, &ts);
+}
+
+static void *
+writer_main(void *arg)
+{
+	tli_store *s = arg;
+
+	for (;;) {
+		sub *batch, *next;
+		size_t nops;
+
+		pthread_mutex_lock(&s->q_lock);
+		while (s->q_head == NULL && !s->stopping) {
+			queue_wait(s);
+			if (s->q_head == NULL) {
+				pthread_mutex_unlock(&s->q_lock);
+				interval_sync(s, false);
+				pthread_mutex_lock(&s->q_lock);
+			}
+		}
+		if (s->q_head == NULL) {
+			pthread_mutex_unlock(&s->q_lock);
+			break;
+		}
+		batch = queue_take(s, &nops);
+		pthread_mutex_unlock(&s->q_lock);
+
+		switch (batch->kind) {
+		case SUB_OPS:
+			ops_batch_apply(s, batch, nops);
+			break;
+		case SUB_TOPIC_CREATE:
+			topic_create_apply(s, batch);
+			break;
+		case SUB_TOPIC_DELETE:
+			topic_delete_apply(s, batch);
+			break;
+		}
+		interval_sync(s, false);
+		for (; batch != NULL; batch = next) {
+			bool heap = batch->heap;
+			next = batch->next;
+			batch->done(batch->arg);
+			if (heap) {
+				tli_free(batch);
+			}
+		}
+	}
+	interval_sync(s, true);
+	return NULL;
+}
+
+static int
+queue_push(tli_store *s, sub *sb)
+{
+	pthread_mutex_lock(&s->q_lock);
+	if (s->stopping) {
+		pthread_mutex_unlock(&s->q_lock);
+		return TL_ECLOSED;
+	}
+	sb->next = NULL;
+	if (s->q_tail != NULL) {
+		s->q_tail->next = sb;
+	} else {
+		s->q_head = sb;
+	}
+	s->q_tail = sb;
+	pthread_cond_signal(&s->q_cv);
+	pthread_mutex_unlock(&s->q_lock);
+	return TL_OK;
+}
+
+/* ---- submissions ---- */
+
+int
+tli_store_submit(tli_store *s, tli_op *ops, size_t n, tli_store_done_fn done,
+    void *arg)
+{
+	sub *sb;
+	int rv;
+
+	if (s == NULL || done == NULL || (ops == NULL && n > 0)) {
+		return TL_EINVAL;
+	}
+	if (n > TL_MAX_BATCH) {
+		return TL_ETOOLARGE;
+	}
+	if ((sb = tli_zalloc(sizeof(*sb))) == NULL) {
+		return TL_ENOMEM;
+	}
+	sb->kind = SUB_OPS;
+	sb->ops = ops;
+	sb->n = n;
+	sb->done = done;
+	sb->arg = arg;
+	sb->heap = true;
+	if ((rv = queue_push(s, sb)) != TL_OK) {
+		tli_free(sb);
+	}
+	return rv;
+}
+
+typedef struct waiter {
+	pthread_mutex_t mtx;
+	pthread_cond_t cv;
+	bool done;
+} waiter;
+
+static void
+waiter_done(void *arg)
+{
+	waiter *w = arg;
+
+	pthread_mutex_lock(&w->mtx);
+	w->done = true;
+	pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->mtx);
+}
+
+/* Push a stack submission and wait for the writer to complete it. */
+static int
+submit_wait(tli_store *s, sub *sb)
+{
+	waiter w = { .done = false };
+	int rv;
+
+	pthread_mutex_init(&w.mtx, NULL);
+	pthread_cond_init(&w.cv, NULL);
+	sb->done = waiter_done;
+	sb->arg = &w;
+	if ((rv = queue_push(s, sb)) == TL_OK) {
+		pthread_mutex_lock(&w.mtx);
+		while (!w.done) {
+			pthread_cond_wait(&w.cv, &w.mtx);
+		}
+		pthread_mutex_unlock(&w.mtx);
+	}
+	pthread_cond_destroy(&w.cv);
+	pthread_mutex_destroy(&w.mtx);
+	return rv;
+}
+
+int
+tli_store_apply(tli_store *s, tli_op *ops, size_t n)
+{
+	sub sb = { .kind = SUB_OPS, .ops = ops, .n = n };
+
+	if (s == NULL || (ops == NULL && n > 0)) {
+		return TL_EINVAL;
+	}
+	if (n > TL_MAX_BATCH) {
+		return TL_ETOOLARGE;
+	}
+	return submit_wait(s, &sb);
+}
+
+int
+tli_store_topic_create(tli_store *s, const tli_topic_conf *c)
+{
+	sub sb = { .kind = SUB_TOPIC_CREATE };
+	int rv;
+
+	if (s == NULL || c == NULL) {
+		return TL_EINVAL;
+	}
+	sb.conf = *c;
+	if ((rv = topic_conf_normalise(&sb.conf)) != TL_OK) {
+		return rv;
+	}
+	if ((rv = submit_wait(s, &sb)) != TL_OK) {
+		return rv;
+	}
+	return sb.result;
+}
+
+int
+tli_store_topic_delete(tli_store *s, const char *name)
+{
+	sub sb = { .kind = SUB_TOPIC_DELETE };
+	size_t len = name != NULL ? strlen(name) : 0;
+	int rv;
+
+	if (s == NULL || len == 0 || len > TL_MAX_NAME_LEN) {
+		return len > TL_MAX_NAME_LEN ? TL_ETOOLARGE : TL_ENOTOPIC;
+	}
+	memcpy(sb.conf.name, name, len);
+	if ((rv = submit_wait(s, &sb)) != TL_OK) {
+		return rv;
+	}
+	return sb.result;
+}
+
+static void
+topic_info_fill(tli_topic_info *out, const topic_rt *t)
+{
+	out->conf = t->conf;
+	out->topic_id = t->id;
+	out->created_at = t->created_at;
+	out->messages = atomic_load(&t->messages);
+	out->locked = atomic_load(&t->locked);
+}
+
+int
+tli_store_topic_get(tli_store *s, const char *name, tli_topic_info *out)
+{
+	topic_rt *t;
+	int rv = TL_ENOTOPIC;
+
+	pthread_rwlock_rdlock(&s->topics_lock);
+	if ((t = tli_topic_find(s, name)) != NULL) {
+		topic_info_fill(out, t);
+		rv = TL_OK;
+	}
+	pthread_rwlock_unlock(&s->topics_lock);
+	return rv;
+}
+
+int
+tli_store_topic_list(tli_store *s, tli_topic_info **out, size_t *n)
+{
+	tli_topic_info *v;
+
+	pthread_rwlock_rdlock(&s->topics_lock);
+	v = tli_alloc(sizeof(*v) * (s->ntopics + 1));
+	if (v == NULL) {
+		pthread_rwlock_unlock(&s->topics_lock);
+		return TL_ENOMEM;
+	}
+	for (size_t i = 0; i < s->ntopics; i++) {
+		topic_info_fill(&v[i], s->topics[i]);
+	}
+	*n = s->ntopics;
+	pthread_rwlock_unlock(&s->topics_lock);
+	*out = v;
+	return TL_OK;
+}
+
+void
+tli_store_get_stats(tli_store *s, tli_store_stats *out)
+{
+	out->batches = atomic_load(&s->st_batches);
+	out->ops = atomic_load(&s->st_ops);
+	out->sync_ns_total = atomic_load(&s->st_sync_ns);
+	out->max_batch = atomic_load(&s->st_max_batch);
+}
+
+/* ---- open / close ---- */
+
+static void
+store_free(tli_store *s)
+{
+	for (size_t i = 0; i < s->ntopics; i++) {
+		tli_free(s->topics[i]);
+	}
+	tli_free(s->topics);
+	if (s->ov != NULL) {
+		tli_overlay_free(s->ov);
+	}
+	if (s->wb != NULL) {
+		rocksdb_writebatch_destroy(s->wb);
+	}
+	for (int i = 0; i < CF_COUNT; i++) {
+		if (s->cf[i] != NULL) {
+			rocksdb_column_family_handle_destroy(s->cf[i]);
+		}
+	}
+	if (s->db != NULL) {
+		rocksdb_close(s->db);
+	}
+	for (int i = 0; i < CF_COUNT; i++) {
+		if (s->cfopts[i] != NULL) {
+			rocksdb_options_destroy(s->cfopts[i]);
+		}
+		if (s->bbto[i] != NULL) {
+			rocksdb_block_based_options_destroy(s->bbto[i]);
+		}
+	}
+	if (s->dbopts != NULL) {
+		rocksdb_options_destroy(s->dbopts);
+	}
+	if (s->cache != NULL) {
+		rocksdb_cache_destroy(s->cache);
+	}
+	if (s->wopts != NULL) {
+		rocksdb_writeoptions_destroy(s->wopts);
+	}
+	if (s->ropts != NULL) {
+		rocksdb_readoptions_destroy(s->ropts);
+	}
+	pthread_rwlock_destroy(&s->topics_lock);
+	pthread_mutex_destroy(&s->q_lock);
+	pthread_cond_destroy(&s->q_cv);
+	pthread_mutex_destroy(&s->err_lock);
+	tli_free(s->path);
+	tli_free(s);
+}
+
+static void
+options_setup(tli_store *s)
+{
+	s->dbopts = rocksdb_options_create();
+	rocksdb_options_set_create_if_missing(s->dbopts, 1);
+	rocksdb_options_set_create_missing_column_families(s->dbopts, 1);
+	rocksdb_options_increase_parallelism(s->dbopts, 2);
+	rocksdb_options_set_max_background_jobs(s->dbopts, 2);
+	rocksdb_options_set_keep_log_file_num(s->dbopts, 4);
+	s->cache = rocksdb_cache_create_lru(s->opts.cache_bytes);
+	for (int i = 0; i < CF_COUNT; i++) {
+		s->cfopts[i] = rocksdb_options_create_copy(s->dbopts);
+		s->bbto[i] = rocksdb_block_based_options_create();
+		rocksdb_block_based_options_set_block_cache(s->bbto[i], s->cache);
+		rocksdb_block_based_options_set_cache_index_and_filter_blocks(
+		    s->bbto[i], 1);
+		if (i == CF_MSG) {
+			/* Point lookups (does this id exist?) dominate. The
+			 * policy is owned by the table options from here. */
+			rocksdb_block_based_options_set_filter_policy(s->bbto[i],
+			    rocksdb_filterpolicy_create_bloom_full(10));
+		}
+		rocksdb_options_set_block_based_table_factory(s->cfopts[i],
+		    s->bbto[i]);
+	}
+	s->wopts = rocksdb_writeoptions_create();
+	rocksdb_writeoptions_set_sync(s->wopts,
+	    s->opts.sync_mode == TLI_SYNC_ALWAYS);
+	s->ropts = rocksdb_readoptions_create();
+}
+
+static int
+meta_get_u32(tli_store *s, char key, uint32_t *out, bool *found)
+{
+	char *err = NULL;
+	size_t vl = 0;
+	char *v = rocksdb_get_cf(s->db, s->ropts, s->cf[CF_DEFAULT], &key, 1,
+	    &vl, &err);
+
+	if (err != NULL) {
+		return tli_rdb_err(s, err);
+	}
+	*found = v != NULL;
+	if (v != NULL) {
+		if (vl != 4) {
+			rocksdb_free(v);
+			return TL_ECORRUPT;
+		}
+		*out = tli_get_be32((uint8_t *) v);
+		rocksdb_free(v);
+	}
+	return TL_OK;
+}
+
+static int
+format_check(tli_store *s)
+{
+	uint32_t fmt = 0, next = 0;
+	bool has_fmt, has_next;
+	char *err = NULL;
+	uint8_t v[4];
+	int rv;
+
+	if ((rv = meta_get_u32(s, 'F', &fmt, &has_fmt)) != TL_OK ||
+	    (rv = meta_get_u32(s, 'N', &next, &has_next)) != TL_OK) {
+		return rv;
+	}
+	if (has_fmt) {
+		if (fmt != TLI_STORE_FORMAT || !has_next) {
+			return TL_EFORMAT;
+		}
+		s->next_topic_id = next;
+		return TL_OK;
+	}
+	if (has_next) {
+		return TL_EFORMAT;
+	}
+	/* A new database. */
+	rocksdb_writebatch_clear(s->wb);
+	tli_put_be32(v, TLI_STORE_FORMAT);
+	rocksdb_writebatch_put_cf(s->wb, s->cf[CF_DEFAULT], "F", 1, (char *) v, 4);
+	tli_put_be32(v, 1);
+	rocksdb_writebatch_put_cf(s->wb, s->cf[CF_DEFAULT], "N", 1, (char *) v, 4);
+	s->next_topic_id = 1;
+	rocksdb_write(s->db, s->wopts, s->wb, &err);
+	return tli_rdb_err(s, err);
+}
+
+static int
+topics_load(tli_store *s)
+{
+	rocksdb_readoptions_t *ro = NULL;
+	rocksdb_iterator_t *it = tli_iter(s, CF_DEFAULT, (uint8_t *) "T", 1,
+	    (uint8_t *) "U", 1, &ro);
+	char *err = NULL;
+	int rv = TL_OK;
+
+	for (; rv == TL_OK && rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+		size_t kl, vl, cl = 0;
+		const char *k = rocksdb_iter_key(it, &kl);
+		const char *v = rocksdb_iter_value(it, &vl);
+		uint8_t ck[5];
+		char *cv;
+		topic_rt *t;
+
+		if (kl < 2 || kl > 1 + TL_MAX_NAME_LEN ||
+		    (t = tli_zalloc(sizeof(*t))) == NULL) {
+			rv = kl < 2 || kl > 1 + TL_MAX_NAME_LEN ? TL_ECORRUPT :
+			                                         TL_ENOMEM;
+			break;
+		}
+		memcpy(t->conf.name, k + 1, kl - 1);
+		rv = tli_topic_decode(t, (const uint8_t *) v, vl);
+		if (rv == TL_OK) {
+			cv = rocksdb_get_cf(s->db, s->ropts, s->cf[CF_DEFAULT],
+			    (char *) ck, tli_key_meta_counters(ck, t->id), &cl,
+			    &err);
+			if (err != NULL) {
+				rv = tli_rdb_err(s, err);
+			} else if (cv == NULL || cl != 16) {
+				rv = TL_ECORRUPT;
+			} else {
+				atomic_store(&t->messages,
+				    tli_get_be64((uint8_t *) cv));
+				atomic_store(&t->locked,
+				    tli_get_be64((uint8_t *) cv + 8));
+			}
+			rocksdb_free(cv);
+		}
+		if (rv == TL_OK) {
+			rv = topic_insert(s, t);
+		}
+		if (rv != TL_OK) {
+			tli_free(t);
+		}
+	}
+	rocksdb_iter_get_error(it, &err);
+	if (rv == TL_OK && err != NULL) {
+		rv = tli_rdb_err(s, err);
+	} else if (err != NULL) {
+		rocksdb_free(err);
+	}
+	rocksdb_iter_destroy(it);
+	rocksdb_readoptions_destroy(ro);
+	return rv;
+}
+
+int
+tli_store_open(tli_store **out, const tli_store_opts *o)
+{
+	tli_store *s;
+	char *err = NULL;
+	const rocksdb_options_t *cfo[CF_COUNT];
+	int rv;
+
+	if (out == NULL || o == NULL || o->path == NULL || o->path[0] == '\0') {
+		return TL_EINVAL;
+	}
+	if ((s = tli_zalloc(sizeof(*s))) == NULL) {
+		return TL_ENOMEM;
+	}
+	pthread_rwlock_init(&s->topics_lock, NULL);
+	pthread_mutex_init(&s->q_lock, NULL);
+	{
+		pthread_condattr_t ca;
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&s->q_cv, &ca);
+		pthread_condattr_destroy(&ca);
+	}
+	pthread_mutex_init(&s->err_lock, NULL);
+	s->opts = *o;
+	if (s->opts.max_batch_ops == 0 || s->opts.max_batch_ops > TL_MAX_BATCH) {
+		s->opts.max_batch_ops = TL_MAX_BATCH;
+	}
+	if (s->opts.sync_interval_ms <= 0) {
+		s->opts.sync_interval_ms = 100;
+	}
+	if (s->opts.cache_bytes == 0) {
+		s->opts.cache_bytes = 64u << 20;
+	}
+	if (s->opts.min_lease_gap_ms < 0) {
+		s->opts.min_lease_gap_ms = 0;
+	}
+	if ((s->path = tli_strndup(o->path, strlen(o->path))) == NULL ||
+	    (s->wb = rocksdb_writebatch_create()) == NULL ||
+	    (s->ov = tli_overlay_new()) == NULL) {
+		rv = TL_ENOMEM;
+		goto fail;
+	}
+	s->opts.path = s->path;
+	options_setup(s);
+	for (int i = 0; i < CF_COUNT; i++) {
+		cfo[i] = s->cfopts[i];
+	}
+	s->db = rocksdb_open_column_families(s->dbopts, s->path, CF_COUNT,
+	    cf_names, cfo, s->cf, &err);
+	if (err != NULL) {
+		rv = tli_rdb_err(s, err);
+		goto fail;
+	}
+	if ((rv = format_check(s)) != TL_OK || (rv = topics_load(s)) != TL_OK) {
+		goto fail;
+	}
+	s->last_sync_ms = tli_mono_ms();
+	if (pthread_create(&s->writer, NULL, writer_main, s) != 0) {
+		rv = TL_ENOMEM;
+		goto fail;
+	}
+	s->writer_started = true;
+	*out = s;
+	return TL_OK;
+fail:
+	store_free(s);
+	return rv;
+}
+
+void
+tli_store_close(tli_store *s)
+{
+	if (s == NULL) {
+		return;
+	}
+	pthread_mutex_lock(&s->q_lock);
+	s->stopping = true;
+	pthread_cond_signal(&s->q_cv);
+	pthread_mutex_unlock(&s->q_lock);
+	if (s->writer_started) {
+		pthread_join(s->writer, NULL);
+	}
+	store_free(s);
+}

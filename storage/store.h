@@ -1,0 +1,285 @@
+/*
+ * The timeline store: Timeline's data model and its rules on an embedded
+ * RocksDB. It owns topics, messages, the three indexes (timeline, consumer,
+ * owner), the per-topic counters and durability (group commit).
+ *
+ * DESIGN. Every mutation (topic or message) is an operation submitted to the
+ * store's single writer thread through a queue. The writer takes everything
+ * queued (up to max_batch_ops), checks each operation's conditions against
+ * the stored state plus the effects of the earlier operations of the same
+ * batch (an in-memory overlay), builds one WriteBatch holding every record and
+ * index change, writes it (fsynced in the default mode) and only then
+ * completes the submissions. Operations that arrive while a batch is being
+ * synced form the next batch: that is group commit. Reads (lookup, scans,
+ * counts) go straight to RocksDB from the caller's thread and see every
+ * acknowledged operation.
+ *
+ * Time: the store reads "now" only through the clock given at open. A lease
+ * is the message's timestamp moved to now + lease with lock_consumer set; a
+ * lease that runs out makes the message available with no extra machinery.
+ *
+ * Thread-safety: every function may be called from any thread, except that
+ * tli_store_close must not race with other calls.
+ */
+#ifndef TL_STORAGE_STORE_H
+#define TL_STORAGE_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base.h"
+
+/* The storage format version, stored in the database. Bump it whenever a key
+ * layout or record encoding changes, and write the migration (or the refusal)
+ * in tli_store_open next to the check. */
+#define TLI_STORE_FORMAT 1
+
+typedef struct tli_store tli_store;
+
+typedef enum tli_sync_mode {
+	/* Acknowledge only after the batch is fsynced (the default). */
+	TLI_SYNC_ALWAYS = 0,
+	/* Acknowledge after the write reaches the OS; fsync every
+	 * sync_interval_ms. Risks: a power loss or kernel crash loses up to
+	 * that long of acknowledged operations (a process crash loses none). */
+	TLI_SYNC_INTERVAL = 1,
+	/* Never fsync explicitly. Risks: a power loss or kernel crash loses
+	 * whatever the OS had not written yet, possibly seconds of work. */
+	TLI_SYNC_NONE = 2,
+} tli_sync_mode;
+
+typedef struct tli_store_opts {
+	const char *path;           /* data directory, created if missing */
+	tli_sync_mode sync_mode;    /* default TLI_SYNC_ALWAYS */
+	int sync_interval_ms;       /* TLI_SYNC_INTERVAL only; default 100 */
+	unsigned max_batch_ops;     /* ops per group commit; default 4096 */
+	int64_t min_lease_gap_ms;   /* lease/extend must end this far ahead; default 1 */
+	size_t cache_bytes;         /* block cache; default 64 MiB */
+	tli_clock clock;            /* default: wall clock */
+} tli_store_opts;
+
+/* Fill opts with the defaults. */
+void tli_store_opts_init(tli_store_opts *o);
+
+/* Open (or create) the store at o->path. Errors: TL_EFORMAT for a database
+ * of another format version, TL_ESTORAGE/TL_EIO/TL_ENOSPC when RocksDB
+ * refuses, TL_ENOMEM. *out is untouched on failure. */
+int tli_store_open(tli_store **out, const tli_store_opts *o);
+
+/* Finish every queued batch, stop the writer and close the database.
+ * Accepts NULL. Submissions made after close begins fail with TL_ECLOSED. */
+void tli_store_close(tli_store *s);
+
+/* The last RocksDB error text seen by this store (for logs), or "". */
+const char *tli_store_last_error(tli_store *s);
+
+/* ---- topics ---- */
+
+typedef struct tli_topic_conf {
+	char name[TL_MAX_NAME_LEN + 1];
+	uint32_t buckets;           /* 1..TL_MAX_BUCKETS; 0 = default */
+	uint32_t max_body;          /* 1..TL_MAX_BODY_LEN; 0 = default */
+	int64_t default_lease_ms;   /* 0 = TL_DEFAULT_LEASE_MS */
+	int64_t max_lease_ms;       /* 0 = TL_DEFAULT_MAX_LEASE_MS */
+	uint32_t max_deliveries;    /* 0 = never dead-letter */
+} tli_topic_conf;
+
+typedef struct tli_counts {
+	uint64_t available;  /* ts <= now */
+	uint64_t waiting;    /* ts > now, not leased */
+	uint64_t processing; /* ts > now, leased */
+} tli_counts;
+
+typedef struct tli_topic_info {
+	tli_topic_conf conf;
+	uint32_t topic_id;   /* internal key prefix; never reused */
+	int64_t created_at;
+	uint64_t messages;   /* kept incrementally */
+	uint64_t locked;     /* messages with a lock_consumer (active or run out) */
+} tli_topic_info;
+
+/* Initialise a topic configuration with the name and every default. Returns
+ * TL_EBADID for an empty name, TL_ETOOLARGE for one too long. */
+int tli_topic_conf_init(tli_topic_conf *c, const char *name);
+
+/* Create a topic. Durable when it returns. Errors: TL_ETOPICEXISTS,
+ * TL_EBADID, TL_ETOOLARGE, TL_EINVAL (a setting out of range). */
+int tli_store_topic_create(tli_store *s, const tli_topic_conf *c);
+
+/* Delete a topic with all its messages. Errors: TL_ENOTOPIC. */
+int tli_store_topic_delete(tli_store *s, const char *name);
+
+/* Errors: TL_ENOTOPIC. */
+int tli_store_topic_get(tli_store *s, const char *name, tli_topic_info *out);
+
+/* All topics, sorted by name; free *out with tli_free. */
+int tli_store_topic_list(tli_store *s, tli_topic_info **out, size_t *n);
+
+/* ---- message operations ---- */
+
+typedef enum tli_op_type {
+	TLI_OP_CREATE = 1,       /* producer: id must not exist */
+	TLI_OP_LEASE,            /* broker for a consumer: due, version matches */
+	TLI_OP_EXTEND,           /* lease holder: new ts in the future */
+	TLI_OP_RELEASE,          /* lease holder: new ts not in the past */
+	TLI_OP_DELETE_LEASED,    /* lease holder */
+	TLI_OP_DELETE_OWNED,     /* owner: not under an active lease */
+	TLI_OP_MOVE,             /* owner: not under an active lease */
+} tli_op_type;
+
+/* How op.ts is read. */
+#define TLI_TS_ABS 0 /* ts is a timeline time (UTC ms) */
+#define TLI_TS_REL 1 /* ts is a delay, added to the store's now at apply time */
+
+/*
+ * One operation. The caller fills the inputs and keeps every pointer valid
+ * until the operation completes; the store fills the results.
+ *
+ *  op             topic id  who        ts           version    body
+ *  CREATE         yes  opt  owner      when due     -          yes
+ *  LEASE          yes  yes  consumer   lease end    expected   -
+ *  EXTEND         yes  yes  consumer   lease end    expected   -
+ *  RELEASE        yes  yes  consumer   due again    expected   -
+ *  DELETE_LEASED  yes  yes  consumer   -            expected   -
+ *  DELETE_OWNED   yes  yes  owner      -            0 or exp.  -
+ *  MOVE           yes  yes  owner      new ts       0 or exp.  -
+ *
+ * CREATE with id_len 0 gets a generated sortable id, returned in gen_id.
+ */
+typedef struct tli_op {
+	/* inputs */
+	tli_op_type type;
+	const char *topic;
+	const char *id;
+	size_t id_len;
+	const char *who;
+	size_t who_len;
+	int64_t ts;
+	int ts_mode;            /* TLI_TS_ABS or TLI_TS_REL */
+	uint64_t version;       /* expected version; 0 = any (owner ops only) */
+	const void *body;
+	size_t body_len;
+	/* results */
+	int err;                /* TL_OK or the precise error */
+	uint64_t new_version;   /* version after the operation */
+	int64_t new_ts;         /* resolved timestamp after the operation */
+	uint32_t bucket;
+	uint32_t deliveries;    /* after a LEASE: how many times leased */
+	char gen_id[TL_GEN_ID_LEN + 1];
+} tli_op;
+
+typedef void (*tli_store_done_fn)(void *arg);
+
+/* Submit n operations; `done` is called exactly once from the writer thread
+ * after all of them are durable (or failed), with each op's err set. The
+ * operations are applied in order and may share a batch with other
+ * submissions. Returns TL_OK, or TL_ECLOSED / TL_ETOOLARGE (n >
+ * TL_MAX_BATCH) / TL_EINVAL synchronously, in which case `done` is never
+ * called. */
+int tli_store_submit(tli_store *s, tli_op *ops, size_t n,
+    tli_store_done_fn done, void *arg);
+
+/* Submit and wait. Returns the submission error (the per-op errors are in
+ * ops[i].err). */
+int tli_store_apply(tli_store *s, tli_op *ops, size_t n);
+
+/* ---- reads ---- */
+
+typedef struct tli_msg {
+	char id[TL_MAX_ID_LEN + 1];
+	size_t id_len;
+	char owner[TL_MAX_NAME_LEN + 1];
+	size_t owner_len;
+	char consumer[TL_MAX_NAME_LEN + 1]; /* lock_consumer; "" if none */
+	size_t consumer_len;
+	int64_t ts;
+	uint32_t bucket;
+	uint64_t version;
+	uint32_t deliveries;
+	int64_t created_at;
+	void *body;             /* owned; release with tli_msg_fini */
+	size_t body_len;
+} tli_msg;
+
+void tli_msg_fini(tli_msg *m);
+
+/* Look a message up. Errors: TL_ENOTOPIC, TL_ENOTFOUND, TL_ECORRUPT. */
+int tli_store_get(tli_store *s, const char *topic, const char *id,
+    size_t id_len, tli_msg *out);
+
+/* An index entry: enough to lease or list without a lookup. */
+typedef struct tli_entry {
+	int64_t ts;
+	uint64_t version;
+	uint32_t bucket;
+	bool locked;            /* has a lock_consumer (maybe run out) */
+	uint8_t id_len;
+	char id[TL_MAX_ID_LEN + 1];
+} tli_entry;
+
+/* A resume point: pass the last entry of a page to continue after it;
+ * zero-initialised means "from the start". */
+typedef struct tli_cursor {
+	bool valid;
+	int64_t ts;
+	uint8_t id_len;
+	char id[TL_MAX_ID_LEN];
+} tli_cursor;
+
+void tli_cursor_from_entry(tli_cursor *c, const tli_entry *e);
+
+/* Messages of one bucket with ts <= up_to, in (ts, id) order, after the
+ * cursor; at most max. *more tells whether entries remain. */
+int tli_store_scan_due(tli_store *s, const char *topic, uint32_t bucket,
+    int64_t up_to, const tli_cursor *after, tli_entry *out, size_t max,
+    size_t *n, bool *more);
+
+/* Messages whose lock_consumer is `consumer` (leases, active or run out), in
+ * id order after the cursor (its ts is ignored). */
+int tli_store_scan_consumer(tli_store *s, const char *topic,
+    const char *consumer, size_t consumer_len, const tli_cursor *after,
+    tli_entry *out, size_t max, size_t *n, bool *more);
+
+/* Messages of an owner in (ts, id) order after the cursor. */
+int tli_store_scan_owner(tli_store *s, const char *topic, const char *owner,
+    size_t owner_len, const tli_cursor *after, tli_entry *out, size_t max,
+    size_t *n, bool *more);
+
+/* Count messages with from <= ts < to by status, at the store's now. */
+int tli_store_count(tli_store *s, const char *topic, int64_t from, int64_t to,
+    tli_counts *out);
+
+/* The status counts of the whole topic, from the incremental counters plus
+ * a scan of the due part only. */
+int tli_store_totals(tli_store *s, const char *topic, tli_counts *out);
+
+/* ---- consistency ---- */
+
+typedef void (*tli_check_report_fn)(void *arg, const char *problem);
+
+/* Check every record against every index and the counters, and every index
+ * entry against its record. Calls report (if not NULL) once per problem and
+ * stores the count in *problems. Returns TL_OK when the scan itself worked
+ * (even if problems were found). */
+int tli_store_check(tli_store *s, tli_check_report_fn report, void *arg,
+    uint64_t *problems);
+
+/* ---- statistics ---- */
+
+typedef struct tli_store_stats {
+	uint64_t batches;        /* group commits written */
+	uint64_t ops;            /* operations applied (ok or failed) */
+	uint64_t sync_ns_total;  /* time spent in write+sync */
+	uint64_t max_batch;      /* largest batch in ops */
+} tli_store_stats;
+
+void tli_store_get_stats(tli_store *s, tli_store_stats *out);
+
+/* The bucket a message id lands in for a topic with `buckets` buckets. */
+uint32_t tli_bucket_of(const char *id, size_t id_len, uint32_t buckets);
+
+/* Write a new sortable id (TL_GEN_ID_LEN chars + NUL) for time now_ms. */
+void tli_gen_id(char out[TL_GEN_ID_LEN + 1], int64_t now_ms);
+
+#endif

@@ -1,0 +1,137 @@
+/*
+ * Internals of the timeline store shared between its files: the store
+ * object, the in-memory topic registry, the key and record codecs and the
+ * RocksDB error translation. Nothing outside storage/ includes this.
+ *
+ * Lock order: topics_lock (rwlock) before q_lock. The writer thread is the
+ * only one that changes topics or counters; readers copy what they need
+ * under the read lock.
+ */
+#ifndef TL_STORAGE_STORE_INT_H
+#define TL_STORAGE_STORE_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include <rocksdb/c.h>
+
+#include "store.h"
+
+enum { CF_DEFAULT, CF_MSG, CF_TL, CF_CONS, CF_OWN, CF_COUNT };
+
+/* Key sizes: topic(4) + tag(1) + id, and the largest index key. */
+#define KEY_MAX (4 + 4 + 8 + 1 + TL_MAX_NAME_LEN + TL_MAX_ID_LEN + 8)
+#define REC_MAX (1 + 8 * 3 + 4 * 3 + 2 + TL_MAX_NAME_LEN * 2)
+
+typedef struct topic_rt {
+	tli_topic_conf conf;
+	uint32_t id;
+	int64_t created_at;
+	_Atomic uint64_t messages; /* committed counters */
+	_Atomic uint64_t locked;
+	int64_t pend_messages;     /* writer thread only: this batch's deltas */
+	int64_t pend_locked;
+	bool pend_dirty;
+} topic_rt;
+
+/* A decoded message record (the body lives under its own key). */
+typedef struct rec {
+	int64_t ts;
+	uint64_t version;
+	int64_t created_at;
+	uint32_t deliveries;
+	uint32_t bucket;
+	uint32_t body_len;
+	uint8_t owner_len;
+	uint8_t cons_len;
+	char owner[TL_MAX_NAME_LEN];
+	char cons[TL_MAX_NAME_LEN];
+} rec;
+
+typedef struct sub sub;
+
+struct tli_store {
+	rocksdb_t *db;
+	rocksdb_options_t *dbopts;
+	rocksdb_options_t *cfopts[CF_COUNT];
+	rocksdb_column_family_handle_t *cf[CF_COUNT];
+	rocksdb_cache_t *cache;
+	rocksdb_block_based_table_options_t *bbto[CF_COUNT];
+	rocksdb_filterpolicy_t *filter;
+	rocksdb_writeoptions_t *wopts;
+	rocksdb_readoptions_t *ropts;
+	tli_store_opts opts;
+	char *path;
+
+	pthread_rwlock_t topics_lock;
+	topic_rt **topics; /* sorted by name */
+	size_t ntopics;
+	uint32_t next_topic_id;
+
+	pthread_mutex_t q_lock;
+	pthread_cond_t q_cv;
+	sub *q_head;
+	sub *q_tail;
+	bool stopping;
+	pthread_t writer;
+	bool writer_started;
+
+	/* writer-thread state */
+	rocksdb_writebatch_t *wb;
+	struct overlay *ov;
+	int64_t last_sync_ms;
+	bool unsynced;
+
+	_Atomic uint64_t st_batches;
+	_Atomic uint64_t st_ops;
+	_Atomic uint64_t st_sync_ns;
+	_Atomic uint64_t st_max_batch;
+
+	pthread_mutex_t err_lock;
+	char last_err[256];
+};
+
+/* ---- codec.c: keys and values ---- */
+size_t tli_key_msg(uint8_t *k, uint32_t topic, const char *id, size_t len);
+size_t tli_key_body(uint8_t *k, uint32_t topic, const char *id, size_t len);
+size_t tli_key_tl(uint8_t *k, uint32_t topic, uint32_t bucket, int64_t ts,
+    const char *id, size_t len);
+size_t tli_key_cons(uint8_t *k, uint32_t topic, const char *cons,
+    size_t clen, const char *id, size_t len);
+size_t tli_key_own(uint8_t *k, uint32_t topic, const char *owner,
+    size_t olen, int64_t ts, const char *id, size_t len);
+size_t tli_key_meta_topic(uint8_t *k, const char *name, size_t len);
+size_t tli_key_meta_counters(uint8_t *k, uint32_t topic);
+
+size_t tli_rec_encode(uint8_t *out, const rec *r);
+int tli_rec_decode(rec *r, const uint8_t *p, size_t len);
+
+/* Index values: version(8) locked(1) for tl and own; ts(8) version(8) for
+ * cons. */
+void tli_val_tl(uint8_t out[9], uint64_t version, bool locked);
+void tli_val_cons(uint8_t out[16], int64_t ts, uint64_t version);
+
+size_t tli_topic_encode(uint8_t *out, const topic_rt *t);
+int tli_topic_decode(topic_rt *t, const uint8_t *p, size_t len);
+
+/* ---- rdb.c: the one place RocksDB error strings become codes ---- */
+int tli_rdb_err(tli_store *s, char *errstr);
+
+/* ---- store.c: topic registry ---- */
+/* Writer thread or with topics_lock held. */
+topic_rt *tli_topic_find(tli_store *s, const char *name);
+/* Copy a topic's id and settings under the read lock. */
+int tli_topic_lookup(tli_store *s, const char *name, uint32_t *id,
+    tli_topic_conf *conf);
+
+/* ---- ops.c: the writer's application of message operations ---- */
+struct overlay *tli_overlay_new(void);
+void tli_overlay_free(struct overlay *ov);
+void tli_overlay_reset(struct overlay *ov);
+void tli_apply_op(tli_store *s, tli_op *op);
+
+/* ---- query.c ---- */
+rocksdb_iterator_t *tli_iter(tli_store *s, int cf, const uint8_t *lo,
+    size_t lolen, const uint8_t *hi, size_t hilen, rocksdb_readoptions_t **ro);
+
+#endif

@@ -1,0 +1,179 @@
+/*
+ * Shared test helpers (see testutil.h).
+ */
+#define _GNU_SOURCE
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+void
+tt_clock_init(tt_clock *c, int64_t start_ms)
+{
+	atomic_store(&c->now, start_ms);
+}
+
+void
+tt_clock_set(tt_clock *c, int64_t ms)
+{
+	atomic_store(&c->now, ms);
+}
+
+void
+tt_clock_advance(tt_clock *c, int64_t ms)
+{
+	atomic_fetch_add(&c->now, ms);
+}
+
+static int64_t
+tt_clock_read(void *arg)
+{
+	return atomic_load(&((tt_clock *) arg)->now);
+}
+
+tli_clock
+tt_clock_as_tli(tt_clock *c)
+{
+	tli_clock k = { tt_clock_read, c };
+	return k;
+}
+
+char *
+tt_mkdtemp(const char *tag)
+{
+	char tmpl[256];
+	char *p;
+
+	snprintf(tmpl, sizeof(tmpl), "/tmp/tl-test-%s-XXXXXX", tag);
+	p = mkdtemp(tmpl);
+	if (p == NULL) {
+		perror("mkdtemp");
+		abort();
+	}
+	return strdup(p);
+}
+
+static int
+rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void) sb;
+	(void) flag;
+	(void) ftw;
+	return remove(path);
+}
+
+void
+tt_rmtree(const char *path)
+{
+	if (path != NULL) {
+		nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	}
+}
+
+tli_store *
+tt_store_open(const char *path, tt_clock *clk)
+{
+	tli_store_opts o;
+	tli_store *s = NULL;
+	int rv;
+
+	tli_store_opts_init(&o);
+	o.path = path;
+	if (clk != NULL) {
+		o.clock = tt_clock_as_tli(clk);
+	}
+	rv = tli_store_open(&s, &o);
+	if (rv != TL_OK) {
+		fprintf(stderr, "tt_store_open(%s): %s\n", path, tl_strerror(rv));
+		abort();
+	}
+	return s;
+}
+
+void
+tt_topic(tli_store *s, const char *name, uint32_t buckets)
+{
+	tli_topic_conf c;
+	int rv = tli_topic_conf_init(&c, name);
+
+	if (rv == TL_OK) {
+		c.buckets = buckets;
+		rv = tli_store_topic_create(s, &c);
+	}
+	if (rv != TL_OK) {
+		fprintf(stderr, "tt_topic(%s): %s\n", name, tl_strerror(rv));
+		abort();
+	}
+}
+
+static void
+tt_report(void *arg, const char *problem)
+{
+	(void) arg;
+	fprintf(stderr, "consistency: %s\n", problem);
+}
+
+uint64_t
+tt_check(tli_store *s)
+{
+	uint64_t problems = 0;
+	int rv = tli_store_check(s, tt_report, NULL, &problems);
+
+	if (rv != TL_OK) {
+		fprintf(stderr, "tt_check: %s\n", tl_strerror(rv));
+		return UINT64_MAX;
+	}
+	return problems;
+}
+
+int
+tt_create(tli_store *s, const char *topic, const char *id, const char *owner,
+    int64_t ts, const char *body, tli_op *out)
+{
+	tli_op op;
+
+	memset(&op, 0, sizeof(op));
+	op.type = TLI_OP_CREATE;
+	op.topic = topic;
+	op.id = id;
+	op.id_len = id != NULL ? strlen(id) : 0;
+	op.who = owner;
+	op.who_len = owner != NULL ? strlen(owner) : 0;
+	op.ts = ts;
+	op.body = body;
+	op.body_len = body != NULL ? strlen(body) : 0;
+	if (tli_store_apply(s, &op, 1) != TL_OK) {
+		abort();
+	}
+	if (out != NULL) {
+		*out = op;
+	}
+	return op.err;
+}
+
+int
+tt_op(tli_store *s, tli_op_type type, const char *topic, const char *id,
+    const char *who, int64_t ts, uint64_t version, tli_op *out)
+{
+	tli_op op;
+
+	memset(&op, 0, sizeof(op));
+	op.type = type;
+	op.topic = topic;
+	op.id = id;
+	op.id_len = id != NULL ? strlen(id) : 0;
+	op.who = who;
+	op.who_len = who != NULL ? strlen(who) : 0;
+	op.ts = ts;
+	op.version = version;
+	if (tli_store_apply(s, &op, 1) != TL_OK) {
+		abort();
+	}
+	if (out != NULL) {
+		*out = op;
+	}
+	return op.err;
+}
