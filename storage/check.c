@@ -14,6 +14,7 @@ typedef struct chk_topic {
 	uint32_t buckets;
 	uint64_t messages;
 	uint64_t locked;
+	uint64_t dead;
 } chk_topic;
 
 typedef struct chk {
@@ -147,8 +148,12 @@ check_record(chk *c, uint32_t topic, const char *id, size_t len,
 		problem(c, "message %s: record of unknown topic %u", pid, topic);
 		return;
 	}
-	t->messages++;
-	t->locked += r.cons_len > 0;
+	if (r.flags & REC_DEAD) {
+		t->dead++;
+	} else {
+		t->messages++;
+		t->locked += r.cons_len > 0;
+	}
 	if (r.bucket != tli_bucket_of(id, len, t->buckets)) {
 		problem(c, "message %s: bucket %u, expected %u", pid, r.bucket,
 		    tli_bucket_of(id, len, t->buckets));
@@ -162,6 +167,14 @@ check_record(chk *c, uint32_t topic, const char *id, size_t len,
 			    pid, bl, r.body_len);
 		}
 		rocksdb_free(bv);
+	}
+	if (r.flags & REC_DEAD) {
+		if (chk_get(c, CF_MSG, k, tli_key_dead(k, topic, id, len), &bv,
+		        &bl) == 0) {
+			problem(c, "dead letter %s: dead index entry missing", pid);
+		}
+		rocksdb_free(bv);
+		return; /* index_entry() flags any timeline entry it has */
 	}
 	tli_val_tl(ev, r.version, r.cons_len > 0);
 	expect_entry(c, CF_TL, "timeline", k,
@@ -223,6 +236,12 @@ msg_entry(chk *c, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl)
 			problem(c, "body of %s without a record",
 			    printable(pid, sizeof(pid), id, len));
 		}
+	} else if (k[4] == 'd') {
+		int found = chk_record(c, topic, id, len, &r);
+		if (found == 0 || (found > 0 && !(r.flags & REC_DEAD))) {
+			problem(c, "dead index entry of %s without a dead letter",
+			    printable(pid, sizeof(pid), id, len));
+		}
 	} else {
 		problem(c, "msg key with unknown tag 0x%02x", k[4]);
 	}
@@ -240,6 +259,8 @@ index_entry(chk *c, const char *what, uint32_t topic, const char *id,
 	printable(pid, sizeof(pid), id, len);
 	if (found == 0) {
 		problem(c, "%s entry for %s without a record", what, pid);
+	} else if (found > 0 && (r.flags & REC_DEAD)) {
+		problem(c, "%s entry for dead letter %s", what, pid);
 	} else if (found > 0) {
 		if (check_ts && r.ts != ts) {
 			problem(c, "%s entry for %s at ts %lld, record at %lld",
@@ -324,19 +345,23 @@ check_counters(chk *c)
 		int found = chk_get(c, CF_DEFAULT, k,
 		    tli_key_meta_counters(k, t->id), &v, &vl);
 
-		if (found == 0 || (found > 0 && vl != 16)) {
+		if (found == 0 || (found > 0 && vl != COUNTERS_LEN)) {
 			problem(c, "topic %u: counters missing", t->id);
 		} else if (found > 0) {
 			uint64_t m = tli_get_be64((uint8_t *) v);
 			uint64_t l = tli_get_be64((uint8_t *) v + 8);
-			if (m != t->messages || l != t->locked) {
+			uint64_t d = tli_get_be64((uint8_t *) v + 16);
+			if (m != t->messages || l != t->locked || d != t->dead) {
 				problem(c,
 				    "topic %u: counters say %llu messages, "
-				    "%llu locked; found %llu, %llu",
+				    "%llu locked, %llu dead; found %llu, %llu, "
+				    "%llu",
 				    t->id, (unsigned long long) m,
 				    (unsigned long long) l,
+				    (unsigned long long) d,
 				    (unsigned long long) t->messages,
-				    (unsigned long long) t->locked);
+				    (unsigned long long) t->locked,
+				    (unsigned long long) t->dead);
 			}
 		}
 		if (found > 0) {

@@ -8,6 +8,7 @@
 
 #define TAG_REC 'm'
 #define TAG_BODY 'b'
+#define TAG_DEAD 'd'
 
 static size_t
 key_topic_tag(uint8_t *k, uint32_t topic, uint8_t tag, const char *id,
@@ -29,6 +30,12 @@ size_t
 tli_key_body(uint8_t *k, uint32_t topic, const char *id, size_t len)
 {
 	return key_topic_tag(k, topic, TAG_BODY, id, len);
+}
+
+size_t
+tli_key_dead(uint8_t *k, uint32_t topic, const char *id, size_t len)
+{
+	return key_topic_tag(k, topic, TAG_DEAD, id, len);
 }
 
 size_t
@@ -89,6 +96,7 @@ tli_rec_encode(uint8_t *out, const rec *r)
 	uint8_t *p = out;
 
 	*p++ = REC_FORMAT;
+	*p++ = r->flags;
 	tli_put_be64(p, (uint64_t) r->ts);
 	tli_put_be64(p + 8, r->version);
 	tli_put_be64(p + 16, (uint64_t) r->created_at);
@@ -110,9 +118,11 @@ tli_rec_decode(rec *r, const uint8_t *p, size_t len)
 {
 	const uint8_t *end = p + len;
 
-	if (len < 38 || p[0] != REC_FORMAT) {
+	if (len < 39 || p[0] != REC_FORMAT) {
 		return TL_ECORRUPT;
 	}
+	r->flags = p[1];
+	p++;
 	r->ts = (int64_t) tli_get_be64(p + 1);
 	r->version = tli_get_be64(p + 9);
 	r->created_at = (int64_t) tli_get_be64(p + 17);

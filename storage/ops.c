@@ -161,11 +161,18 @@ record_put(tli_store *s, uint32_t topic, const ov_ent *e)
 }
 
 static void
-counters_note(topic_rt *t, int64_t dmsg, int64_t dlocked)
+counters_note(topic_rt *t, int64_t dmsg, int64_t dlocked, int64_t ddead)
 {
 	t->pend_messages += dmsg;
 	t->pend_locked += dlocked;
+	t->pend_dead += ddead;
 	t->pend_dirty = true;
+}
+
+static bool
+is_live(const ov_ent *e)
+{
+	return e->present && (e->r.flags & REC_DEAD) == 0;
 }
 
 /* Change ts / lock of a present message: old index entries out, new in. */
@@ -182,7 +189,7 @@ msg_update(tli_store *s, topic_rt *t, ov_ent *e, int64_t ts,
 	memcpy(e->r.cons, cons, clen);
 	record_put(s, t->id, e);
 	if (was_locked != (clen > 0)) {
-		counters_note(t, 0, clen > 0 ? 1 : -1);
+		counters_note(t, 0, clen > 0 ? 1 : -1, 0);
 	}
 }
 
@@ -191,13 +198,55 @@ msg_delete(tli_store *s, topic_rt *t, ov_ent *e)
 {
 	uint8_t k[KEY_MAX];
 
-	index_delete(s, t->id, e);
+	if (is_live(e)) {
+		index_delete(s, t->id, e);
+		counters_note(t, -1, e->r.cons_len > 0 ? -1 : 0, 0);
+	} else {
+		rocksdb_writebatch_delete_cf(s->wb, s->cf[CF_MSG], (char *) k,
+		    tli_key_dead(k, t->id, e->id, e->id_len));
+		counters_note(t, 0, 0, -1);
+	}
 	rocksdb_writebatch_delete_cf(s->wb, s->cf[CF_MSG], (char *) k,
 	    tli_key_msg(k, t->id, e->id, e->id_len));
 	rocksdb_writebatch_delete_cf(s->wb, s->cf[CF_MSG], (char *) k,
 	    tli_key_body(k, t->id, e->id, e->id_len));
-	counters_note(t, -1, e->r.cons_len > 0 ? -1 : 0);
 	e->present = false;
+}
+
+/* Leave the timeline for the dead-letter list: the record stays (marked),
+ * its index entries go, a dead index entry comes. */
+static void
+msg_dead_letter(tli_store *s, topic_rt *t, ov_ent *e, int64_t now)
+{
+	uint8_t k[KEY_MAX], v[REC_MAX], dv[16];
+
+	index_delete(s, t->id, e);
+	counters_note(t, -1, e->r.cons_len > 0 ? -1 : 0, 1);
+	e->r.flags |= REC_DEAD;
+	e->r.cons_len = 0;
+	e->r.version++;
+	rocksdb_writebatch_put_cf(s->wb, s->cf[CF_MSG], (char *) k,
+	    tli_key_msg(k, t->id, e->id, e->id_len), (char *) v,
+	    tli_rec_encode(v, &e->r));
+	tli_val_cons(dv, now, e->r.version);
+	rocksdb_writebatch_put_cf(s->wb, s->cf[CF_MSG], (char *) k,
+	    tli_key_dead(k, t->id, e->id, e->id_len), (char *) dv, 16);
+}
+
+/* Back from the dead-letter list onto the timeline at ts, deliveries 0. */
+static void
+msg_kick(tli_store *s, topic_rt *t, ov_ent *e, int64_t ts)
+{
+	uint8_t k[KEY_MAX];
+
+	rocksdb_writebatch_delete_cf(s->wb, s->cf[CF_MSG], (char *) k,
+	    tli_key_dead(k, t->id, e->id, e->id_len));
+	counters_note(t, 1, 0, -1);
+	e->r.flags &= (uint8_t) ~REC_DEAD;
+	e->r.deliveries = 0;
+	e->r.ts = ts;
+	e->r.version++;
+	record_put(s, t->id, e);
 }
 
 static void
@@ -219,7 +268,7 @@ msg_create(tli_store *s, topic_rt *t, ov_ent *e, const tli_op *op,
 	    tli_key_body(k, t->id, e->id, e->id_len),
 	    op->body_len > 0 ? (const char *) op->body : "", op->body_len);
 	record_put(s, t->id, e);
-	counters_note(t, 1, 0);
+	counters_note(t, 1, 0, 0);
 }
 
 /* ---- checks ---- */
@@ -229,13 +278,13 @@ op_has_ts(tli_op_type type)
 {
 	return type == TLI_OP_CREATE || type == TLI_OP_LEASE ||
 	    type == TLI_OP_EXTEND || type == TLI_OP_RELEASE ||
-	    type == TLI_OP_MOVE;
+	    type == TLI_OP_MOVE || type == TLI_OP_DLQ_KICK;
 }
 
 static int
 check_input(const topic_rt *t, const tli_op *op, size_t id_len)
 {
-	if (op->type < TLI_OP_CREATE || op->type > TLI_OP_MOVE) {
+	if (op->type < TLI_OP_CREATE || op->type > TLI_OP_DLQ_KICK) {
 		return TL_EINVAL;
 	}
 	if (id_len == 0) {
@@ -305,7 +354,7 @@ is_holder(const rec *r, const tli_op *op)
 static int
 check_holder(const ov_ent *e, const tli_op *op, int64_t now)
 {
-	if (!e->present) {
+	if (!is_live(e)) {
 		return TL_ENOTFOUND;
 	}
 	if (e->r.cons_len == 0) {
@@ -336,7 +385,7 @@ check_owner(const ov_ent *e, const tli_op *op, int64_t now)
 	if (op->version != 0 && e->r.version != op->version) {
 		return TL_EVERSION;
 	}
-	if (e->r.cons_len > 0 && e->r.ts > now) {
+	if (is_live(e) && e->r.cons_len > 0 && e->r.ts > now) {
 		return TL_ELEASED;
 	}
 	return TL_OK;
@@ -345,7 +394,7 @@ check_owner(const ov_ent *e, const tli_op *op, int64_t now)
 static int
 check_lease(const ov_ent *e, const tli_op *op, int64_t now)
 {
-	if (!e->present) {
+	if (!is_live(e)) {
 		return TL_ENOTFOUND;
 	}
 	if (op->version != 0 && e->r.version != op->version) {
@@ -401,6 +450,14 @@ apply(tli_store *s, tli_op *op)
 		if ((rv = check_lease(e, op, now)) != TL_OK) {
 			return rv;
 		}
+		if (t->conf.max_deliveries > 0 &&
+		    e->r.deliveries >= t->conf.max_deliveries) {
+			msg_dead_letter(s, t, e, now);
+			op->new_version = e->r.version;
+			op->deliveries = e->r.deliveries;
+			op->bucket = e->r.bucket;
+			return TL_EDEAD;
+		}
 		e->r.deliveries++;
 		msg_update(s, t, e, ts, op->who, op->who_len);
 		break;
@@ -429,16 +486,25 @@ apply(tli_store *s, tli_op *op)
 		msg_delete(s, t, e);
 		break;
 	case TLI_OP_MOVE:
+		if (!is_live(e)) {
+			return TL_ENOTFOUND;
+		}
 		if ((rv = check_owner(e, op, now)) != TL_OK) {
 			return rv;
 		}
 		msg_update(s, t, e, ts, "", 0);
 		break;
+	case TLI_OP_DLQ_KICK:
+		if (!e->present || is_live(e)) {
+			return TL_ENOTFOUND;
+		}
+		msg_kick(s, t, e, ts);
+		break;
 	}
 	op->bucket = e->r.bucket;
 	op->deliveries = e->r.deliveries;
-	op->new_version = e->present ? e->r.version : 0;
-	op->new_ts = e->present ? e->r.ts : 0;
+	op->new_version = is_live(e) ? e->r.version : 0;
+	op->new_ts = is_live(e) ? e->r.ts : 0;
 	return TL_OK;
 }
 

@@ -277,6 +277,60 @@ tli_store_scan_owner(tli_store *s, const char *topic, const char *owner,
 	}
 }
 
+int
+tli_store_scan_dead(tli_store *s, const char *topic, const tli_cursor *after,
+    tli_entry *out, size_t max, size_t *n, bool *more)
+{
+	tli_topic_conf conf;
+	uint32_t tid;
+	size_t got = 0, pre;
+	scan sc;
+	int rv;
+
+	*n = 0;
+	*more = false;
+	if ((rv = tli_topic_lookup(s, topic, &tid, &conf)) != TL_OK) {
+		return rv;
+	}
+	pre = tli_key_dead(sc.lo, tid, "", 0);
+	sc.lolen = pre;
+	sc.hilen = prefix_end(sc.hi, sc.lo, pre);
+	scan_open(s, &sc, CF_MSG);
+	if (after != NULL && after->valid) {
+		uint8_t ck[KEY_MAX];
+		scan_skip_cursor(&sc, ck,
+		    tli_key_dead(ck, tid, after->id, after->id_len));
+	}
+	for (; rocksdb_iter_valid(sc.it); rocksdb_iter_next(sc.it)) {
+		size_t kl, vl;
+		const uint8_t *k = (const uint8_t *) rocksdb_iter_key(sc.it, &kl);
+		const uint8_t *v = (const uint8_t *) rocksdb_iter_value(sc.it, &vl);
+		tli_entry *e;
+
+		if (got == max) {
+			*more = true;
+			break;
+		}
+		if (kl <= pre || kl > pre + TL_MAX_ID_LEN || vl != 16) {
+			rv = TL_ECORRUPT;
+			break;
+		}
+		e = &out[got++];
+		e->ts = (int64_t) tli_get_be64(v);
+		e->version = tli_get_be64(v + 8);
+		e->locked = false;
+		e->id_len = (uint8_t) (kl - pre);
+		memcpy(e->id, k + pre, e->id_len);
+		e->id[e->id_len] = '\0';
+		e->bucket = tli_bucket_of(e->id, e->id_len, conf.buckets);
+	}
+	*n = got;
+	{
+		int rv2 = scan_close(s, &sc);
+		return rv != TL_OK ? rv : rv2;
+	}
+}
+
 /* Count [from, to) of every bucket, classifying at `now`. */
 static int
 count_range(tli_store *s, uint32_t tid, uint32_t buckets, int64_t from,
@@ -481,5 +535,6 @@ tli_store_get(tli_store *s, const char *topic, const char *id, size_t id_len,
 	out->version = r.version;
 	out->deliveries = r.deliveries;
 	out->created_at = r.created_at;
+	out->dead = (r.flags & REC_DEAD) != 0;
 	return TL_OK;
 }

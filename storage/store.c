@@ -239,7 +239,7 @@ static void
 topic_create_apply(tli_store *s, sub *sb)
 {
 	uint8_t key[1 + TL_MAX_NAME_LEN], val[64], nk[1] = { 'N' }, nv[4];
-	uint8_t ck[5], cv[16] = { 0 };
+	uint8_t ck[5], cv[COUNTERS_LEN] = { 0 };
 	topic_rt *t;
 	size_t kl;
 	int rv;
@@ -317,12 +317,14 @@ topic_delete_apply(tli_store *s, sub *sb)
 static void
 counters_put(tli_store *s, topic_rt *t)
 {
-	uint8_t ck[5], cv[16];
+	uint8_t ck[5], cv[COUNTERS_LEN];
 
 	tli_put_be64(cv, (uint64_t) ((int64_t) atomic_load(&t->messages) +
 	    t->pend_messages));
 	tli_put_be64(cv + 8, (uint64_t) ((int64_t) atomic_load(&t->locked) +
 	    t->pend_locked));
+	tli_put_be64(cv + 16, (uint64_t) ((int64_t) atomic_load(&t->dead) +
+	    t->pend_dead));
 	rocksdb_writebatch_put_cf(s->wb, s->cf[CF_DEFAULT], (char *) ck,
 	    tli_key_meta_counters(ck, t->id), (char *) cv, sizeof(cv));
 }
@@ -354,14 +356,17 @@ ops_batch_apply(tli_store *s, sub *first, size_t nops)
 		if (rv == TL_OK) {
 			atomic_fetch_add(&t->messages, (uint64_t) t->pend_messages);
 			atomic_fetch_add(&t->locked, (uint64_t) t->pend_locked);
+			atomic_fetch_add(&t->dead, (uint64_t) t->pend_dead);
 		}
-		t->pend_messages = t->pend_locked = 0;
+		t->pend_messages = t->pend_locked = t->pend_dead = 0;
 		t->pend_dirty = false;
 	}
 	if (rv != TL_OK) {
 		for (sub *sb = first; sb != NULL; sb = sb->next) {
 			for (size_t i = 0; i < sb->n; i++) {
-				if (sb->ops[i].err == TL_OK) {
+				/* A dead-lettering lease changed state too. */
+				if (sb->ops[i].err == TL_OK ||
+				    sb->ops[i].err == TL_EDEAD) {
 					sb->ops[i].err = rv;
 				}
 			}
@@ -617,6 +622,7 @@ topic_info_fill(tli_topic_info *out, const topic_rt *t)
 	out->created_at = t->created_at;
 	out->messages = atomic_load(&t->messages);
 	out->locked = atomic_load(&t->locked);
+	out->dead = atomic_load(&t->dead);
 }
 
 int
@@ -833,13 +839,15 @@ topics_load(tli_store *s)
 			    &err);
 			if (err != NULL) {
 				rv = tli_rdb_err(s, err);
-			} else if (cv == NULL || cl != 16) {
+			} else if (cv == NULL || cl != COUNTERS_LEN) {
 				rv = TL_ECORRUPT;
 			} else {
 				atomic_store(&t->messages,
 				    tli_get_be64((uint8_t *) cv));
 				atomic_store(&t->locked,
 				    tli_get_be64((uint8_t *) cv + 8));
+				atomic_store(&t->dead,
+				    tli_get_be64((uint8_t *) cv + 16));
 			}
 			rocksdb_free(cv);
 		}

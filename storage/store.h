@@ -97,6 +97,7 @@ typedef struct tli_topic_info {
 	int64_t created_at;
 	uint64_t messages;   /* kept incrementally */
 	uint64_t locked;     /* messages with a lock_consumer (active or run out) */
+	uint64_t dead;       /* dead letters */
 } tli_topic_info;
 
 /* Initialise a topic configuration with the name and every default. Returns
@@ -126,6 +127,7 @@ typedef enum tli_op_type {
 	TLI_OP_DELETE_LEASED,    /* lease holder */
 	TLI_OP_DELETE_OWNED,     /* owner: not under an active lease */
 	TLI_OP_MOVE,             /* owner: not under an active lease */
+	TLI_OP_DLQ_KICK,         /* operator: a dead letter back on the timeline */
 } tli_op_type;
 
 /* How op.ts is read. */
@@ -144,6 +146,10 @@ typedef enum tli_op_type {
  *  DELETE_LEASED  yes  yes  consumer   -            expected   -
  *  DELETE_OWNED   yes  yes  owner      -            0 or exp.  -
  *  MOVE           yes  yes  owner      new ts       0 or exp.  -
+ *  DLQ_KICK       yes  yes  anyone     new ts       -          -
+ *
+ * A LEASE of a message already leased max_deliveries times (topic setting,
+ * 0 = never) moves it to the dead-letter list instead and answers TL_EDEAD.
  *
  * CREATE with id_len 0 gets a generated sortable id, returned in gen_id.
  */
@@ -198,6 +204,7 @@ typedef struct tli_msg {
 	uint64_t version;
 	uint32_t deliveries;
 	int64_t created_at;
+	bool dead;              /* in the dead-letter list */
 	void *body;             /* owned; release with tli_msg_fini */
 	size_t body_len;
 } tli_msg;
@@ -245,6 +252,12 @@ int tli_store_scan_consumer(tli_store *s, const char *topic,
 int tli_store_scan_owner(tli_store *s, const char *topic, const char *owner,
     size_t owner_len, const tli_cursor *after, tli_entry *out, size_t max,
     size_t *n, bool *more);
+
+/* Dead letters of a topic in id order after the cursor (its ts is
+ * ignored); entry.ts is when the message was dead-lettered. */
+int tli_store_scan_dead(tli_store *s, const char *topic,
+    const tli_cursor *after, tli_entry *out, size_t max, size_t *n,
+    bool *more);
 
 /* Count messages with from <= ts < to by status, at the store's now. */
 int tli_store_count(tli_store *s, const char *topic, int64_t from, int64_t to,

@@ -21,7 +21,7 @@ enum { CF_DEFAULT, CF_MSG, CF_TL, CF_CONS, CF_OWN, CF_COUNT };
 
 /* Key sizes: topic(4) + tag(1) + id, and the largest index key. */
 #define KEY_MAX (4 + 4 + 8 + 1 + TL_MAX_NAME_LEN + TL_MAX_ID_LEN + 8)
-#define REC_MAX (1 + 8 * 3 + 4 * 3 + 2 + TL_MAX_NAME_LEN * 2)
+#define REC_MAX (2 + 8 * 3 + 4 * 3 + 2 + TL_MAX_NAME_LEN * 2)
 
 typedef struct topic_rt {
 	tli_topic_conf conf;
@@ -29,13 +29,18 @@ typedef struct topic_rt {
 	int64_t created_at;
 	_Atomic uint64_t messages; /* committed counters */
 	_Atomic uint64_t locked;
+	_Atomic uint64_t dead;
 	int64_t pend_messages;     /* writer thread only: this batch's deltas */
 	int64_t pend_locked;
+	int64_t pend_dead;
 	bool pend_dirty;
 } topic_rt;
 
+#define REC_DEAD 0x01 /* rec.flags: in the dead-letter list */
+
 /* A decoded message record (the body lives under its own key). */
 typedef struct rec {
+	uint8_t flags;
 	int64_t ts;
 	uint64_t version;
 	int64_t created_at;
@@ -94,6 +99,7 @@ struct tli_store {
 /* ---- codec.c: keys and values ---- */
 size_t tli_key_msg(uint8_t *k, uint32_t topic, const char *id, size_t len);
 size_t tli_key_body(uint8_t *k, uint32_t topic, const char *id, size_t len);
+size_t tli_key_dead(uint8_t *k, uint32_t topic, const char *id, size_t len);
 size_t tli_key_tl(uint8_t *k, uint32_t topic, uint32_t bucket, int64_t ts,
     const char *id, size_t len);
 size_t tli_key_cons(uint8_t *k, uint32_t topic, const char *cons,
@@ -110,6 +116,8 @@ int tli_rec_decode(rec *r, const uint8_t *p, size_t len);
  * cons. */
 void tli_val_tl(uint8_t out[9], uint64_t version, bool locked);
 void tli_val_cons(uint8_t out[16], int64_t ts, uint64_t version);
+/* Dead index value: dead-lettered at (8), version (8) — as tli_val_cons. */
+#define COUNTERS_LEN 24 /* messages, locked, dead */
 
 size_t tli_topic_encode(uint8_t *out, const topic_rt *t);
 int tli_topic_decode(topic_rt *t, const uint8_t *p, size_t len);

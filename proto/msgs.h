@@ -1,0 +1,218 @@
+/*
+ * The bodies of Timeline's wire operations: one C struct per shape, an
+ * encoder and a strict decoder for each. docs/protocol.md shows each layout;
+ * both the broker and the SDK use these functions, so the two ends cannot
+ * disagree. Decoded strings and bodies point into the frame buffer, which
+ * must outlive the struct; arrays of items are allocated (after their count
+ * was checked against TL_MAX_BATCH) and freed with the matching _fini.
+ *
+ * Every reply body is an array whose first element is an error code: a
+ * failed request answers [err, detail]; a successful one [0, fields...].
+ */
+#ifndef TL_PROTO_MSGS_H
+#define TL_PROTO_MSGS_H
+
+#include <stdbool.h>
+
+#include "frame.h"
+
+typedef struct tlp_str {
+	const char *p;
+	size_t n;
+} tlp_str;
+
+#define TLP_STR(s) ((tlp_str) { (s), (s) != NULL ? strlen(s) : 0 })
+
+/* ---- sessions ---- */
+
+typedef struct tlp_hello {
+	uint64_t proto;      /* TLP_VERSION the client speaks */
+	tlp_str name;        /* client name, for logs and metrics */
+	tlp_str role;        /* "producer", "consumer", "admin" or "" */
+	int64_t client_ms;   /* the client's wall clock */
+	tlp_str token;       /* credentials, or empty */
+} tlp_hello;
+
+typedef struct tlp_hello_rep {
+	int64_t broker_ms;
+	tlp_str broker_name;
+	uint64_t session_id;
+} tlp_hello_rep;
+
+void tlp_enc_hello(tlp_w *w, const tlp_hello *m);
+int tlp_dec_hello(tlp_r *r, tlp_hello *m);
+void tlp_enc_hello_rep(tlp_w *w, const tlp_hello_rep *m);
+int tlp_dec_hello_rep(tlp_r *r, tlp_hello_rep *m);
+
+/* PING: [client_ms]; reply [0, broker_ms]. */
+void tlp_enc_ping(tlp_w *w, int64_t ms);
+int tlp_dec_ping(tlp_r *r, int64_t *ms);
+void tlp_enc_ping_rep(tlp_w *w, int64_t broker_ms);
+int tlp_dec_ping_rep(tlp_r *r, int64_t *broker_ms);
+
+/* ---- topics ---- */
+
+typedef struct tlp_topic {
+	tlp_str name;
+	uint32_t buckets;
+	uint32_t max_body;
+	int64_t default_lease_ms;
+	int64_t max_lease_ms;
+	uint32_t max_deliveries;
+	/* in replies only */
+	uint64_t messages;
+	uint64_t available;
+	uint64_t waiting;
+	uint64_t processing;
+	uint64_t dead;
+} tlp_topic;
+
+/* TOPIC_CREATE: [name, buckets, max_body, default_lease_ms, max_lease_ms,
+ * max_deliveries]; reply [0]. */
+void tlp_enc_topic_create(tlp_w *w, const tlp_topic *t);
+int tlp_dec_topic_create(tlp_r *r, tlp_topic *t);
+/* TOPIC_DELETE, TOPIC_GET: [name]. */
+void tlp_enc_name(tlp_w *w, tlp_str name);
+int tlp_dec_name(tlp_r *r, tlp_str *name);
+/* TOPIC_GET reply [0, topic]; TOPIC_LIST reply [0, [topic...]]. */
+void tlp_enc_topic(tlp_w *w, const tlp_topic *t);
+int tlp_dec_topic(tlp_r *r, tlp_topic *t);
+int tlp_dec_topic_list(tlp_r *r, tlp_topic **v, size_t *n);
+
+/* ---- message batches ----
+ * CREATE, MOVE, DELETE (owner) and EXTEND, RELEASE, ACK (lease holder),
+ * DLQ_KICK: [topic, who, [[id|nil, version, ts, rel, body|nil]...]]
+ * reply [0, [[err, id, version, ts, deliveries]...]] in item order. */
+
+typedef struct tlp_item {
+	tlp_str id;          /* empty on CREATE: the broker generates one */
+	uint64_t version;    /* expected version (0 = any where allowed) */
+	int64_t ts;          /* absolute UTC ms, or a delay when rel */
+	bool rel;
+	const void *body;
+	size_t body_len;
+} tlp_item;
+
+typedef struct tlp_batch {
+	tlp_str topic;
+	tlp_str who;         /* producer group or consumer id */
+	tlp_item *items;
+	size_t n;
+} tlp_batch;
+
+typedef struct tlp_result {
+	int err;
+	tlp_str id;
+	uint64_t version;
+	int64_t ts;
+	uint32_t deliveries;
+} tlp_result;
+
+void tlp_enc_batch(tlp_w *w, const tlp_batch *b);
+int tlp_dec_batch(tlp_r *r, tlp_batch *b);
+void tlp_batch_fini(tlp_batch *b);
+void tlp_enc_results(tlp_w *w, const tlp_result *v, size_t n);
+int tlp_dec_results(tlp_r *r, tlp_result **v, size_t *n);
+
+/* ---- reads ---- */
+
+typedef struct tlp_msg {
+	tlp_str id;
+	int64_t ts;
+	uint32_t bucket;
+	tlp_str owner;
+	tlp_str consumer;
+	uint64_t version;
+	uint32_t deliveries;
+	int64_t created_at;
+	const void *body;
+	size_t body_len;
+} tlp_msg;
+
+/* GET: [topic, id]; reply [0, [id, ts, bucket, owner, consumer, version,
+ * deliveries, created_at, body]]. */
+void tlp_enc_get(tlp_w *w, tlp_str topic, tlp_str id);
+int tlp_dec_get(tlp_r *r, tlp_str *topic, tlp_str *id);
+void tlp_enc_msg(tlp_w *w, const tlp_msg *m);
+int tlp_dec_msg(tlp_r *r, tlp_msg *m);
+
+typedef struct tlp_list {
+	tlp_str topic;
+	tlp_str owner;       /* LIST: the owner; DLQ_LIST: unused */
+	uint32_t limit;
+	bool has_cursor;
+	int64_t cursor_ts;
+	tlp_str cursor_id;
+} tlp_list;
+
+typedef struct tlp_entry {
+	tlp_str id;
+	int64_t ts;
+	uint64_t version;
+	bool locked;
+} tlp_entry;
+
+/* LIST, DLQ_LIST: [topic, owner, limit, cursor_ts|nil, cursor_id|nil];
+ * reply [0, [[id, ts, version, locked]...], more]. */
+void tlp_enc_list(tlp_w *w, const tlp_list *l);
+int tlp_dec_list(tlp_r *r, tlp_list *l);
+void tlp_enc_entries(tlp_w *w, const tlp_entry *v, size_t n, bool more);
+int tlp_dec_entries(tlp_r *r, tlp_entry **v, size_t *n, bool *more);
+
+/* COUNT: [topic, from, to]; reply [0, available, waiting, processing]. */
+void tlp_enc_count(tlp_w *w, tlp_str topic, int64_t from, int64_t to);
+int tlp_dec_count(tlp_r *r, tlp_str *topic, int64_t *from, int64_t *to);
+void tlp_enc_counts(tlp_w *w, uint64_t a, uint64_t wt, uint64_t p);
+int tlp_dec_counts(tlp_r *r, uint64_t *a, uint64_t *wt, uint64_t *p);
+
+/* ---- consumers ---- */
+
+typedef struct tlp_sub {
+	tlp_str topic;
+	tlp_str consumer;
+	int64_t lease_ms;    /* 0 = the topic's default */
+	uint32_t credit;     /* leases held at once, >= 1 */
+} tlp_sub;
+
+/* SUBSCRIBE: [topic, consumer, lease_ms, credit]; UNSUBSCRIBE: [topic,
+ * consumer, 0, 0]; reply [0]. */
+void tlp_enc_sub(tlp_w *w, const tlp_sub *s);
+int tlp_dec_sub(tlp_r *r, tlp_sub *s);
+
+typedef struct tlp_delivery {
+	tlp_str id;
+	uint64_t version;    /* the lease's version: quote it to extend etc. */
+	int64_t lease_until; /* the lease runs out at this time */
+	int64_t due_ts;      /* when the message was due */
+	uint32_t deliveries;
+	tlp_str owner;
+	const void *body;
+	size_t body_len;
+} tlp_delivery;
+
+typedef struct tlp_deliver {
+	tlp_str topic;
+	tlp_str consumer;
+	tlp_delivery *v;
+	size_t n;
+} tlp_deliver;
+
+/* DELIVER push: [topic, consumer, [[id, version, lease_until, due_ts,
+ * deliveries, owner, body]...]]. LEASE_LOST push: the same with only
+ * id and version set. */
+void tlp_enc_deliver(tlp_w *w, const tlp_deliver *d);
+int tlp_dec_deliver(tlp_r *r, tlp_deliver *d);
+void tlp_deliver_fini(tlp_deliver *d);
+
+/* ---- replies ---- */
+
+/* [err, detail] for a failed request. */
+void tlp_enc_error(tlp_w *w, int err, const char *detail);
+/* Read the head of any reply: its error code and, when it failed, the
+ * detail text (may be empty). On TL_OK the reader stands at the first
+ * field after the code; *nfields says how many follow. */
+int tlp_dec_reply_head(tlp_r *r, int *err, tlp_str *detail, size_t *nfields);
+/* [0] for a request with nothing to return. */
+void tlp_enc_ok(tlp_w *w);
+
+#endif
