@@ -1,0 +1,1198 @@
+/*
+ * The dispatcher: for every topic with subscribers it keeps a near-future
+ * window of due entries in memory, takes leases for due messages through
+ * the store and pushes them to consumers that have credit, tracks the
+ * leases it handed out (credit comes back on ack, release or expiry) and
+ * tells consumers which leases they lost.
+ *
+ * DESIGN. Per topic, each bucket has a cursor (ts, id): every timeline
+ * entry at or before the cursor has been loaded into the topic's min-heap
+ * (or was loaded and handled). The frontier is the smallest cursor over the
+ * buckets; only entries at or before the frontier may be popped, so
+ * buckets are merged in timeline order. Loading is lazy: a bucket is read
+ * in chunks only while the frontier is behind the next due entry and
+ * within now + window, so memory holds at most the window's entries plus
+ * a chunk per bucket, never the backlog. A create, move, release or lease
+ * that lands at or before a bucket's cursor is put straight into the heap
+ * (tlb_dsp_note); one after it will be found by a later read. Entries in
+ * the heap may be stale (the message changed since): the lease, fenced by
+ * version, fails and the entry is dropped.
+ *
+ * The thread sleeps until the earliest of: the next due entry, the next
+ * lease expiry, a refill of the window; a note, an ack or a new
+ * subscription wakes it. Leases are taken durably (group commit) before
+ * anything is pushed. Lock: dsp->mtx, before any session's lock; bodies are
+ * read from the store without it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker.h"
+
+#define CHUNK 256             /* entries read per bucket refill */
+#define MAX_PASS 4096         /* leases taken per dispatcher pass */
+
+typedef struct went {
+	int64_t ts;
+	uint64_t version;
+	uint32_t bucket;
+	uint8_t id_len;
+	char id[];
+} went;
+
+typedef struct held {
+	struct held *next;
+	int64_t until;
+	uint64_t version;
+	uint8_t id_len;
+	char id[TL_MAX_ID_LEN];
+} held;
+
+typedef struct dsub {
+	struct dsub *next;
+	int refs;
+	bool gone;
+	tlb_session *s;
+	char consumer[TL_MAX_NAME_LEN + 1];
+	size_t clen;
+	int64_t lease_ms;
+	uint32_t credit;
+	uint32_t inflight;  /* held + leases being taken */
+	held **ht;          /* held leases by id */
+	size_t htcap;
+	size_t nheld;
+	uint64_t delivered;
+} dsub;
+
+typedef struct dcur {
+	int64_t ts;         /* TL_TS_MIN - 1: nothing loaded yet */
+	bool maxid;         /* everything at ts is loaded */
+	uint8_t id_len;
+	char id[TL_MAX_ID_LEN];
+} dcur;
+
+typedef struct dtopic {
+	struct dtopic *next;
+	char name[TL_MAX_NAME_LEN + 1];
+	uint32_t buckets;
+	int64_t default_lease_ms;
+	int64_t max_lease_ms;
+	went **heap;
+	size_t hn;
+	size_t hcap;
+	dcur *cur;
+	dsub *subs;
+	dsub *rr;
+} dtopic;
+
+struct tlb_dsp {
+	tlb_broker *b;
+	pthread_mutex_t mtx;
+	pthread_cond_t cv;
+	pthread_t th;
+	bool stop;
+	bool kick;
+	dtopic *topics;
+};
+
+/* A lease being taken for a subscription. */
+typedef struct litem {
+	dsub *sub;
+	went *e;
+	tli_msg m;
+} litem;
+
+typedef struct lbatch {
+	tlb_broker *b;
+	char topic[TL_MAX_NAME_LEN + 1];
+	size_t n;
+	litem *it;
+	tli_op *ops;
+} lbatch;
+
+/* ---- ordering ---- */
+
+static int
+id_cmp(const char *a, size_t al, const char *b, size_t bl)
+{
+	int c = memcmp(a, b, al < bl ? al : bl);
+	if (c != 0) {
+		return c;
+	}
+	return al < bl ? -1 : al > bl ? 1 : 0;
+}
+
+static bool
+went_less(const went *a, const went *b)
+{
+	if (a->ts != b->ts) {
+		return a->ts < b->ts;
+	}
+	if (a->bucket != b->bucket) {
+		return a->bucket < b->bucket;
+	}
+	return id_cmp(a->id, a->id_len, b->id, b->id_len) < 0;
+}
+
+/* Is (ts, id) at or before the cursor? */
+static bool
+at_or_before(const dcur *c, int64_t ts, const char *id, size_t idl)
+{
+	if (ts != c->ts) {
+		return ts < c->ts;
+	}
+	return c->maxid || id_cmp(id, idl, c->id, c->id_len) <= 0;
+}
+
+static int64_t
+cur_frontier(const dcur *c)
+{
+	return c->maxid ? c->ts : c->ts - 1;
+}
+
+/* ---- the heap ---- */
+
+static int
+heap_push(dtopic *t, went *e)
+{
+	size_t i;
+
+	if (t->hn == t->hcap) {
+		size_t cap = t->hcap ? t->hcap * 2 : 256;
+		went **h = tli_realloc(t->heap, cap * sizeof(*h));
+		if (h == NULL) {
+			return TL_ENOMEM;
+		}
+		t->heap = h;
+		t->hcap = cap;
+	}
+	i = t->hn++;
+	while (i > 0) {
+		size_t p = (i - 1) / 2;
+		if (!went_less(e, t->heap[p])) {
+			break;
+		}
+		t->heap[i] = t->heap[p];
+		i = p;
+	}
+	t->heap[i] = e;
+	return TL_OK;
+}
+
+static went *
+heap_pop(dtopic *t)
+{
+	went *top = t->heap[0], *last = t->heap[--t->hn];
+	size_t i = 0;
+
+	for (;;) {
+		size_t l = 2 * i + 1, m = i;
+		if (l < t->hn && went_less(t->heap[l], last)) {
+			m = l;
+		}
+		if (l + 1 < t->hn &&
+		    went_less(t->heap[l + 1], m == i ? last : t->heap[l])) {
+			m = l + 1;
+		}
+		if (m == i) {
+			break;
+		}
+		t->heap[i] = t->heap[m];
+		i = m;
+	}
+	if (t->hn > 0) {
+		t->heap[i] = last;
+	}
+	return top;
+}
+
+static went *
+went_new(int64_t ts, uint64_t version, uint32_t bucket, const char *id,
+    size_t idl)
+{
+	went *e = tli_alloc(sizeof(*e) + idl);
+
+	if (e != NULL) {
+		e->ts = ts;
+		e->version = version;
+		e->bucket = bucket;
+		e->id_len = (uint8_t) idl;
+		memcpy(e->id, id, idl);
+	}
+	return e;
+}
+
+/* ---- held leases ---- */
+
+static size_t
+held_slot(const dsub *d, const char *id, size_t idl)
+{
+	return (size_t) (tli_hash64(id, idl) & (d->htcap - 1));
+}
+
+static held *
+held_find(dsub *d, const char *id, size_t idl, held ***pp_out)
+{
+	held **pp = &d->ht[held_slot(d, id, idl)];
+
+	for (; *pp != NULL; pp = &(*pp)->next) {
+		if ((*pp)->id_len == idl && memcmp((*pp)->id, id, idl) == 0) {
+			if (pp_out != NULL) {
+				*pp_out = pp;
+			}
+			return *pp;
+		}
+	}
+	return NULL;
+}
+
+static void
+held_put(dsub *d, const char *id, size_t idl, uint64_t version, int64_t until)
+{
+	held *h = held_find(d, id, idl, NULL);
+
+	if (h == NULL) {
+		size_t slot = held_slot(d, id, idl);
+		if ((h = tli_alloc(sizeof(*h))) == NULL) {
+			return;
+		}
+		h->id_len = (uint8_t) idl;
+		memcpy(h->id, id, idl);
+		h->next = d->ht[slot];
+		d->ht[slot] = h;
+		d->nheld++;
+	}
+	h->version = version;
+	h->until = until;
+}
+
+/* Remove a held lease; returns whether it was there. */
+static bool
+held_drop(dsub *d, const char *id, size_t idl)
+{
+	held **pp, *h = held_find(d, id, idl, &pp);
+
+	if (h == NULL) {
+		return false;
+	}
+	*pp = h->next;
+	tli_free(h);
+	d->nheld--;
+	return true;
+}
+
+/* ---- subscriptions ---- */
+
+static void
+dsub_rele(dsub *d)
+{
+	if (--d->refs > 0) {
+		return;
+	}
+	for (size_t i = 0; i < d->htcap; i++) {
+		while (d->ht[i] != NULL) {
+			held *h = d->ht[i];
+			d->ht[i] = h->next;
+			tli_free(h);
+		}
+	}
+	tli_free(d->ht);
+	tlb_session_rele(d->s);
+	tli_free(d);
+}
+
+static void
+topic_reset(dtopic *t)
+{
+	while (t->hn > 0) {
+		tli_free(heap_pop(t));
+	}
+	for (uint32_t i = 0; i < t->buckets; i++) {
+		t->cur[i].ts = TL_TS_MIN - 1;
+		t->cur[i].maxid = true;
+	}
+}
+
+/* Unlink a subscription (it may live on while leases are being taken). */
+static void
+sub_remove(dtopic *t, dsub *d)
+{
+	dsub **pp;
+
+	for (pp = &t->subs; *pp != NULL; pp = &(*pp)->next) {
+		if (*pp == d) {
+			*pp = d->next;
+			break;
+		}
+	}
+	if (t->rr == d) {
+		t->rr = NULL;
+	}
+	d->gone = true;
+	if (t->subs == NULL) {
+		topic_reset(t);
+	}
+	dsub_rele(d);
+}
+
+static dtopic *
+topic_find(tlb_dsp *p, const char *name)
+{
+	for (dtopic *t = p->topics; t != NULL; t = t->next) {
+		if (strcmp(t->name, name) == 0) {
+			return t;
+		}
+	}
+	return NULL;
+}
+
+static dsub *
+sub_find(dtopic *t, const char *consumer, size_t clen)
+{
+	for (dsub *d = t->subs; d != NULL; d = d->next) {
+		if (d->clen == clen && memcmp(d->consumer, consumer, clen) == 0) {
+			return d;
+		}
+	}
+	return NULL;
+}
+
+static void
+topic_free(dtopic *t)
+{
+	while (t->subs != NULL) {
+		sub_remove(t, t->subs);
+	}
+	topic_reset(t);
+	tli_free(t->heap);
+	tli_free(t->cur);
+	tli_free(t);
+}
+
+/* ---- pushing ---- */
+
+/* Send one DELIVER or LEASE_LOST frame to a subscription's session. */
+static void
+send_push(tlb_session *s, uint8_t op, const char *topic, const dsub *d,
+    tlp_delivery *v, size_t n)
+{
+	tlp_deliver dl;
+	tlp_buf b;
+	tlp_w w;
+
+	dl.topic = TLP_STR(topic);
+	dl.consumer = (tlp_str) { d->consumer, d->clen };
+	dl.v = v;
+	dl.n = n;
+	tlp_buf_init(&b);
+	tlp_frame_begin(&b, &w, op, TLP_F_PUSH, 0);
+	tlp_enc_deliver(&w, &dl);
+	if (tlp_frame_end(&b, 0) == TL_OK) {
+		tlb_session_send(s, b.data, b.len);
+	}
+	tlp_buf_fini(&b);
+}
+
+/* ---- taking leases ---- */
+
+static void
+lbatch_free(lbatch *lb)
+{
+	for (size_t i = 0; i < lb->n; i++) {
+		tli_msg_fini(&lb->it[i].m);
+		tli_free(lb->it[i].e);
+	}
+	tli_free(lb->it);
+	tli_free(lb->ops);
+	tli_free(lb);
+}
+
+/* Store completion of a lease batch (writer thread). */
+static void
+lease_done(void *arg)
+{
+	lbatch *lb = arg;
+	tlb_broker *b = lb->b;
+	tlb_dsp *p = b->dsp;
+	dtopic *t;
+	int64_t now = tlb_clock_now(NULL);
+	tlp_delivery *dv = tli_zalloc(sizeof(*dv) * (lb->n + 1));
+	size_t i = 0;
+
+	pthread_mutex_lock(&p->mtx);
+	t = topic_find(p, lb->topic);
+	while (i < lb->n) {
+		/* Items of one subscription are adjacent: one frame each. */
+		dsub *d = lb->it[i].sub;
+		size_t nd = 0;
+		tlb_session *s = d->s;
+
+		for (; i < lb->n && lb->it[i].sub == d; i++) {
+			litem *it = &lb->it[i];
+			tli_op *o = &lb->ops[i];
+
+			if (o->err != TL_OK) {
+				d->inflight--;
+				atomic_fetch_add(o->err == TL_EDEAD ?
+				        &b->m.dead_lettered :
+				        &b->m.lease_fail,
+				    1);
+				continue;
+			}
+			atomic_fetch_add(&b->m.leases, 1);
+			if (t != NULL && !d->gone) {
+				dcur *c = &t->cur[it->e->bucket];
+				/* The lease's end is the message's new place. */
+				if (at_or_before(c, o->new_ts, it->e->id,
+				        it->e->id_len)) {
+					went *e = went_new(o->new_ts,
+					    o->new_version, it->e->bucket,
+					    it->e->id, it->e->id_len);
+					if (e != NULL && heap_push(t, e) != TL_OK) {
+						tli_free(e);
+					}
+				}
+			}
+			if (d->gone || dv == NULL) {
+				continue;
+			}
+			held_put(d, it->e->id, it->e->id_len, o->new_version,
+			    o->new_ts);
+			dv[nd].id = (tlp_str) { it->e->id, it->e->id_len };
+			dv[nd].version = o->new_version;
+			dv[nd].lease_until = o->new_ts;
+			dv[nd].due_ts = it->e->ts;
+			dv[nd].deliveries = o->deliveries;
+			dv[nd].owner = (tlp_str) { it->m.owner, it->m.owner_len };
+			dv[nd].body = it->m.body;
+			dv[nd].body_len = it->m.body_len;
+			nd++;
+			if (now < it->e->ts) {
+				atomic_fetch_add(&b->m.early, 1);
+			}
+			tlb_metrics_lateness(&b->m, (now - it->e->ts) * 1000);
+		}
+		if (nd > 0) {
+			d->delivered += nd;
+			atomic_fetch_add(&b->m.delivered, nd);
+			send_push(s, TLP_OP_DELIVER, lb->topic, d, dv, nd);
+		}
+	}
+	for (i = 0; i < lb->n; i++) {
+		dsub_rele(lb->it[i].sub);
+	}
+	p->kick = true;
+	pthread_cond_signal(&p->cv);
+	pthread_mutex_unlock(&p->mtx);
+	tli_free(dv);
+	lbatch_free(lb);
+}
+
+/* Pick the next subscription with free credit, round robin. */
+static dsub *
+next_sub(dtopic *t)
+{
+	dsub *start = t->rr != NULL && t->rr->next != NULL ? t->rr->next :
+	                                                   t->subs;
+	dsub *d = start;
+
+	if (d == NULL) {
+		return NULL;
+	}
+	do {
+		if (d->inflight < d->credit) {
+			t->rr = d;
+			return d;
+		}
+		d = d->next != NULL ? d->next : t->subs;
+	} while (d != start);
+	return NULL;
+}
+
+/* Read one chunk of the bucket furthest behind. Called with the lock held;
+ * the read does not wait for the writer. */
+static int
+refill_one(tlb_broker *b, dtopic *t, int64_t horizon)
+{
+	tli_entry *v = tli_alloc(sizeof(*v) * CHUNK);
+	uint32_t bk = 0;
+	tli_cursor after;
+	size_t n = 0;
+	bool more = false;
+	dcur *c;
+	int rv;
+
+	if (v == NULL) {
+		return TL_ENOMEM;
+	}
+	for (uint32_t i = 1; i < t->buckets; i++) {
+		if (cur_frontier(&t->cur[i]) < cur_frontier(&t->cur[bk])) {
+			bk = i;
+		}
+	}
+	c = &t->cur[bk];
+	memset(&after, 0, sizeof(after));
+	if (c->ts >= TL_TS_MIN) {
+		after.valid = true;
+		if (c->maxid) {
+			after.ts = c->ts + 1; /* seek to the next timestamp */
+			after.id_len = 0;
+		} else {
+			after.ts = c->ts;
+			after.id_len = c->id_len;
+			memcpy(after.id, c->id, c->id_len);
+		}
+	}
+	rv = tli_store_scan_due(b->store, t->name, bk, horizon, &after, v, CHUNK,
+	    &n, &more);
+	if (rv == TL_OK) {
+		for (size_t i = 0; i < n; i++) {
+			went *e = went_new(v[i].ts, v[i].version, bk, v[i].id,
+			    v[i].id_len);
+			if (e == NULL || heap_push(t, e) != TL_OK) {
+				tli_free(e);
+				rv = TL_ENOMEM;
+				break;
+			}
+		}
+	}
+	if (rv == TL_OK && more && n > 0) {
+		c->ts = v[n - 1].ts;
+		c->maxid = false;
+		c->id_len = v[n - 1].id_len;
+		memcpy(c->id, v[n - 1].id, c->id_len);
+	} else if (rv == TL_OK) {
+		c->ts = horizon;
+		c->maxid = true;
+	}
+	tli_free(v);
+	return rv;
+}
+
+static int64_t
+frontier(const dtopic *t)
+{
+	int64_t f = TL_TS_MAX;
+
+	for (uint32_t i = 0; i < t->buckets; i++) {
+		int64_t x = cur_frontier(&t->cur[i]);
+		f = x < f ? x : f;
+	}
+	return f;
+}
+
+/* Expire held leases whose time ran out; collect LEASE_LOST notices. */
+static void
+expire_held(tlb_dsp *p, dtopic *t, int64_t now, int64_t *wake)
+{
+	for (dsub *d = t->subs; d != NULL; d = d->next) {
+		tlp_delivery lost[64];
+		size_t nl = 0;
+
+		for (size_t i = 0; i < d->htcap; i++) {
+			held **pp = &d->ht[i];
+			while (*pp != NULL) {
+				held *h = *pp;
+				if (h->until > now) {
+					*wake = h->until < *wake ? h->until : *wake;
+					pp = &h->next;
+					continue;
+				}
+				if (nl == 64) {
+					send_push(d->s, TLP_OP_LEASE_LOST, t->name,
+					    d, lost, nl);
+					nl = 0;
+				}
+				/* The notice carries the id; copy it out of h,
+				 * which is freed now. Notices are sent below
+				 * before the buffer goes away. */
+				lost[nl].id.p = tli_strndup(h->id, h->id_len);
+				lost[nl].id.n = h->id_len;
+				lost[nl].version = h->version;
+				lost[nl].lease_until = h->until;
+				nl++;
+				*pp = h->next;
+				tli_free(h);
+				d->nheld--;
+				d->inflight--;
+				atomic_fetch_add(&p->b->m.lost, 1);
+			}
+		}
+		if (nl > 0) {
+			send_push(d->s, TLP_OP_LEASE_LOST, t->name, d, lost, nl);
+			for (size_t k = 0; k < nl; k++) {
+				tli_free((char *) lost[k].id.p);
+			}
+		}
+	}
+}
+
+/* One pass over a topic: expire, refill, pop due entries into a lease
+ * batch. Returns the batch (or NULL) and lowers *wake. */
+static lbatch *
+topic_pass(tlb_dsp *p, dtopic *t, int64_t now, int64_t *wake)
+{
+	tlb_broker *b = p->b;
+	int64_t horizon = now + b->conf.window_ms;
+	lbatch *lb = NULL;
+	size_t cap = 0;
+
+	expire_held(p, t, now, wake);
+	if (t->subs == NULL) {
+		return NULL;
+	}
+	for (int guard = 0; guard < 10000; guard++) {
+		int64_t f = frontier(t);
+		went *top = t->hn > 0 ? t->heap[0] : NULL;
+		dsub *d;
+
+		if (top != NULL && top->ts <= f && top->ts <= now) {
+			if ((d = next_sub(t)) == NULL) {
+				break; /* no credit: acks will wake us */
+			}
+			if (lb == NULL || lb->n == cap) {
+				size_t nc = cap ? cap * 2 : 64;
+				if (nc > MAX_PASS && cap >= MAX_PASS) {
+					break;
+				}
+				if (lb == NULL &&
+				    (lb = tli_zalloc(sizeof(*lb))) == NULL) {
+					break;
+				}
+				litem *ni = tli_realloc(lb->it, nc * sizeof(*ni));
+				if (ni == NULL) {
+					break;
+				}
+				lb->it = ni;
+				cap = nc;
+			}
+			memset(&lb->it[lb->n], 0, sizeof(litem));
+			lb->it[lb->n].sub = d;
+			lb->it[lb->n].e = heap_pop(t);
+			lb->n++;
+			d->refs++;
+			d->inflight++;
+			continue;
+		}
+		if (top != NULL && top->ts <= f) {
+			/* The next due entry is known: sleep until then. */
+			*wake = top->ts < *wake ? top->ts : *wake;
+			break;
+		}
+		if (f >= horizon) {
+			break; /* the window is loaded: nothing due before it */
+		}
+		if (refill_one(b, t, horizon) != TL_OK) {
+			tlb_log(TLB_ERROR, "D001", "topic %s: cannot read the "
+			    "timeline: %s", t->name,
+			    tli_store_last_error(b->store));
+			break;
+		}
+	}
+	/* Refill again when half the window has passed. */
+	{
+		int64_t f = frontier(t), refill_at = f - b->conf.window_ms / 2;
+		if (refill_at < *wake) {
+			*wake = refill_at > now ? refill_at : now + 1;
+		}
+	}
+	if (lb != NULL) {
+		snprintf(lb->topic, sizeof(lb->topic), "%s", t->name);
+		lb->b = b;
+	}
+	return lb;
+}
+
+/* Order the batch by subscription so each gets one frame, read the bodies
+ * (no lock held) and submit the leases. */
+static int
+litem_cmp(const void *a, const void *b)
+{
+	const litem *x = a, *y = b;
+	if (x->sub != y->sub) {
+		return (uintptr_t) x->sub < (uintptr_t) y->sub ? -1 : 1;
+	}
+	return went_less(x->e, y->e) ? -1 : went_less(y->e, x->e) ? 1 : 0;
+}
+
+static void
+lbatch_submit(tlb_dsp *p, lbatch *lb)
+{
+	tlb_broker *b = p->b;
+	size_t keep = 0;
+
+	qsort(lb->it, lb->n, sizeof(litem), litem_cmp);
+	for (size_t i = 0; i < lb->n; i++) {
+		litem *it = &lb->it[i];
+		int rv = tli_store_get(b->store, lb->topic, it->e->id,
+		    it->e->id_len, &it->m);
+		if (rv != TL_OK) {
+			/* Deleted since it was read: nothing to lease. */
+			pthread_mutex_lock(&p->mtx);
+			it->sub->inflight--;
+			dsub_rele(it->sub);
+			pthread_mutex_unlock(&p->mtx);
+			tli_free(it->e);
+			continue;
+		}
+		lb->it[keep++] = *it;
+	}
+	lb->n = keep;
+	if (keep == 0) {
+		lbatch_free(lb);
+		return;
+	}
+	if ((lb->ops = tli_zalloc(sizeof(tli_op) * keep)) == NULL) {
+		goto fail;
+	}
+	for (size_t i = 0; i < keep; i++) {
+		tli_op *o = &lb->ops[i];
+		litem *it = &lb->it[i];
+		o->type = TLI_OP_LEASE;
+		o->topic = lb->topic;
+		o->id = it->e->id;
+		o->id_len = it->e->id_len;
+		o->who = it->sub->consumer;
+		o->who_len = it->sub->clen;
+		o->ts = it->sub->lease_ms;
+		o->ts_mode = TLI_TS_REL;
+		o->version = it->e->version;
+	}
+	if (tli_store_submit(b->store, lb->ops, keep, lease_done, lb) == TL_OK) {
+		return;
+	}
+fail:
+	pthread_mutex_lock(&p->mtx);
+	for (size_t i = 0; i < lb->n; i++) {
+		lb->it[i].sub->inflight--;
+		dsub_rele(lb->it[i].sub);
+	}
+	pthread_mutex_unlock(&p->mtx);
+	lbatch_free(lb);
+}
+
+static void
+sleep_until(tlb_dsp *p, int64_t wake_ts)
+{
+	int64_t now = tlb_clock_now(NULL), ms = wake_ts - now;
+	struct timespec ts;
+
+	if (p->kick || p->stop) {
+		p->kick = false;
+		return;
+	}
+	if (ms <= 0) {
+		return;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_cond_timedwait(&p->cv, &p->mtx, &ts);
+	p->kick = false;
+}
+
+static void *
+dsp_main(void *arg)
+{
+	tlb_dsp *p = arg;
+
+	pthread_mutex_lock(&p->mtx);
+	while (!p->stop) {
+		int64_t now = tlb_clock_now(NULL);
+		int64_t wake = now + 1000;
+		lbatch *work[64];
+		int nw = 0;
+
+		for (dtopic *t = p->topics; t != NULL && nw < 64; t = t->next) {
+			lbatch *lb = topic_pass(p, t, now, &wake);
+			if (lb != NULL) {
+				work[nw++] = lb;
+			}
+		}
+		if (nw > 0) {
+			pthread_mutex_unlock(&p->mtx);
+			for (int i = 0; i < nw; i++) {
+				lbatch_submit(p, work[i]);
+			}
+			pthread_mutex_lock(&p->mtx);
+			continue;
+		}
+		sleep_until(p, wake);
+	}
+	pthread_mutex_unlock(&p->mtx);
+	return NULL;
+}
+
+/* ---- the interface ---- */
+
+int
+tlb_dsp_start(tlb_broker *b)
+{
+	tlb_dsp *p = tli_zalloc(sizeof(*p));
+	pthread_condattr_t ca;
+
+	if (p == NULL) {
+		return TL_ENOMEM;
+	}
+	p->b = b;
+	pthread_mutex_init(&p->mtx, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&p->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	b->dsp = p;
+	if (pthread_create(&p->th, NULL, dsp_main, p) != 0) {
+		b->dsp = NULL;
+		tli_free(p);
+		return TL_ENOMEM;
+	}
+	return TL_OK;
+}
+
+void
+tlb_dsp_stop(tlb_broker *b)
+{
+	tlb_dsp *p = b->dsp;
+
+	if (p == NULL) {
+		return;
+	}
+	pthread_mutex_lock(&p->mtx);
+	p->stop = true;
+	pthread_cond_signal(&p->cv);
+	pthread_mutex_unlock(&p->mtx);
+	pthread_join(p->th, NULL);
+}
+
+/* Free the dispatcher's state after the store is closed (no completion
+ * can run any more). */
+void tlb_dsp_free(tlb_broker *b);
+void
+tlb_dsp_free(tlb_broker *b)
+{
+	tlb_dsp *p = b->dsp;
+
+	if (p == NULL) {
+		return;
+	}
+	while (p->topics != NULL) {
+		dtopic *t = p->topics;
+		p->topics = t->next;
+		topic_free(t);
+	}
+	pthread_cond_destroy(&p->cv);
+	pthread_mutex_destroy(&p->mtx);
+	tli_free(p);
+	b->dsp = NULL;
+}
+
+static void
+wake(tlb_dsp *p)
+{
+	p->kick = true;
+	pthread_cond_signal(&p->cv);
+}
+
+void
+tlb_dsp_note(tlb_broker *b, const char *topic, uint32_t bucket, int64_t ts,
+    const char *id, size_t id_len, uint64_t version)
+{
+	tlb_dsp *p = b->dsp;
+	dtopic *t;
+
+	if (p == NULL) {
+		return;
+	}
+	pthread_mutex_lock(&p->mtx);
+	t = topic_find(p, topic);
+	if (t != NULL && t->subs != NULL && bucket < t->buckets &&
+	    at_or_before(&t->cur[bucket], ts, id, id_len)) {
+		went *e = went_new(ts, version, bucket, id, id_len);
+		if (e != NULL && heap_push(t, e) != TL_OK) {
+			tli_free(e);
+		} else if (e != NULL && ts <= tlb_clock_now(NULL) + 1) {
+			wake(p);
+		} else if (e != NULL && t->heap[0] == e) {
+			wake(p); /* a new earliest due time */
+		}
+	}
+	pthread_mutex_unlock(&p->mtx);
+}
+
+void
+tlb_dsp_lease_done(tlb_broker *b, const char *topic, const char *consumer,
+    size_t consumer_len, const char *id, size_t id_len, int op,
+    int64_t new_ts, uint64_t new_version)
+{
+	tlb_dsp *p = b->dsp;
+	dtopic *t;
+	dsub *d;
+
+	if (p == NULL) {
+		return;
+	}
+	pthread_mutex_lock(&p->mtx);
+	t = topic_find(p, topic);
+	d = t != NULL ? sub_find(t, consumer, consumer_len) : NULL;
+	if (d != NULL) {
+		if (op == TLP_OP_EXTEND) {
+			held *h = held_find(d, id, id_len, NULL);
+			if (h != NULL) {
+				h->until = new_ts;
+				h->version = new_version;
+			}
+		} else if (held_drop(d, id, id_len)) {
+			d->inflight--;
+			wake(p);
+		}
+	}
+	pthread_mutex_unlock(&p->mtx);
+}
+
+/* Leases a returning consumer still holds: deliver them again. */
+static void
+recover_leases(tlb_broker *b, tlb_session *s, const char *topic, dsub *d)
+{
+	tlb_dsp *p = b->dsp;
+	tli_entry *v = tli_alloc(sizeof(*v) * 256);
+	tli_cursor after;
+	bool more = true;
+
+	memset(&after, 0, sizeof(after));
+	while (v != NULL && more) {
+		size_t n = 0;
+		int64_t now = tlb_clock_now(NULL);
+
+		if (tli_store_scan_consumer(b->store, topic, d->consumer, d->clen,
+		        &after, v, 256, &n, &more) != TL_OK) {
+			break;
+		}
+		for (size_t i = 0; i < n; i++) {
+			tli_msg m;
+			tlp_delivery dv;
+
+			if (v[i].ts <= now ||
+			    tli_store_get(b->store, topic, v[i].id, v[i].id_len,
+			        &m) != TL_OK) {
+				continue; /* run out: it will be delivered anew */
+			}
+			if (m.version != v[i].version || m.consumer_len != d->clen ||
+			    memcmp(m.consumer, d->consumer, d->clen) != 0) {
+				tli_msg_fini(&m);
+				continue;
+			}
+			pthread_mutex_lock(&p->mtx);
+			if (!d->gone && held_find(d, v[i].id, v[i].id_len, NULL) ==
+			        NULL) {
+				held_put(d, v[i].id, v[i].id_len, m.version, m.ts);
+				d->inflight++;
+			}
+			pthread_mutex_unlock(&p->mtx);
+			memset(&dv, 0, sizeof(dv));
+			dv.id = (tlp_str) { m.id, m.id_len };
+			dv.version = m.version;
+			dv.lease_until = m.ts;
+			dv.due_ts = m.ts;
+			dv.deliveries = m.deliveries;
+			dv.owner = (tlp_str) { m.owner, m.owner_len };
+			dv.body = m.body;
+			dv.body_len = m.body_len;
+			send_push(s, TLP_OP_DELIVER, topic, d, &dv, 1);
+			tli_msg_fini(&m);
+		}
+		if (n > 0) {
+			tli_cursor_from_entry(&after, &v[n - 1]);
+		}
+	}
+	tli_free(v);
+}
+
+int
+tlb_dsp_subscribe(tlb_broker *b, tlb_session *s, const tlp_sub *sub)
+{
+	tlb_dsp *p = b->dsp;
+	char topic[TL_MAX_NAME_LEN + 1];
+	tli_topic_info ti;
+	dtopic *t;
+	dsub *d, *old;
+	size_t cap = 16;
+	int rv;
+
+	if (sub->topic.n == 0 || sub->topic.n > TL_MAX_NAME_LEN) {
+		return TL_ENOTOPIC;
+	}
+	if (sub->consumer.n == 0) {
+		return TL_EBADID;
+	}
+	if (sub->consumer.n > TL_MAX_NAME_LEN) {
+		return TL_ETOOLARGE;
+	}
+	memcpy(topic, sub->topic.p, sub->topic.n);
+	topic[sub->topic.n] = '\0';
+	if ((rv = tli_store_topic_get(b->store, topic, &ti)) != TL_OK) {
+		return rv;
+	}
+	if (sub->lease_ms < 0 || sub->credit > 65536) {
+		return TL_EINVAL;
+	}
+	if (sub->lease_ms > ti.conf.max_lease_ms) {
+		return TL_ELEASELIMIT;
+	}
+	if ((d = tli_zalloc(sizeof(*d))) == NULL) {
+		return TL_ENOMEM;
+	}
+	d->refs = 1;
+	d->s = s;
+	memcpy(d->consumer, sub->consumer.p, sub->consumer.n);
+	d->clen = sub->consumer.n;
+	d->lease_ms = sub->lease_ms > 0 ? sub->lease_ms : ti.conf.default_lease_ms;
+	d->credit = sub->credit > 0 ? sub->credit : 1;
+	while (cap < (size_t) d->credit * 2 && cap < 65536) {
+		cap *= 2;
+	}
+	if ((d->ht = tli_zalloc(sizeof(held *) * cap)) == NULL) {
+		tli_free(d);
+		return TL_ENOMEM;
+	}
+	d->htcap = cap;
+	tlb_session_hold(s);
+
+	pthread_mutex_lock(&p->mtx);
+	if ((t = topic_find(p, topic)) == NULL) {
+		t = tli_zalloc(sizeof(*t));
+		if (t == NULL || (t->cur = tli_zalloc(sizeof(dcur) *
+		                      ti.conf.buckets)) == NULL) {
+			tli_free(t);
+			pthread_mutex_unlock(&p->mtx);
+			dsub_rele(d);
+			return TL_ENOMEM;
+		}
+		memcpy(t->name, topic, sub->topic.n + 1);
+		t->buckets = ti.conf.buckets;
+		t->default_lease_ms = ti.conf.default_lease_ms;
+		t->max_lease_ms = ti.conf.max_lease_ms;
+		topic_reset(t);
+		t->next = p->topics;
+		p->topics = t;
+	}
+	if ((old = sub_find(t, d->consumer, d->clen)) != NULL) {
+		/* The same consumer id again (a reconnect that arrived before
+		 * the old session was noticed gone): the new one takes over. */
+		sub_remove(t, old);
+	}
+	d->next = t->subs;
+	t->subs = d;
+	d->refs++; /* kept across the recovery below */
+	pthread_mutex_unlock(&p->mtx);
+
+	tlb_log(TLB_INFO, "D010", "consumer %s subscribed to %s (lease %lld ms, "
+	    "credit %u)", d->consumer, topic, (long long) d->lease_ms, d->credit);
+	recover_leases(b, s, topic, d);
+
+	pthread_mutex_lock(&p->mtx);
+	dsub_rele(d);
+	wake(p);
+	pthread_mutex_unlock(&p->mtx);
+	return TL_OK;
+}
+
+int
+tlb_dsp_unsubscribe(tlb_broker *b, tlb_session *s, const tlp_sub *sub)
+{
+	tlb_dsp *p = b->dsp;
+	dtopic *t;
+	dsub *d = NULL;
+	char topic[TL_MAX_NAME_LEN + 1];
+
+	if (sub->topic.n == 0 || sub->topic.n > TL_MAX_NAME_LEN) {
+		return TL_ENOTOPIC;
+	}
+	memcpy(topic, sub->topic.p, sub->topic.n);
+	topic[sub->topic.n] = '\0';
+	pthread_mutex_lock(&p->mtx);
+	t = topic_find(p, topic);
+	if (t != NULL) {
+		d = sub_find(t, sub->consumer.p, sub->consumer.n);
+	}
+	if (d != NULL && d->s == s) {
+		sub_remove(t, d);
+	} else {
+		d = NULL;
+	}
+	pthread_mutex_unlock(&p->mtx);
+	return d != NULL ? TL_OK : TL_EINVAL;
+}
+
+void
+tlb_dsp_session_gone(tlb_broker *b, tlb_session *s)
+{
+	tlb_dsp *p = b->dsp;
+
+	if (p == NULL) {
+		return;
+	}
+	pthread_mutex_lock(&p->mtx);
+	for (dtopic *t = p->topics; t != NULL; t = t->next) {
+		dsub *d = t->subs;
+		while (d != NULL) {
+			dsub *next = d->next;
+			if (d->s == s) {
+				sub_remove(t, d);
+			}
+			d = next;
+		}
+	}
+	pthread_mutex_unlock(&p->mtx);
+}
+
+void
+tlb_dsp_topic_gone(tlb_broker *b, const char *topic)
+{
+	tlb_dsp *p = b->dsp;
+	dtopic **pp;
+
+	pthread_mutex_lock(&p->mtx);
+	for (pp = &p->topics; *pp != NULL; pp = &(*pp)->next) {
+		if (strcmp((*pp)->name, topic) == 0) {
+			dtopic *t = *pp;
+			*pp = t->next;
+			topic_free(t);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&p->mtx);
+}
+
+void
+tlb_dsp_metrics(tlb_broker *b, tlp_buf *out)
+{
+	tlb_dsp *p = b->dsp;
+	char line[1024];
+
+	pthread_mutex_lock(&p->mtx);
+	for (dtopic *t = p->topics; t != NULL; t = t->next) {
+		size_t n = 0;
+		for (dsub *d = t->subs; d != NULL; d = d->next) {
+			n++;
+			snprintf(line, sizeof(line),
+			    "timeline_consumer_credit{topic=\"%s\",consumer=\"%s\"} %u\n"
+			    "timeline_consumer_held{topic=\"%s\",consumer=\"%s\"} %u\n"
+			    "timeline_consumer_delivered_total{topic=\"%s\",consumer=\"%s\"} %llu\n",
+			    t->name, d->consumer, d->credit, t->name, d->consumer,
+			    d->inflight, t->name, d->consumer,
+			    (unsigned long long) d->delivered);
+			tlp_buf_append(out, line, strlen(line));
+		}
+		snprintf(line, sizeof(line),
+		    "timeline_consumers{topic=\"%s\"} %zu\n"
+		    "timeline_window_entries{topic=\"%s\"} %zu\n",
+		    t->name, n, t->name, t->hn);
+		tlp_buf_append(out, line, strlen(line));
+	}
+	pthread_mutex_unlock(&p->mtx);
+}

@@ -1,0 +1,788 @@
+/*
+ * Request handling on the worker thread: the frame header checks, the
+ * dispatch table expanded from ops.def, and one handler per operation,
+ * each split into decode, validate, apply and reply. Writes go to the store
+ * asynchronously; their completion (store writer thread) sends the reply
+ * and tells the dispatcher what moved on the timeline.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker.h"
+
+typedef struct req {
+	tlb_broker *b;
+	tlb_session *s;
+	tlp_hdr h;
+	tlp_r r;
+	tlb_job *job;
+	bool keep_frame; /* ownership of job->frame moved elsewhere */
+} req;
+
+typedef void (*handler_fn)(req *q);
+
+/* Copy a wire string into a NUL-terminated name; TL_EBADID when empty,
+ * TL_ETOOLARGE when too long, TL_EINVAL on an embedded NUL. */
+static int
+cname(char *out, size_t cap, tlp_str s)
+{
+	if (s.n == 0) {
+		return TL_EBADID;
+	}
+	if (s.n >= cap) {
+		return TL_ETOOLARGE;
+	}
+	if (memchr(s.p, '\0', s.n) != NULL) {
+		return TL_EINVAL;
+	}
+	memcpy(out, s.p, s.n);
+	out[s.n] = '\0';
+	return TL_OK;
+}
+
+static void
+reply_err(req *q, int err, const char *detail)
+{
+	if (err == TL_EPROTO || err == TL_ETOOLARGE) {
+		atomic_fetch_add(&q->b->m.proto_errors, 1);
+	}
+	tlb_send_error(q->s, q->h.op, q->h.reqid, err,
+	    detail != NULL ? detail : tl_strerror(err));
+}
+
+static void
+reply(req *q, tlb_enc_fn enc, const void *arg)
+{
+	tlb_send_frame(q->s, q->h.op, TLP_F_REPLY, q->h.reqid, enc, arg);
+}
+
+static void
+enc_ok(tlp_w *w, const void *arg)
+{
+	(void) arg;
+	tlp_enc_ok(w);
+}
+
+/* A decode failure: the body did not match the operation's layout. */
+static void
+reply_decode(req *q, int err)
+{
+	char detail[96];
+
+	snprintf(detail, sizeof(detail), "%s body does not decode: %s",
+	    tlp_op_name(q->h.op), tl_strerror(err));
+	reply_err(q, err == TL_ENOMEM ? TL_ENOMEM :
+	        err == TL_ETOOLARGE ? TL_ETOOLARGE : TL_EPROTO,
+	    detail);
+}
+
+/* ---- sessions ---- */
+
+static void
+enc_hello_rep(tlp_w *w, const void *arg)
+{
+	tlp_enc_hello_rep(w, arg);
+}
+
+static void
+note_clock(req *q, int64_t client_ms)
+{
+	int64_t off = client_ms - tlb_clock_now(NULL);
+	int64_t prev = atomic_exchange(&q->s->clock_offset_ms, off);
+	int64_t lim = q->b->conf.clock_warn_ms;
+
+	if ((off > lim || off < -lim) && (prev <= lim && prev >= -lim)) {
+		tlb_log(TLB_WARN, "C001",
+		    "client %s (session %llu) clock is %lld ms %s the broker's",
+		    q->s->name, (unsigned long long) q->s->id,
+		    (long long) (off < 0 ? -off : off),
+		    off < 0 ? "behind" : "ahead of");
+	}
+}
+
+static void
+h_HELLO(req *q)
+{
+	tlp_hello m;
+	tlp_hello_rep rep;
+	int rv;
+
+	if ((rv = tlp_dec_hello(&q->r, &m)) != TL_OK) {
+		reply_decode(q, rv);
+		tlb_session_close(q->s, "bad hello");
+		return;
+	}
+	if (m.proto != TLP_VERSION) {
+		reply_err(q, TL_ENOTSUP,
+		    "protocol version not supported; this broker speaks 1");
+		tlb_session_close(q->s, "protocol version");
+		return;
+	}
+	snprintf(q->s->name, sizeof(q->s->name), "%.*s",
+	    (int) (m.name.n < TL_MAX_NAME_LEN ? m.name.n : TL_MAX_NAME_LEN),
+	    m.name.p != NULL ? m.name.p : "");
+	atomic_store(&q->s->clock_offset_ms, 0);
+	note_clock(q, m.client_ms);
+	q->s->hello = true;
+	rep.broker_ms = tlb_clock_now(NULL);
+	rep.broker_name = TLP_STR(q->b->conf.name);
+	rep.session_id = q->s->id;
+	tlb_log(TLB_DEBUG, "S011", "session %llu is %s",
+	    (unsigned long long) q->s->id, q->s->name);
+	reply(q, enc_hello_rep, &rep);
+}
+
+static void
+enc_ping_rep(tlp_w *w, const void *arg)
+{
+	tlp_enc_ping_rep(w, *(const int64_t *) arg);
+}
+
+static void
+h_PING(req *q)
+{
+	int64_t ms, now;
+	int rv;
+
+	if ((rv = tlp_dec_ping(&q->r, &ms)) != TL_OK) {
+		reply_decode(q, rv);
+		return;
+	}
+	note_clock(q, ms);
+	now = tlb_clock_now(NULL);
+	reply(q, enc_ping_rep, &now);
+}
+
+/* ---- topics ---- */
+
+static void
+h_TOPIC_CREATE(req *q)
+{
+	tlp_topic t;
+	tli_topic_conf c;
+	char name[TL_MAX_NAME_LEN + 1];
+	int rv;
+
+	if ((rv = tlp_dec_topic_create(&q->r, &t)) != TL_OK) {
+		reply_decode(q, rv);
+		return;
+	}
+	if ((rv = cname(name, sizeof(name), t.name)) != TL_OK ||
+	    (rv = tli_topic_conf_init(&c, name)) != TL_OK) {
+		reply_err(q, rv, "bad topic name");
+		return;
+	}
+	c.buckets = t.buckets;
+	c.max_body = t.max_body;
+	c.default_lease_ms = t.default_lease_ms;
+	c.max_lease_ms = t.max_lease_ms;
+	c.max_deliveries = t.max_deliveries;
+	if ((rv = tli_store_topic_create(q->b->store, &c)) != TL_OK) {
+		reply_err(q, rv, NULL);
+		return;
+	}
+	tlb_log(TLB_INFO, "T001", "topic %s created (%u buckets)", name,
+	    c.buckets ? c.buckets : TL_DEFAULT_BUCKETS);
+	reply(q, enc_ok, NULL);
+}
+
+static void
+h_TOPIC_DELETE(req *q)
+{
+	char name[TL_MAX_NAME_LEN + 1];
+	tlp_str n;
+	int rv;
+
+	if ((rv = tlp_dec_name(&q->r, &n)) != TL_OK) {
+		reply_decode(q, rv);
+		return;
+	}
+	if ((rv = cname(name, sizeof(name), n)) != TL_OK) {
+		reply_err(q, rv == TL_EBADID ? TL_ENOTOPIC : rv, NULL);
+		return;
+	}
+	if ((rv = tli_store_topic_delete(q->b->store, name)) != TL_OK) {
+		reply_err(q, rv, NULL);
+		return;
+	}
+	tlb_dsp_topic_gone(q->b, name);
+	tlb_log(TLB_INFO, "T002", "topic %s deleted", name);
+	reply(q, enc_ok, NULL);
+}
+
+static int
+topic_fill(tlb_broker *b, const tli_topic_info *ti, tlp_topic *t)
+{
+	tli_counts c;
+	int rv = tli_store_totals(b->store, ti->conf.name, &c);
+
+	memset(t, 0, sizeof(*t));
+	t->name = TLP_STR(ti->conf.name);
+	t->buckets = ti->conf.buckets;
+	t->max_body = ti->conf.max_body;
+	t->default_lease_ms = ti->conf.default_lease_ms;
+	t->max_lease_ms = ti->conf.max_lease_ms;
+	t->max_deliveries = ti->conf.max_deliveries;
+	t->messages = ti->messages;
+	t->dead = ti->dead;
+	if (rv == TL_OK) {
+		t->available = c.available;
+		t->waiting = c.waiting;
+		t->processing = c.processing;
+	}
+	return rv;
+}
+
+static void
+enc_topic(tlp_w *w, const void *arg)
+{
+	tlp_enc_topic(w, arg);
+}
+
+static void
+h_TOPIC_GET(req *q)
+{
+	char name[TL_MAX_NAME_LEN + 1];
+	tli_topic_info ti;
+	tlp_topic t;
+	tlp_str n;
+	int rv;
+
+	if ((rv = tlp_dec_name(&q->r, &n)) != TL_OK) {
+		reply_decode(q, rv);
+		return;
+	}
+	if ((rv = cname(name, sizeof(name), n)) != TL_OK ||
+	    (rv = tli_store_topic_get(q->b->store, name, &ti)) != TL_OK ||
+	    (rv = topic_fill(q->b, &ti, &t)) != TL_OK) {
+		reply_err(q, rv == TL_EBADID ? TL_ENOTOPIC : rv, NULL);
+		return;
+	}
+	reply(q, enc_topic, &t);
+}
+
+typedef struct topic_list {
+	tlp_topic *v;
+	size_t n;
+} topic_list;
+
+static void
+enc_topic_list(tlp_w *w, const void *arg)
+{
+	const topic_list *l = arg;
+
+	tlp_w_array(w, 2);
+	tlp_w_uint(w, 0);
+	tlp_w_array(w, l->n);
+	for (size_t i = 0; i < l->n; i++) {
+		/* Each element is the 11-field record of tlp_enc_topic. */
+		tlp_buf tmp;
+		tlp_w tw;
+		tlp_buf_init(&tmp);
+		tlp_w_init(&tw, &tmp);
+		tlp_enc_topic(&tw, &l->v[i]);
+		/* Skip the [0, ...] wrapper: array header (1) and 0 (1). */
+		tlp_buf_append(w->b, tmp.data + 2, tmp.len - 2);
+		tlp_buf_fini(&tmp);
+	}
+}
+
+static void
+h_TOPIC_LIST(req *q)
+{
+	tli_topic_info *v;
+	topic_list l = { NULL, 0 };
+	size_t n;
+	int rv;
+
+	if ((rv = tlp_r_end(&q->r)) != TL_OK) {
+		/* An empty array is the only valid body. */
+		size_t cnt;
+		tlp_r_init(&q->r, q->job->frame + TLP_HDR_LEN,
+		    q->job->len - TLP_HDR_LEN);
+		if (tlp_r_array(&q->r, 0, &cnt) != TL_OK ||
+		    tlp_r_end(&q->r) != TL_OK) {
+			reply_decode(q, TL_EPROTO);
+			return;
+		}
+	}
+	if ((rv = tli_store_topic_list(q->b->store, &v, &n)) != TL_OK) {
+		reply_err(q, rv, NULL);
+		return;
+	}
+	if ((l.v = tli_zalloc(sizeof(tlp_topic) * (n + 1))) == NULL) {
+		tli_free(v);
+		reply_err(q, TL_ENOMEM, NULL);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		topic_fill(q->b, &v[i], &l.v[i]);
+	}
+	l.n = n;
+	reply(q, enc_topic_list, &l);
+	tli_free(l.v);
+	tli_free(v);
+}
+
+/* ---- message batches ---- */
+
+typedef struct pending {
+	tlb_broker *b;
+	tlb_session *s;
+	tlp_hdr h;
+	uint8_t *frame;          /* the request: ops point into it */
+	char topic[TL_MAX_NAME_LEN + 1];
+	char who[TL_MAX_NAME_LEN + 1];
+	size_t n;
+	tli_op ops[];
+} pending;
+
+static void
+enc_results(tlp_w *w, const void *arg)
+{
+	const pending *p = arg;
+
+	tlp_w_array(w, 2);
+	tlp_w_uint(w, 0);
+	tlp_w_array(w, p->n);
+	for (size_t i = 0; i < p->n; i++) {
+		const tli_op *o = &p->ops[i];
+		tlp_w_array(w, 5);
+		tlp_w_uint(w, (uint64_t) o->err);
+		if (o->gen_id[0] != '\0') {
+			tlp_w_str(w, o->gen_id, TL_GEN_ID_LEN);
+		} else {
+			tlp_w_str(w, o->id != NULL ? o->id : "", o->id_len);
+		}
+		tlp_w_uint(w, o->new_version);
+		tlp_w_int(w, o->new_ts);
+		tlp_w_uint(w, o->deliveries);
+	}
+}
+
+/* Tell the dispatcher what the batch changed. */
+static void
+batch_effects(pending *p)
+{
+	tlb_broker *b = p->b;
+
+	for (size_t i = 0; i < p->n; i++) {
+		tli_op *o = &p->ops[i];
+		const char *id = o->gen_id[0] ? o->gen_id : o->id;
+		size_t idl = o->gen_id[0] ? TL_GEN_ID_LEN : o->id_len;
+
+		if (o->err != TL_OK) {
+			atomic_fetch_add(&b->m.items_err[p->h.op], 1);
+			continue;
+		}
+		atomic_fetch_add(&b->m.items_ok[p->h.op], 1);
+		switch (p->h.op) {
+		case TLP_OP_EXTEND:
+		case TLP_OP_RELEASE:
+		case TLP_OP_ACK:
+			tlb_dsp_lease_done(b, p->topic, p->who, strlen(p->who),
+			    id, idl, p->h.op, o->new_ts, o->new_version);
+			break;
+		default:
+			break;
+		}
+		if (p->h.op != TLP_OP_ACK && p->h.op != TLP_OP_DELETE) {
+			tlb_dsp_note(b, p->topic, o->bucket, o->new_ts, id, idl,
+			    o->new_version);
+		}
+	}
+}
+
+static void
+batch_done(void *arg)
+{
+	pending *p = arg;
+
+	tlb_send_frame(p->s, p->h.op, TLP_F_REPLY, p->h.reqid, enc_results, p);
+	batch_effects(p);
+	tlb_session_rele(p->s);
+	tli_free(p->frame);
+	tli_free(p);
+}
+
+static tli_op_type
+batch_op_type(int op)
+{
+	switch (op) {
+	case TLP_OP_CREATE: return TLI_OP_CREATE;
+	case TLP_OP_MOVE: return TLI_OP_MOVE;
+	case TLP_OP_DELETE: return TLI_OP_DELETE_OWNED;
+	case TLP_OP_EXTEND: return TLI_OP_EXTEND;
+	case TLP_OP_RELEASE: return TLI_OP_RELEASE;
+	case TLP_OP_ACK: return TLI_OP_DELETE_LEASED;
+	default: return TLI_OP_DLQ_KICK;
+	}
+}
+
+static void
+h_batch(req *q)
+{
+	tlp_batch bt;
+	pending *p;
+	int rv;
+
+	if ((rv = tlp_dec_batch(&q->r, &bt)) != TL_OK) {
+		reply_decode(q, rv);
+		return;
+	}
+	p = tli_zalloc(sizeof(*p) + sizeof(tli_op) * (bt.n + 1));
+	if (p == NULL) {
+		tlp_batch_fini(&bt);
+		reply_err(q, TL_ENOMEM, NULL);
+		return;
+	}
+	if ((rv = cname(p->topic, sizeof(p->topic), bt.topic)) != TL_OK) {
+		rv = rv == TL_EBADID ? TL_ENOTOPIC : rv;
+	} else if (q->h.op != TLP_OP_DLQ_KICK &&
+	    (rv = cname(p->who, sizeof(p->who), bt.who)) != TL_OK) {
+		/* reported below */
+	}
+	if (q->h.op == TLP_OP_DLQ_KICK) {
+		snprintf(p->who, sizeof(p->who), "%s", "dlq-kick");
+	}
+	if (rv != TL_OK) {
+		tlp_batch_fini(&bt);
+		tli_free(p);
+		reply_err(q, rv,
+		    rv == TL_ENOTOPIC ? NULL : "bad producer group or consumer id");
+		return;
+	}
+	p->b = q->b;
+	p->s = q->s;
+	p->h = q->h;
+	p->n = bt.n;
+	for (size_t i = 0; i < bt.n; i++) {
+		const tlp_item *it = &bt.items[i];
+		tli_op *o = &p->ops[i];
+
+		o->type = batch_op_type(q->h.op);
+		o->topic = p->topic;
+		o->id = it->id.p;
+		o->id_len = it->id.n;
+		o->who = p->who;
+		o->who_len = strlen(p->who);
+		o->ts = it->ts;
+		o->ts_mode = it->rel ? TLI_TS_REL : TLI_TS_ABS;
+		o->version = it->version;
+		o->body = it->body;
+		o->body_len = it->body_len;
+	}
+	tlp_batch_fini(&bt);
+	tlb_session_hold(q->s);
+	p->frame = q->job->frame;
+	q->keep_frame = true;
+	if ((rv = tli_store_submit(q->b->store, p->ops, p->n, batch_done, p)) !=
+	    TL_OK) {
+		q->keep_frame = false;
+		tlb_session_rele(q->s);
+		tli_free(p);
+		reply_err(q, rv, NULL);
+	}
+}
+
+static void
+h_CREATE(req *q)
+{
+	h_batch(q);
+}
+
+static void
+h_MOVE(req *q)
+{
+	h_batch(q);
+}
+
+static void
+h_DELETE(req *q)
+{
+	h_batch(q);
+}
+
+static void
+h_EXTEND(req *q)
+{
+	h_batch(q);
+}
+
+static void
+h_RELEASE(req *q)
+{
+	h_batch(q);
+}
+
+static void
+h_ACK(req *q)
+{
+	h_batch(q);
+}
+
+static void
+h_DLQ_KICK(req *q)
+{
+	h_batch(q);
+}
+
+/* ---- reads ---- */
+
+static void
+enc_msg(tlp_w *w, const void *arg)
+{
+	tlp_enc_msg(w, arg);
+}
+
+static void
+h_GET(req *q)
+{
+	char topic[TL_MAX_NAME_LEN + 1];
+	tlp_str t, id;
+	tli_msg m;
+	tlp_msg out;
+	int rv;
+
+	if ((rv = tlp_dec_get(&q->r, &t, &id)) != TL_OK) {
+		reply_decode(q, rv);
+		return;
+	}
+	if ((rv = cname(topic, sizeof(topic), t)) != TL_OK) {
+		reply_err(q, TL_ENOTOPIC, NULL);
+		return;
+	}
+	if ((rv = tli_store_get(q->b->store, topic, id.p, id.n, &m)) != TL_OK) {
+		reply_err(q, rv, NULL);
+		return;
+	}
+	out.id = (tlp_str) { m.id, m.id_len };
+	out.ts = m.ts;
+	out.bucket = m.bucket;
+	out.owner = (tlp_str) { m.owner, m.owner_len };
+	out.consumer = (tlp_str) { m.consumer, m.consumer_len };
+	out.version = m.version;
+	out.deliveries = m.deliveries;
+	out.created_at = m.created_at;
+	out.body = m.body;
+	out.body_len = m.body_len;
+	reply(q, enc_msg, &out);
+	tli_msg_fini(&m);
+}
+
+typedef struct entries {
+	tli_entry *v;
+	size_t n;
+	bool more;
+} entries;
+
+static void
+enc_entries(tlp_w *w, const void *arg)
+{
+	const entries *e = arg;
+
+	tlp_w_array(w, 3);
+	tlp_w_uint(w, 0);
+	tlp_w_array(w, e->n);
+	for (size_t i = 0; i < e->n; i++) {
+		tlp_w_array(w, 4);
+		tlp_w_str(w, e->v[i].id, e->v[i].id_len);
+		tlp_w_int(w, e->v[i].ts);
+		tlp_w_uint(w, e->v[i].version);
+		tlp_w_bool(w, e->v[i].locked);
+	}
+	tlp_w_bool(w, e->more);
+}
+
+#define TLB_MAX_LIST 1000u
+
+/* LIST and DLQ_LIST share their request layout and reply. */
+static void
+h_list(req *q, bool dead)
+{
+	char topic[TL_MAX_NAME_LEN + 1];
+	tlp_list l;
+	tli_cursor cur;
+	entries e = { NULL, 0, false };
+	uint32_t lim;
+	int rv;
+
+	if ((rv = tlp_dec_list(&q->r, &l)) != TL_OK) {
+		reply_decode(q, rv);
+		return;
+	}
+	if (cname(topic, sizeof(topic), l.topic) != TL_OK) {
+		reply_err(q, TL_ENOTOPIC, NULL);
+		return;
+	}
+	lim = l.limit == 0 || l.limit > TLB_MAX_LIST ? TLB_MAX_LIST : l.limit;
+	memset(&cur, 0, sizeof(cur));
+	if (l.has_cursor) {
+		cur.valid = true;
+		cur.ts = l.cursor_ts;
+		cur.id_len = (uint8_t) l.cursor_id.n;
+		memcpy(cur.id, l.cursor_id.p, l.cursor_id.n);
+	}
+	if ((e.v = tli_alloc(sizeof(tli_entry) * lim)) == NULL) {
+		reply_err(q, TL_ENOMEM, NULL);
+		return;
+	}
+	if (dead) {
+		rv = tli_store_scan_dead(q->b->store, topic, &cur, e.v, lim, &e.n,
+		    &e.more);
+	} else {
+		rv = tli_store_scan_owner(q->b->store, topic, l.owner.p, l.owner.n,
+		    &cur, e.v, lim, &e.n, &e.more);
+	}
+	if (rv != TL_OK) {
+		reply_err(q, rv, NULL);
+	} else {
+		reply(q, enc_entries, &e);
+	}
+	tli_free(e.v);
+}
+
+static void
+h_LIST(req *q)
+{
+	h_list(q, false);
+}
+
+static void
+h_DLQ_LIST(req *q)
+{
+	h_list(q, true);
+}
+
+static void
+enc_counts(tlp_w *w, const void *arg)
+{
+	const tli_counts *c = arg;
+	tlp_enc_counts(w, c->available, c->waiting, c->processing);
+}
+
+static void
+h_COUNT(req *q)
+{
+	char topic[TL_MAX_NAME_LEN + 1];
+	tlp_str t;
+	int64_t from, to;
+	tli_counts c;
+	int rv;
+
+	if ((rv = tlp_dec_count(&q->r, &t, &from, &to)) != TL_OK) {
+		reply_decode(q, rv);
+		return;
+	}
+	if (cname(topic, sizeof(topic), t) != TL_OK) {
+		reply_err(q, TL_ENOTOPIC, NULL);
+		return;
+	}
+	if ((rv = tli_store_count(q->b->store, topic, from, to, &c)) != TL_OK) {
+		reply_err(q, rv, NULL);
+		return;
+	}
+	reply(q, enc_counts, &c);
+}
+
+/* ---- consumers ---- */
+
+static void
+h_SUBSCRIBE(req *q)
+{
+	tlp_sub sub;
+	int rv;
+
+	if ((rv = tlp_dec_sub(&q->r, &sub)) != TL_OK) {
+		reply_decode(q, rv);
+		return;
+	}
+	if ((rv = tlb_dsp_subscribe(q->b, q->s, &sub)) != TL_OK) {
+		reply_err(q, rv, NULL);
+		return;
+	}
+	reply(q, enc_ok, NULL);
+}
+
+static void
+h_UNSUBSCRIBE(req *q)
+{
+	tlp_sub sub;
+	int rv;
+
+	if ((rv = tlp_dec_sub(&q->r, &sub)) != TL_OK) {
+		reply_decode(q, rv);
+		return;
+	}
+	if ((rv = tlb_dsp_unsubscribe(q->b, q->s, &sub)) != TL_OK) {
+		reply_err(q, rv, NULL);
+		return;
+	}
+	reply(q, enc_ok, NULL);
+}
+
+static void
+push_only(req *q)
+{
+	reply_err(q, TL_EPROTO, "this operation is sent by the broker only");
+}
+
+static void
+h_DELIVER(req *q)
+{
+	push_only(q);
+}
+
+static void
+h_LEASE_LOST(req *q)
+{
+	push_only(q);
+}
+
+/* ---- dispatch ---- */
+
+static const handler_fn handlers[TLP_OP_MAX_] = {
+#define TLP_OP(name, code, kind, summary) [code] = h_##name,
+#include "timeline/ops.def"
+#undef TLP_OP
+};
+
+void
+tlb_handle(tlb_broker *b, tlb_job *j)
+{
+	req q = { .b = b, .s = j->s, .job = j };
+	int rv = tlp_hdr_decode(&q.h, j->frame, j->len);
+	char detail[96];
+
+	if (rv == TL_ENOTSUP) {
+		q.h.op = 0;
+		reply_err(&q, TL_ENOTSUP,
+		    "protocol version not supported; this broker speaks 1");
+		tlb_session_close(q.s, "protocol version");
+		goto done;
+	}
+	if (q.h.flags != 0) {
+		reply_err(&q, TL_EPROTO, "clients send requests only");
+		goto done;
+	}
+	if (q.h.op >= TLP_OP_MAX_ || handlers[q.h.op] == NULL) {
+		snprintf(detail, sizeof(detail), "unknown operation %u", q.h.op);
+		reply_err(&q, TL_ENOTSUP, detail);
+		goto done;
+	}
+	if (!q.s->hello && q.h.op != TLP_OP_HELLO) {
+		reply_err(&q, TL_EPROTO, "the first frame must be HELLO");
+		tlb_session_close(q.s, "no hello");
+		goto done;
+	}
+	atomic_fetch_add(&b->m.ops[q.h.op], 1);
+	tlp_r_init(&q.r, j->frame + TLP_HDR_LEN, j->len - TLP_HDR_LEN);
+	handlers[q.h.op](&q);
+done:
+	if (!q.keep_frame) {
+		tli_free(j->frame);
+	}
+	tlb_session_rele(j->s);
+	tli_free(j);
+}

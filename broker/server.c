@@ -1,0 +1,532 @@
+/*
+ * The network side of the broker: nng stream listeners (tcp, ipc), one
+ * session per connection with its read loop (length-prefixed frames) and
+ * its write queue, and the request worker thread that frames are handed to.
+ *
+ * DESIGN. A session is reference counted: the read loop holds one
+ * reference, a send in progress another, and every store submission made
+ * for it one more, so a completion arriving after the client went away
+ * finds a closed session and drops its reply. I/O callbacks never block;
+ * the read loop queues whole frames for the worker and reads on. Output is
+ * coalesced: frames queued while a send is in progress go out together in
+ * the next send.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker.h"
+
+/* ---- sessions ---- */
+
+void
+tlb_session_hold(tlb_session *s)
+{
+	atomic_fetch_add(&s->refs, 1);
+}
+
+static void
+session_free(tlb_session *s)
+{
+	tlb_broker *b = s->b;
+	tlb_session **pp;
+
+	pthread_mutex_lock(&b->sess_mtx);
+	for (pp = &b->sessions; *pp != NULL; pp = &(*pp)->next) {
+		if (*pp == s) {
+			*pp = s->next;
+			break;
+		}
+	}
+	b->live_sessions--;
+	pthread_cond_broadcast(&b->sess_cv);
+	pthread_mutex_unlock(&b->sess_mtx);
+	/* The last reference may be dropped inside one of the session's own
+	 * aio callbacks: reap instead of free. */
+	nng_aio_reap(s->rx_aio);
+	nng_aio_reap(s->tx_aio);
+	nng_stream_free(s->st);
+	tli_free(s->rx_buf);
+	tlp_buf_fini(&s->tx_pending);
+	tlp_buf_fini(&s->tx_inflight);
+	pthread_mutex_destroy(&s->mtx);
+	atomic_fetch_sub(&b->m.sessions, 1);
+	tli_free(s);
+}
+
+void
+tlb_session_rele(tlb_session *s)
+{
+	if (atomic_fetch_sub(&s->refs, 1) == 1) {
+		session_free(s);
+	}
+}
+
+void
+tlb_session_close(tlb_session *s, const char *why)
+{
+	bool was;
+
+	pthread_mutex_lock(&s->mtx);
+	was = s->closed;
+	s->closed = true;
+	pthread_mutex_unlock(&s->mtx);
+	if (was) {
+		return;
+	}
+	tlb_log(why != NULL ? TLB_INFO : TLB_DEBUG, "S020",
+	    "session %llu (%s) closed%s%s", (unsigned long long) s->id,
+	    s->name[0] ? s->name : "-", why ? ": " : "", why ? why : "");
+	tlb_dsp_session_gone(s->b, s);
+	nng_stream_close(s->st);
+}
+
+static void
+tx_start(tlb_session *s)
+{
+	nng_iov iov;
+
+	iov.iov_buf = s->tx_inflight.data + s->tx_off;
+	iov.iov_len = s->tx_inflight.len - s->tx_off;
+	nng_aio_set_iov(s->tx_aio, 1, &iov);
+	nng_stream_send(s->st, s->tx_aio);
+}
+
+/* Move pending output into flight; called with mtx held. Returns whether a
+ * send must be started. */
+static bool
+tx_swap(tlb_session *s)
+{
+	tlp_buf t;
+
+	if (s->tx_busy || s->tx_pending.len == 0 || s->closed) {
+		return false;
+	}
+	t = s->tx_inflight;
+	s->tx_inflight = s->tx_pending;
+	s->tx_pending = t;
+	tlp_buf_reset(&s->tx_pending);
+	s->tx_off = 0;
+	s->tx_busy = true;
+	return true;
+}
+
+static void
+tx_cb(void *arg)
+{
+	tlb_session *s = arg;
+	int rv = nng_aio_result(s->tx_aio);
+	bool more = false;
+
+	pthread_mutex_lock(&s->mtx);
+	if (rv == 0) {
+		s->tx_off += nng_aio_count(s->tx_aio);
+		if (s->tx_off < s->tx_inflight.len) {
+			pthread_mutex_unlock(&s->mtx);
+			tx_start(s);
+			return;
+		}
+	}
+	s->tx_busy = false;
+	tlp_buf_reset(&s->tx_inflight);
+	if (rv == 0) {
+		more = tx_swap(s);
+	}
+	pthread_mutex_unlock(&s->mtx);
+	if (rv != 0) {
+		tlb_session_close(s, NULL);
+	}
+	if (more) {
+		tx_start(s);
+	} else {
+		tlb_session_rele(s); /* the send's reference */
+	}
+}
+
+void
+tlb_session_send(tlb_session *s, const uint8_t *p, size_t n)
+{
+	bool start = false, overflow = false;
+
+	pthread_mutex_lock(&s->mtx);
+	if (!s->closed) {
+		if (s->tx_pending.len + n > TLB_MAX_PENDING ||
+		    tlp_buf_append(&s->tx_pending, p, n) != TL_OK) {
+			overflow = true;
+		} else {
+			start = tx_swap(s);
+		}
+	}
+	pthread_mutex_unlock(&s->mtx);
+	if (overflow) {
+		tlb_session_close(s, "client does not read its replies");
+		return;
+	}
+	if (start) {
+		tlb_session_hold(s);
+		tx_start(s);
+	}
+}
+
+void
+tlb_send_frame(tlb_session *s, uint8_t op, uint8_t flags, uint32_t reqid,
+    tlb_enc_fn enc, const void *arg)
+{
+	tlp_buf b;
+	tlp_w w;
+
+	tlp_buf_init(&b);
+	tlp_frame_begin(&b, &w, op, flags, reqid);
+	enc(&w, arg);
+	if (tlp_frame_end(&b, 0) == TL_OK) {
+		tlb_session_send(s, b.data, b.len);
+	} else {
+		tlb_log(TLB_ERROR, "S030", "session %llu: reply to %s too large "
+		    "or out of memory", (unsigned long long) s->id,
+		    tlp_op_name(op) ? tlp_op_name(op) : "?");
+	}
+	tlp_buf_fini(&b);
+}
+
+typedef struct err_arg {
+	int err;
+	const char *detail;
+} err_arg;
+
+static void
+enc_err(tlp_w *w, const void *arg)
+{
+	const err_arg *e = arg;
+	tlp_enc_error(w, e->err, e->detail);
+}
+
+void
+tlb_send_error(tlb_session *s, uint8_t op, uint32_t reqid, int err,
+    const char *detail)
+{
+	err_arg e = { err, detail };
+	tlb_send_frame(s, op, TLP_F_REPLY, reqid, enc_err, &e);
+}
+
+/* ---- the read loop ---- */
+
+static void
+rx_start(tlb_session *s)
+{
+	nng_iov iov;
+
+	iov.iov_buf = (s->rx_body ? s->rx_buf : s->rx_len) + s->rx_got;
+	iov.iov_len = s->rx_need - s->rx_got;
+	nng_aio_set_iov(s->rx_aio, 1, &iov);
+	nng_stream_recv(s->st, s->rx_aio);
+}
+
+static void
+rx_frame_done(tlb_session *s)
+{
+	tlb_job *j = tli_alloc(sizeof(*j));
+
+	if (j == NULL) {
+		tli_free(s->rx_buf);
+	} else {
+		tlb_session_hold(s);
+		j->s = s;
+		j->frame = s->rx_buf;
+		j->len = s->rx_need;
+		j->next = NULL;
+		tlb_worker_push(s->b, j);
+	}
+	s->rx_buf = NULL;
+	s->rx_body = false;
+	s->rx_got = 0;
+	s->rx_need = TLP_LEN_BYTES;
+}
+
+static void
+rx_cb(void *arg)
+{
+	tlb_session *s = arg;
+	int rv = nng_aio_result(s->rx_aio);
+	uint32_t len;
+
+	if (rv != 0) {
+		tlb_session_close(s, rv == NNG_ECLOSED || rv == NNG_ECONNSHUT ||
+		        rv == NNG_ECONNRESET ?
+		        NULL :
+		        "read failed");
+		tlb_session_rele(s); /* the read loop's reference */
+		return;
+	}
+	s->rx_got += nng_aio_count(s->rx_aio);
+	if (s->rx_got < s->rx_need) {
+		rx_start(s);
+		return;
+	}
+	if (!s->rx_body) {
+		rv = tlp_frame_len(s->rx_len, &len);
+		if (rv != TL_OK) {
+			/* The stream's framing is lost: nothing after this can
+			 * be trusted. Say why, then hang up. */
+			atomic_fetch_add(&s->b->m.proto_errors, 1);
+			tlb_send_error(s, 0, 0, rv,
+			    rv == TL_ETOOLARGE ? "frame longer than the limit" :
+			                         "frame shorter than a header");
+			tlb_session_close(s, "bad frame length");
+			tlb_session_rele(s);
+			return;
+		}
+		if ((s->rx_buf = tli_alloc(len)) == NULL) {
+			tlb_session_close(s, "out of memory");
+			tlb_session_rele(s);
+			return;
+		}
+		s->rx_body = true;
+		s->rx_need = len;
+		s->rx_got = 0;
+	} else {
+		rx_frame_done(s);
+	}
+	rx_start(s);
+}
+
+static void
+session_new(tlb_broker *b, nng_stream *st)
+{
+	tlb_session *s = tli_zalloc(sizeof(*s));
+
+	if (s == NULL || nng_aio_alloc(&s->rx_aio, rx_cb, s) != 0 ||
+	    nng_aio_alloc(&s->tx_aio, tx_cb, s) != 0) {
+		if (s != NULL) {
+			nng_aio_free(s->rx_aio);
+			tli_free(s);
+		}
+		nng_stream_free(st);
+		return;
+	}
+	s->b = b;
+	s->st = st;
+	s->id = atomic_fetch_add(&b->next_session, 1);
+	atomic_store(&s->refs, 1); /* the read loop */
+	pthread_mutex_init(&s->mtx, NULL);
+	tlp_buf_init(&s->tx_pending);
+	tlp_buf_init(&s->tx_inflight);
+	s->rx_need = TLP_LEN_BYTES;
+	pthread_mutex_lock(&b->sess_mtx);
+	s->next = b->sessions;
+	b->sessions = s;
+	b->live_sessions++;
+	pthread_mutex_unlock(&b->sess_mtx);
+	atomic_fetch_add(&b->m.sessions, 1);
+	atomic_fetch_add(&b->m.sessions_total, 1);
+	tlb_log(TLB_DEBUG, "S010", "session %llu accepted",
+	    (unsigned long long) s->id);
+	rx_start(s);
+}
+
+/* ---- listeners ---- */
+
+typedef struct acc_ctx {
+	tlb_broker *b;
+	int i;
+} acc_ctx;
+
+static acc_ctx acc_ctxs[TLB_MAX_LISTEN];
+
+static void
+accept_cb(void *arg)
+{
+	acc_ctx *c = arg;
+	tlb_broker *b = c->b;
+	nng_aio *aio = b->acc_aio[c->i];
+	int rv = nng_aio_result(aio);
+
+	if (rv == 0) {
+		session_new(b, nng_aio_get_output(aio, 0));
+	} else if (rv == NNG_ECLOSED || atomic_load(&b->stopping)) {
+		return;
+	} else {
+		tlb_log(TLB_WARN, "S002", "accept on %s failed: %s",
+		    b->bound[c->i], nng_strerror(rv));
+	}
+	if (!atomic_load(&b->stopping)) {
+		nng_stream_listener_accept(b->lst[c->i], aio);
+	}
+}
+
+static int
+listen_one(tlb_broker *b, const char *url)
+{
+	int i = b->nlst, rv, port = 0;
+	nng_stream_listener *l;
+
+	if ((rv = nng_stream_listener_alloc(&l, url)) != 0) {
+		tlb_log(TLB_ERROR, "S001", "cannot use listen address %s: %s",
+		    url, nng_strerror(rv));
+		return -1;
+	}
+	if ((rv = nng_stream_listener_listen(l)) != 0) {
+		tlb_log(TLB_ERROR, "S001", "cannot listen on %s: %s", url,
+		    nng_strerror(rv));
+		nng_stream_listener_free(l);
+		return -1;
+	}
+	snprintf(b->bound[i], sizeof(b->bound[i]), "%s", url);
+	if (strncmp(url, "tcp://", 6) == 0 &&
+	    nng_stream_listener_get_int(l, NNG_OPT_TCP_BOUND_PORT, &port) ==
+	        0) {
+		/* Replace the port (maybe 0) with the one bound. */
+		const char *colon = strrchr(url, ':');
+		if (colon != NULL) {
+			snprintf(b->bound[i], sizeof(b->bound[i]), "%.*s:%d",
+			    (int) (colon - url), url, port);
+		}
+	}
+	acc_ctxs[i].b = b;
+	acc_ctxs[i].i = i;
+	if (nng_aio_alloc(&b->acc_aio[i], accept_cb, &acc_ctxs[i]) != 0) {
+		nng_stream_listener_free(l);
+		return -1;
+	}
+	b->lst[i] = l;
+	b->nlst++;
+	tlb_log(TLB_INFO, "S003", "listening on %s", b->bound[i]);
+	nng_stream_listener_accept(l, b->acc_aio[i]);
+	return 0;
+}
+
+/* ---- the request worker ---- */
+
+void
+tlb_worker_push(tlb_broker *b, tlb_job *j)
+{
+	pthread_mutex_lock(&b->wq_mtx);
+	if (b->wq_tail != NULL) {
+		b->wq_tail->next = j;
+	} else {
+		b->wq_head = j;
+	}
+	b->wq_tail = j;
+	pthread_cond_signal(&b->wq_cv);
+	pthread_mutex_unlock(&b->wq_mtx);
+}
+
+static void *
+worker_main(void *arg)
+{
+	tlb_broker *b = arg;
+
+	for (;;) {
+		tlb_job *j;
+
+		pthread_mutex_lock(&b->wq_mtx);
+		while (b->wq_head == NULL && !b->worker_stop) {
+			pthread_cond_wait(&b->wq_cv, &b->wq_mtx);
+		}
+		j = b->wq_head;
+		if (j == NULL) {
+			pthread_mutex_unlock(&b->wq_mtx);
+			break;
+		}
+		b->wq_head = j->next;
+		if (b->wq_head == NULL) {
+			b->wq_tail = NULL;
+		}
+		pthread_mutex_unlock(&b->wq_mtx);
+		tlb_handle(b, j);
+	}
+	return NULL;
+}
+
+static void
+write_ready_file(tlb_broker *b)
+{
+	char tmp[600];
+	FILE *f;
+
+	if (b->conf.ready_file[0] == '\0') {
+		return;
+	}
+	snprintf(tmp, sizeof(tmp), "%s.tmp", b->conf.ready_file);
+	if ((f = fopen(tmp, "w")) == NULL) {
+		tlb_log(TLB_WARN, "S004", "cannot write %s: %s", tmp,
+		    strerror(errno));
+		return;
+	}
+	for (int i = 0; i < b->nlst; i++) {
+		fprintf(f, "%s\n", b->bound[i]);
+	}
+	fclose(f);
+	rename(tmp, b->conf.ready_file);
+}
+
+int
+tlb_server_start(tlb_broker *b)
+{
+	pthread_mutex_init(&b->sess_mtx, NULL);
+	pthread_cond_init(&b->sess_cv, NULL);
+	pthread_mutex_init(&b->wq_mtx, NULL);
+	pthread_cond_init(&b->wq_cv, NULL);
+	atomic_store(&b->next_session, 1);
+	if (pthread_create(&b->worker, NULL, worker_main, b) != 0) {
+		return -1;
+	}
+	for (int i = 0; i < b->conf.nlisten; i++) {
+		if (listen_one(b, b->conf.listen[i]) != 0) {
+			return -1;
+		}
+	}
+	write_ready_file(b);
+	return 0;
+}
+
+/* Stop accepting, finish the queued requests, close every session. */
+void
+tlb_server_stop(tlb_broker *b)
+{
+	for (int i = 0; i < b->nlst; i++) {
+		nng_stream_listener_close(b->lst[i]);
+		nng_aio_stop(b->acc_aio[i]);
+	}
+	pthread_mutex_lock(&b->wq_mtx);
+	b->worker_stop = true;
+	pthread_cond_signal(&b->wq_cv);
+	pthread_mutex_unlock(&b->wq_mtx);
+	pthread_join(b->worker, NULL);
+
+	tlb_session *s, **v;
+	size_t n = 0, cap;
+
+	/* Hold every session, then close them outside the list lock (a close
+	 * reaches the dispatcher, whose lock comes first). */
+	pthread_mutex_lock(&b->sess_mtx);
+	cap = (size_t) b->live_sessions;
+	v = tli_alloc(sizeof(*v) * (cap + 1));
+	for (s = b->sessions; s != NULL && v != NULL && n < cap; s = s->next) {
+		tlb_session_hold(s);
+		v[n++] = s;
+	}
+	pthread_mutex_unlock(&b->sess_mtx);
+	for (size_t i = 0; i < n; i++) {
+		tlb_session_close(v[i], NULL);
+		tlb_session_rele(v[i]);
+	}
+	tli_free(v);
+}
+
+/* After the store is closed (every completion ran): wait until every
+ * session is freed, then free the listeners. */
+void
+tlb_server_wait(tlb_broker *b)
+{
+	pthread_mutex_lock(&b->sess_mtx);
+	while (b->live_sessions > 0) {
+		pthread_cond_wait(&b->sess_cv, &b->sess_mtx);
+	}
+	pthread_mutex_unlock(&b->sess_mtx);
+	for (int i = 0; i < b->nlst; i++) {
+		nng_aio_free(b->acc_aio[i]);
+		nng_stream_listener_free(b->lst[i]);
+	}
+	b->nlst = 0;
+}
