@@ -121,13 +121,13 @@ index_delete(tli_store *s, uint32_t topic, const ov_ent *e)
 	uint8_t k[KEY_MAX];
 	const rec *r = &e->r;
 
-	rocksdb_writebatch_delete_cf(s->wb, s->cf[CF_TL], (char *) k,
+	tli_stage_del(s, CF_TL, k,
 	    tli_key_tl(k, topic, r->bucket, r->ts, e->id, e->id_len));
-	rocksdb_writebatch_delete_cf(s->wb, s->cf[CF_OWN], (char *) k,
+	tli_stage_del(s, CF_OWN, k,
 	    tli_key_own(k, topic, r->owner, r->owner_len, r->ts, e->id,
 	        e->id_len));
 	if (r->cons_len > 0) {
-		rocksdb_writebatch_delete_cf(s->wb, s->cf[CF_CONS], (char *) k,
+		tli_stage_del(s, CF_CONS, k,
 		    tli_key_cons(k, topic, r->cons, r->cons_len, e->id,
 		        e->id_len));
 	}
@@ -140,23 +140,23 @@ record_put(tli_store *s, uint32_t topic, const ov_ent *e)
 	const rec *r = &e->r;
 	bool locked = r->cons_len > 0;
 
-	rocksdb_writebatch_put_cf(s->wb, s->cf[CF_MSG], (char *) k,
+	tli_stage_put(s, CF_MSG, k,
 	    tli_key_msg(k, topic, e->id, e->id_len), (char *) v,
-	    tli_rec_encode(v, r));
+	    tli_rec_encode(v, r), false);
 	tli_val_tl(iv, r->version, locked);
-	rocksdb_writebatch_put_cf(s->wb, s->cf[CF_TL], (char *) k,
+	tli_stage_put(s, CF_TL, k,
 	    tli_key_tl(k, topic, r->bucket, r->ts, e->id, e->id_len),
-	    (char *) iv, 9);
-	rocksdb_writebatch_put_cf(s->wb, s->cf[CF_OWN], (char *) k,
+	    (char *) iv, 9, false);
+	tli_stage_put(s, CF_OWN, k,
 	    tli_key_own(k, topic, r->owner, r->owner_len, r->ts, e->id,
 	        e->id_len),
-	    (char *) iv, 9);
+	    (char *) iv, 9, false);
 	if (locked) {
 		tli_val_cons(iv, r->ts, r->version);
-		rocksdb_writebatch_put_cf(s->wb, s->cf[CF_CONS], (char *) k,
+		tli_stage_put(s, CF_CONS, k,
 		    tli_key_cons(k, topic, r->cons, r->cons_len, e->id,
 		        e->id_len),
-		    (char *) iv, 16);
+		    (char *) iv, 16, false);
 	}
 }
 
@@ -202,13 +202,13 @@ msg_delete(tli_store *s, topic_rt *t, ov_ent *e)
 		index_delete(s, t->id, e);
 		counters_note(t, -1, e->r.cons_len > 0 ? -1 : 0, 0);
 	} else {
-		rocksdb_writebatch_delete_cf(s->wb, s->cf[CF_MSG], (char *) k,
+		tli_stage_del(s, CF_MSG, k,
 		    tli_key_dead(k, t->id, e->id, e->id_len));
 		counters_note(t, 0, 0, -1);
 	}
-	rocksdb_writebatch_delete_cf(s->wb, s->cf[CF_MSG], (char *) k,
+	tli_stage_del(s, CF_MSG, k,
 	    tli_key_msg(k, t->id, e->id, e->id_len));
-	rocksdb_writebatch_delete_cf(s->wb, s->cf[CF_MSG], (char *) k,
+	tli_stage_del(s, CF_MSG, k,
 	    tli_key_body(k, t->id, e->id, e->id_len));
 	e->present = false;
 }
@@ -225,12 +225,12 @@ msg_dead_letter(tli_store *s, topic_rt *t, ov_ent *e, int64_t now)
 	e->r.flags |= REC_DEAD;
 	e->r.cons_len = 0;
 	e->r.version++;
-	rocksdb_writebatch_put_cf(s->wb, s->cf[CF_MSG], (char *) k,
+	tli_stage_put(s, CF_MSG, k,
 	    tli_key_msg(k, t->id, e->id, e->id_len), (char *) v,
-	    tli_rec_encode(v, &e->r));
+	    tli_rec_encode(v, &e->r), false);
 	tli_val_cons(dv, now, e->r.version);
-	rocksdb_writebatch_put_cf(s->wb, s->cf[CF_MSG], (char *) k,
-	    tli_key_dead(k, t->id, e->id, e->id_len), (char *) dv, 16);
+	tli_stage_put(s, CF_MSG, k,
+	    tli_key_dead(k, t->id, e->id, e->id_len), (char *) dv, 16, false);
 }
 
 /* Back from the dead-letter list onto the timeline at ts, deliveries 0. */
@@ -239,7 +239,7 @@ msg_kick(tli_store *s, topic_rt *t, ov_ent *e, int64_t ts)
 {
 	uint8_t k[KEY_MAX];
 
-	rocksdb_writebatch_delete_cf(s->wb, s->cf[CF_MSG], (char *) k,
+	tli_stage_del(s, CF_MSG, k,
 	    tli_key_dead(k, t->id, e->id, e->id_len));
 	counters_note(t, 1, 0, -1);
 	e->r.flags &= (uint8_t) ~REC_DEAD;
@@ -264,9 +264,9 @@ msg_create(tli_store *s, topic_rt *t, ov_ent *e, const tli_op *op,
 	e->r.owner_len = (uint8_t) op->who_len;
 	memcpy(e->r.owner, op->who, op->who_len);
 	e->present = true;
-	rocksdb_writebatch_put_cf(s->wb, s->cf[CF_MSG], (char *) k,
+	tli_stage_put(s, CF_MSG, k,
 	    tli_key_body(k, t->id, e->id, e->id_len),
-	    op->body_len > 0 ? (const char *) op->body : "", op->body_len);
+	    op->body_len > 0 ? (const char *) op->body : "", op->body_len, true);
 	record_put(s, t->id, e);
 	counters_note(t, 1, 0, 0);
 }

@@ -55,6 +55,37 @@ typedef struct rec {
 
 typedef struct sub sub;
 
+/* The writer's staging area: a batch's puts and deletes are collected here
+ * and written to RocksDB sorted by (column family, key, order of arrival).
+ * Sorted inserts let RocksDB's memtable reuse its search position instead
+ * of descending from the top for every key (measured: about a third less
+ * writer CPU per create); arrival order breaks ties so a delete and a put
+ * of the same key keep their meaning. */
+typedef struct stage_ent {
+	uint32_t seq;
+	uint8_t cf;
+	uint8_t del;
+	uint16_t klen;
+	uint32_t koff;
+	uint32_t vlen;
+	size_t voff;            /* into the arena, when vext is NULL */
+	const void *vext;       /* a value that outlives the batch (bodies) */
+} stage_ent;
+
+typedef struct stage {
+	stage_ent *e;
+	size_t n;
+	size_t cap;
+	uint8_t *arena;
+	size_t alen;
+	size_t acap;
+	bool oom;
+} stage;
+
+void tli_stage_put(tli_store *s, int cf, const void *k, size_t kl,
+    const void *v, size_t vl, bool external);
+void tli_stage_del(tli_store *s, int cf, const void *k, size_t kl);
+
 struct tli_store {
 	rocksdb_t *db;
 	rocksdb_options_t *dbopts;
@@ -83,6 +114,7 @@ struct tli_store {
 
 	/* writer-thread state */
 	rocksdb_writebatch_t *wb;
+	stage stg;
 	struct overlay *ov;
 	int64_t last_sync_ms;
 	bool unsynced;

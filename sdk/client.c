@@ -1,0 +1,963 @@
+/*
+ * The client: its connection to the broker over an nng byte stream, the
+ * session (HELLO, PING and the clock offset), the request table keyed by
+ * request id, the send queue, reconnection with backoff, and the threads
+ * that run them (see the DESIGN paragraph in internal.h).
+ *
+ * Every submitted request is completed exactly once through its on_reply:
+ * by its reply (connection thread), by its deadline (send thread), by a
+ * connection loss (TL_ECONN) or by close (TL_ECLOSED). The request leaves
+ * the table under the lock before on_reply runs, so only one of these can
+ * win.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "internal.h"
+
+#define RD_MIN_CAP (64u * 1024u)
+
+typedef struct rd_buf {
+	uint8_t *buf;
+	size_t cap;
+	size_t len;
+	size_t off;
+} rd_buf;
+
+/* ---- small helpers ---- */
+
+void
+tli_log(tl_client *c, tl_log_level lvl, const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+
+	if (c->opts.log == NULL) {
+		return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	c->opts.log(c->opts.log_arg, lvl, line);
+}
+
+static int
+client_nng_err(int rv)
+{
+	switch (rv) {
+	case 0:
+		return TL_OK;
+	case NNG_ETIMEDOUT:
+		return TL_ETIMEDOUT;
+	case NNG_ENOMEM:
+		return TL_ENOMEM;
+	case NNG_ECLOSED:
+	case NNG_ECANCELED:
+		return TL_ECLOSED;
+	case NNG_EADDRINVAL:
+	case NNG_ENOTSUP:
+		return TL_EINVAL;
+	default:
+		return TL_ECONN;
+	}
+}
+
+static void
+cv_init_mono(pthread_cond_t *cv)
+{
+	pthread_condattr_t a;
+
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(cv, &a);
+	pthread_condattr_destroy(&a);
+}
+
+static void
+cv_wait_until(pthread_cond_t *cv, pthread_mutex_t *m, int64_t deadline_ms)
+{
+	struct timespec ts;
+
+	ts.tv_sec = deadline_ms / 1000;
+	ts.tv_nsec = (long) (deadline_ms % 1000) * 1000000L;
+	pthread_cond_timedwait(cv, m, &ts);
+}
+
+/* ---- request table ---- */
+
+static void
+table_insert(tl_client *c, tli_req *q)
+{
+	tli_req **slot = &c->table[q->id % TLI_TABLE_SIZE];
+
+	q->hnext = *slot;
+	*slot = q;
+	c->inflight++;
+}
+
+static tli_req *
+table_find(tl_client *c, uint32_t id, bool take)
+{
+	tli_req **pp = &c->table[id % TLI_TABLE_SIZE];
+
+	for (; *pp != NULL; pp = &(*pp)->hnext) {
+		if ((*pp)->id == id) {
+			tli_req *q = *pp;
+			if (take) {
+				*pp = q->hnext;
+				q->hnext = NULL;
+				c->inflight--;
+			}
+			return q;
+		}
+	}
+	return NULL;
+}
+
+/* Take out every request whose deadline passed (all: every request) and
+ * return them as a list linked through hnext. */
+static tli_req *
+table_expire(tl_client *c, int64_t now, bool all)
+{
+	tli_req *out = NULL;
+
+	if (c->inflight == 0) {
+		return NULL;
+	}
+	for (size_t i = 0; i < TLI_TABLE_SIZE; i++) {
+		tli_req **pp = &c->table[i];
+		while (*pp != NULL) {
+			tli_req *q = *pp;
+			if (all || q->deadline <= now) {
+				*pp = q->hnext;
+				q->hnext = out;
+				out = q;
+				c->inflight--;
+			} else {
+				pp = &q->hnext;
+			}
+		}
+	}
+	return out;
+}
+
+static void
+reqs_fail(tli_req *list, int err)
+{
+	while (list != NULL) {
+		tli_req *q = list;
+		list = q->hnext;
+		q->hnext = NULL;
+		q->on_reply(q, err, NULL);
+	}
+}
+
+/* ---- submitting ---- */
+
+void
+tli_frame_start(tlp_buf *b, tlp_w *w, uint8_t op)
+{
+	tlp_buf_init(b);
+	tlp_frame_begin(b, w, op, 0, 0);
+}
+
+int
+tli_submit_locked(tl_client *c, tli_req *q)
+{
+	int rv;
+
+	if ((rv = tlp_frame_end(&q->frame, 0)) != TL_OK) {
+		tlp_buf_fini(&q->frame);
+		return rv;
+	}
+	do {
+		c->next_id++;
+	} while (c->next_id == 0 || table_find(c, c->next_id, false) != NULL);
+	q->id = c->next_id;
+	q->c = c;
+	tli_put_be32(q->frame.data + TLP_LEN_BYTES + 4, q->id);
+	rv = tlp_buf_append(&c->outq, q->frame.data, q->frame.len);
+	tlp_buf_fini(&q->frame);
+	if (rv != TL_OK) {
+		return TL_ENOMEM;
+	}
+	q->deadline = tli_mono_ms() + c->opts.timeout_ms;
+	table_insert(c, q);
+	return TL_OK;
+}
+
+int
+tli_submit(tl_client *c, tli_req **qs, size_t n)
+{
+	int rv = TL_OK;
+	size_t done = 0;
+	size_t outq_len;
+
+	pthread_mutex_lock(&c->mtx);
+	outq_len = c->outq.len;
+	if (c->closing) {
+		rv = TL_ECLOSED;
+	} else if (c->state != TLI_UP) {
+		rv = TL_ECONN;
+	}
+	for (; rv == TL_OK && done < n; done++) {
+		if ((rv = tli_submit_locked(c, qs[done])) != TL_OK) {
+			break;
+		}
+	}
+	if (rv != TL_OK) {
+		/* all or none: take back what was queued */
+		for (size_t i = 0; i < done; i++) {
+			table_find(c, qs[i]->id, true);
+		}
+		c->outq.len = outq_len;
+		c->outq.oom = false;
+	} else {
+		pthread_cond_broadcast(&c->cv);
+	}
+	pthread_mutex_unlock(&c->mtx);
+	for (size_t i = done; i < n; i++) {
+		tlp_buf_fini(&qs[i]->frame);
+	}
+	return rv;
+}
+
+void
+tli_wait_done(tl_client *c, tli_waiter *w, int err)
+{
+	pthread_mutex_lock(&c->mtx);
+	w->err = err;
+	w->done = true;
+	pthread_cond_broadcast(&c->done_cv);
+	pthread_mutex_unlock(&c->mtx);
+}
+
+int
+tli_wait(tl_client *c, tli_waiter *w)
+{
+	int err;
+
+	pthread_mutex_lock(&c->mtx);
+	while (!w->done) {
+		pthread_cond_wait(&c->done_cv, &c->mtx);
+	}
+	err = w->err;
+	pthread_mutex_unlock(&c->mtx);
+	return err;
+}
+
+typedef struct call {
+	tli_req q;
+	tli_waiter w;
+	tli_dec_fn dec;
+	void *arg;
+} call;
+
+static void
+call_reply(tli_req *q, int err, tlp_r *r)
+{
+	call *k = (call *) q;
+
+	if (err == TL_OK && k->dec != NULL) {
+		err = k->dec(k->arg, r);
+	}
+	tli_wait_done(q->c, &k->w, err);
+}
+
+int
+tli_call(tl_client *c, tlp_buf *frame, uint8_t op, tli_dec_fn dec, void *arg)
+{
+	call k;
+	tli_req *q = &k.q;
+	int rv;
+
+	memset(&k, 0, sizeof(k));
+	k.q.frame = *frame;
+	tlp_buf_init(frame);
+	k.q.op = op;
+	k.q.on_reply = call_reply;
+	k.dec = dec;
+	k.arg = arg;
+	if ((rv = tli_submit(c, &q, 1)) != TL_OK) {
+		return rv;
+	}
+	return tli_wait(c, &k.w);
+}
+
+void
+tli_cb_post(tl_client *c, tli_cb *cb)
+{
+	pthread_mutex_lock(&c->mtx);
+	cb->next = NULL;
+	if (c->cb_tail != NULL) {
+		c->cb_tail->next = cb;
+	} else {
+		c->cb_head = cb;
+	}
+	c->cb_tail = cb;
+	pthread_cond_signal(&c->cb_cv);
+	pthread_mutex_unlock(&c->mtx);
+}
+
+static void *
+cb_main(void *arg)
+{
+	tl_client *c = arg;
+
+	pthread_mutex_lock(&c->mtx);
+	for (;;) {
+		tli_cb *cb;
+		while (c->cb_head == NULL && !c->cb_stop) {
+			pthread_cond_wait(&c->cb_cv, &c->mtx);
+		}
+		if ((cb = c->cb_head) == NULL) {
+			break;
+		}
+		if ((c->cb_head = cb->next) == NULL) {
+			c->cb_tail = NULL;
+		}
+		pthread_mutex_unlock(&c->mtx);
+		cb->fn(cb->arg);
+		pthread_mutex_lock(&c->mtx);
+	}
+	pthread_mutex_unlock(&c->mtx);
+	return NULL;
+}
+
+/* ---- ping and the clock ---- */
+
+typedef struct ping {
+	tli_req q;
+	int64_t t_send;
+} ping;
+
+static void
+ping_reply(tli_req *q, int err, tlp_r *r)
+{
+	ping *p = (ping *) q;
+	tl_client *c = q->c;
+	int64_t bms = 0;
+
+	if (err == TL_OK && tlp_dec_ping_rep(r, &bms) == TL_OK) {
+		int64_t t_recv = tli_wall_ms();
+		int64_t off = bms - (p->t_send + t_recv) / 2;
+		pthread_mutex_lock(&c->mtx);
+		c->offset_ms = off;
+		pthread_mutex_unlock(&c->mtx);
+	} else if (err != TL_OK && err != TL_ECONN && err != TL_ECLOSED) {
+		tli_log(c, TL_LOG_WARN, "ping failed: %s", tl_strerror(err));
+	}
+	tli_free(p);
+}
+
+/* Under the lock. */
+static void
+ping_queue(tl_client *c)
+{
+	ping *p = tli_zalloc(sizeof(*p));
+	tlp_w w;
+
+	if (p == NULL) {
+		return;
+	}
+	p->t_send = tli_wall_ms();
+	p->q.op = TLP_OP_PING;
+	p->q.on_reply = ping_reply;
+	tli_frame_start(&p->q.frame, &w, TLP_OP_PING);
+	tlp_enc_ping(&w, p->t_send);
+	if (tli_submit_locked(c, &p->q) != TL_OK) {
+		tli_free(p);
+	}
+}
+
+int64_t
+tl_client_clock_offset(tl_client *c)
+{
+	int64_t v;
+
+	if (c == NULL) {
+		return 0;
+	}
+	pthread_mutex_lock(&c->mtx);
+	v = c->offset_ms;
+	pthread_mutex_unlock(&c->mtx);
+	return v;
+}
+
+int64_t
+tl_client_broker_now(tl_client *c)
+{
+	return tli_wall_ms() + tl_client_clock_offset(c);
+}
+
+/* ---- the send thread ---- */
+
+static int
+stream_xfer(nng_stream *s, nng_aio *aio, uint8_t *p, size_t n, bool send,
+    int timeout_ms)
+{
+	while (n > 0) {
+		nng_iov iov;
+		size_t got;
+		int rv;
+
+		iov.iov_buf = p;
+		iov.iov_len = n;
+		nng_aio_set_iov(aio, 1, &iov);
+		nng_aio_set_timeout(aio, timeout_ms);
+		if (send) {
+			nng_stream_send(s, aio);
+		} else {
+			nng_stream_recv(s, aio);
+		}
+		nng_aio_wait(aio);
+		if ((rv = nng_aio_result(aio)) != 0) {
+			return client_nng_err(rv);
+		}
+		got = nng_aio_count(aio);
+		if (got == 0 && !send) {
+			return TL_ECONN;
+		}
+		p += got;
+		n -= got;
+	}
+	return TL_OK;
+}
+
+static void *
+send_main(void *arg)
+{
+	tl_client *c = arg;
+	tlp_buf out;
+	nng_aio *aio = c->saio;
+	int64_t next_sweep = 0;
+
+	tlp_buf_init(&out);
+	pthread_mutex_lock(&c->mtx);
+	while (!c->closing) {
+		int64_t now = tli_mono_ms();
+		int64_t wake;
+
+		if (now >= next_sweep) {
+			tli_req *late = table_expire(c, now, false);
+			tli_lop *llate = NULL;
+			tli_consumer_expire(c, now, false, &llate);
+			next_sweep = now + 50;
+			if (late != NULL || llate != NULL) {
+				pthread_mutex_unlock(&c->mtx);
+				reqs_fail(late, TL_ETIMEDOUT);
+				tli_lops_finish(c, llate, TL_ETIMEDOUT);
+				pthread_mutex_lock(&c->mtx);
+				continue;
+			}
+		}
+		if (c->state == TLI_UP) {
+			if (now >= c->next_ping) {
+				c->next_ping = now + TLI_PING_MS;
+				ping_queue(c);
+			}
+			tli_consumer_flush(c);
+		}
+		if (c->state == TLI_UP && c->outq.len > 0) {
+			tlp_buf t = out;
+			nng_stream *s = c->stream;
+			int rv;
+
+			out = c->outq;
+			c->outq = t;
+			c->sending = true;
+			pthread_mutex_unlock(&c->mtx);
+			rv = stream_xfer(s, aio, out.data, out.len, true,
+			    NNG_DURATION_INFINITE);
+			tlp_buf_reset(&out);
+			pthread_mutex_lock(&c->mtx);
+			c->sending = false;
+			pthread_cond_broadcast(&c->cv);
+			if (rv != TL_OK && c->stream == s) {
+				tli_log(c, TL_LOG_WARN, "send failed: %s",
+				    tl_strerror(rv));
+				nng_stream_close(s);
+			}
+			continue;
+		}
+		/* sweep for deadlines only while something can expire */
+		wake = c->inflight > 0 ? next_sweep : now + 1000;
+		if (c->state == TLI_UP && c->next_ping < wake) {
+			wake = c->next_ping;
+		}
+		cv_wait_until(&c->cv, &c->mtx, wake);
+	}
+	c->send_done = true;
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mtx);
+	tlp_buf_fini(&out);
+	return NULL;
+}
+
+/* ---- the connection thread ---- */
+
+/* Read the next whole frame into r; body points into r->buf until the next
+ * call. */
+static int
+rd_frame(nng_stream *s, nng_aio *aio, rd_buf *r, int timeout_ms, tlp_hdr *h,
+    const uint8_t **body, size_t *blen)
+{
+	for (;;) {
+		size_t avail = r->len - r->off;
+		size_t need = TLP_LEN_BYTES;
+		nng_iov iov;
+		int rv;
+
+		if (avail >= TLP_LEN_BYTES) {
+			uint32_t flen;
+			if ((rv = tlp_frame_len(r->buf + r->off, &flen)) != 0) {
+				return rv;
+			}
+			need = TLP_LEN_BYTES + flen;
+			if (avail >= need) {
+				const uint8_t *f = r->buf + r->off + TLP_LEN_BYTES;
+				if ((rv = tlp_hdr_decode(h, f, flen)) != TL_OK) {
+					return rv;
+				}
+				*body = f + TLP_HDR_LEN;
+				*blen = flen - TLP_HDR_LEN;
+				r->off += need;
+				return TL_OK;
+			}
+		}
+		if (r->off > 0) {
+			memmove(r->buf, r->buf + r->off, avail);
+			r->len = avail;
+			r->off = 0;
+		}
+		if (r->cap < need || r->cap == r->len) {
+			size_t ncap = r->cap < RD_MIN_CAP ? RD_MIN_CAP : r->cap * 2;
+			uint8_t *nb;
+			while (ncap < need) {
+				ncap *= 2;
+			}
+			if ((nb = tli_realloc(r->buf, ncap)) == NULL) {
+				return TL_ENOMEM;
+			}
+			r->buf = nb;
+			r->cap = ncap;
+		}
+		iov.iov_buf = r->buf + r->len;
+		iov.iov_len = r->cap - r->len;
+		nng_aio_set_iov(aio, 1, &iov);
+		nng_aio_set_timeout(aio, timeout_ms);
+		nng_stream_recv(s, aio);
+		nng_aio_wait(aio);
+		if ((rv = nng_aio_result(aio)) != 0) {
+			return client_nng_err(rv);
+		}
+		if (nng_aio_count(aio) == 0) {
+			return TL_ECONN;
+		}
+		r->len += nng_aio_count(aio);
+	}
+}
+
+static int
+conn_dial(tl_client *c, nng_aio *aio, nng_stream **out)
+{
+	int rv;
+
+	nng_aio_set_timeout(aio, c->opts.timeout_ms);
+	nng_stream_dialer_dial(c->dialer, aio);
+	nng_aio_wait(aio);
+	if ((rv = nng_aio_result(aio)) != 0) {
+		return client_nng_err(rv) == TL_ETIMEDOUT ? TL_ETIMEDOUT
+		                                           : TL_ECONN;
+	}
+	*out = nng_aio_get_output(aio, 0);
+	return TL_OK;
+}
+
+static int
+conn_hello(tl_client *c, nng_stream *s, nng_aio *aio, rd_buf *r)
+{
+	tlp_buf b;
+	tlp_w w;
+	tlp_hello m;
+	tlp_hdr h;
+	tlp_r rr;
+	tlp_str detail;
+	tlp_hello_rep rep;
+	const uint8_t *body;
+	size_t blen, nf;
+	int64_t t_send, t_recv;
+	int rv, err = TL_OK;
+
+	memset(&m, 0, sizeof(m));
+	m.proto = TLP_VERSION;
+	m.name = TLP_STR(c->opts.name);
+	m.role = TLP_STR("");
+	m.token = TLP_STR(c->opts.token);
+	t_send = m.client_ms = tli_wall_ms();
+	tlp_buf_init(&b);
+	tlp_frame_begin(&b, &w, TLP_OP_HELLO, 0, 1);
+	tlp_enc_hello(&w, &m);
+	if ((rv = tlp_frame_end(&b, 0)) == TL_OK) {
+		rv = stream_xfer(s, aio, b.data, b.len, true, c->opts.timeout_ms);
+	}
+	tlp_buf_fini(&b);
+	if (rv != TL_OK) {
+		return rv == TL_ECLOSED ? TL_ECONN : rv;
+	}
+	do {
+		rv = rd_frame(s, aio, r, c->opts.timeout_ms, &h, &body, &blen);
+	} while (rv == TL_OK && (h.flags & TLP_F_REPLY) == 0);
+	if (rv != TL_OK) {
+		return rv == TL_ECLOSED ? TL_ECONN : rv;
+	}
+	t_recv = tli_wall_ms();
+	tlp_r_init(&rr, body, blen);
+	if (tlp_dec_reply_head(&rr, &err, &detail, &nf) != TL_OK) {
+		return TL_EPROTO;
+	}
+	if (err != TL_OK) {
+		tli_log(c, TL_LOG_ERROR, "the broker refused the session: %s (%.*s)",
+		    tl_strerror(err), (int) detail.n,
+		    detail.p != NULL ? detail.p : "");
+		return err;
+	}
+	if (tlp_dec_hello_rep(&rr, &rep) != TL_OK) {
+		return TL_EPROTO;
+	}
+	pthread_mutex_lock(&c->mtx);
+	c->offset_ms = rep.broker_ms - (t_send + t_recv) / 2;
+	c->session_id = rep.session_id;
+	pthread_mutex_unlock(&c->mtx);
+	tli_log(c, TL_LOG_INFO, "session %llu with %.*s, clock offset %lld ms",
+	    (unsigned long long) rep.session_id, (int) rep.broker_name.n,
+	    rep.broker_name.p != NULL ? rep.broker_name.p : "",
+	    (long long) c->offset_ms);
+	return TL_OK;
+}
+
+static void
+conn_dispatch(tl_client *c, const tlp_hdr *h, const uint8_t *body,
+    size_t blen)
+{
+	tli_req *q;
+	tlp_r r;
+	tlp_str detail;
+	size_t nf;
+	int err = TL_OK;
+
+	if (h->flags & TLP_F_PUSH) {
+		tli_consumer_push(c, h->op, body, blen);
+		return;
+	}
+	if ((h->flags & TLP_F_REPLY) == 0) {
+		tli_log(c, TL_LOG_WARN, "ignored a frame that is neither a reply "
+		                        "nor a push (op %d)", h->op);
+		return;
+	}
+	pthread_mutex_lock(&c->mtx);
+	q = table_find(c, h->reqid, true);
+	pthread_mutex_unlock(&c->mtx);
+	if (q == NULL) {
+		return; /* timed out already */
+	}
+	tlp_r_init(&r, body, blen);
+	if (tlp_dec_reply_head(&r, &err, &detail, &nf) != TL_OK) {
+		err = TL_EPROTO;
+	} else if (err != TL_OK) {
+		tli_log(c, TL_LOG_DEBUG, "%s failed: %s (%.*s)",
+		    tlp_op_name(q->op) != NULL ? tlp_op_name(q->op) : "?",
+		    tl_strerror(err), (int) detail.n,
+		    detail.p != NULL ? detail.p : "");
+	}
+	q->on_reply(q, err, err == TL_OK ? &r : NULL);
+}
+
+/* The connection s is gone: fail what was in flight and forget it. */
+static void
+conn_down(tl_client *c, nng_stream *s, int why)
+{
+	tli_req *reqs;
+	tli_lop *lops = NULL;
+	int err;
+
+	nng_stream_close(s);
+	pthread_mutex_lock(&c->mtx);
+	err = c->closing ? TL_ECLOSED : TL_ECONN;
+	if (!c->closing) {
+		tli_log(c, TL_LOG_WARN, "connection to %s lost: %s",
+		    c->opts.url, tl_strerror(why));
+	}
+	c->state = c->closing ? TLI_CLOSING : TLI_DOWN;
+	c->stream = NULL;
+	while (c->sending) {
+		/* see stream_abort_wait: a send begun after the close would
+		 * wait forever */
+		nng_aio_abort(c->saio, NNG_ECLOSED);
+		cv_wait_until(&c->cv, &c->mtx, tli_mono_ms() + 10);
+	}
+	reqs = table_expire(c, 0, true);
+	tli_consumer_expire(c, 0, true, &lops);
+	tlp_buf_reset(&c->outq);
+	pthread_mutex_unlock(&c->mtx);
+	reqs_fail(reqs, err);
+	tli_lops_finish(c, lops, err);
+	nng_stream_free(s);
+}
+
+static void
+conn_backoff(tl_client *c, int ms)
+{
+	int64_t until = tli_mono_ms() + ms;
+
+	pthread_mutex_lock(&c->mtx);
+	while (!c->closing && tli_mono_ms() < until) {
+		cv_wait_until(&c->cv, &c->mtx, until);
+	}
+	pthread_mutex_unlock(&c->mtx);
+}
+
+static void *
+conn_main(void *arg)
+{
+	tl_client *c = arg;
+	nng_aio *aio = c->raio;
+	rd_buf r = { 0 };
+	int backoff = c->opts.backoff_min_ms;
+	bool first = true;
+	int rv;
+
+	for (;;) {
+		nng_stream *s = NULL;
+		bool closing;
+		tlp_hdr h;
+		const uint8_t *body;
+		size_t blen;
+
+		pthread_mutex_lock(&c->mtx);
+		closing = c->closing;
+		pthread_mutex_unlock(&c->mtx);
+		if (closing) {
+			break;
+		}
+		r.len = r.off = 0;
+		if ((rv = conn_dial(c, aio, &s)) == TL_OK &&
+		    (rv = conn_hello(c, s, aio, &r)) != TL_OK) {
+			nng_stream_free(s);
+		}
+		if (rv != TL_OK) {
+			if (first) {
+				pthread_mutex_lock(&c->mtx);
+				c->first_err = rv;
+				pthread_cond_broadcast(&c->cv);
+				pthread_mutex_unlock(&c->mtx);
+				break;
+			}
+			tli_log(c, TL_LOG_DEBUG, "reconnect to %s failed: %s",
+			    c->opts.url, tl_strerror(rv));
+			conn_backoff(c, backoff);
+			backoff = backoff * 2 > c->opts.backoff_max_ms
+			    ? c->opts.backoff_max_ms
+			    : backoff * 2;
+			continue;
+		}
+		pthread_mutex_lock(&c->mtx);
+		if (c->closing) {
+			pthread_mutex_unlock(&c->mtx);
+			nng_stream_free(s);
+			break;
+		}
+		c->stream = s;
+		c->state = TLI_UP;
+		c->gen++;
+		c->next_ping = tli_mono_ms() + TLI_PING_MS;
+		if (!first) {
+			tli_log(c, TL_LOG_INFO, "reconnected to %s", c->opts.url);
+			tli_consumer_resubscribe(c);
+		}
+		first = false;
+		c->first_err = TL_OK;
+		pthread_cond_broadcast(&c->cv);
+		pthread_mutex_unlock(&c->mtx);
+		backoff = c->opts.backoff_min_ms;
+		while ((rv = rd_frame(s, aio, &r, NNG_DURATION_INFINITE, &h,
+		            &body, &blen)) == TL_OK) {
+			conn_dispatch(c, &h, body, blen);
+		}
+		conn_down(c, s, rv);
+		conn_backoff(c, backoff);
+	}
+	tli_free(r.buf);
+	pthread_mutex_lock(&c->mtx);
+	c->conn_done = true;
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mtx);
+	return NULL;
+}
+
+/* ---- open and close ---- */
+
+static void
+client_free(tl_client *c)
+{
+	if (c->dialer != NULL) {
+		nng_stream_dialer_free(c->dialer);
+	}
+	if (c->raio != NULL) {
+		nng_aio_free(c->raio);
+	}
+	if (c->saio != NULL) {
+		nng_aio_free(c->saio);
+	}
+	tlp_buf_fini(&c->outq);
+	tli_opts_fini(&c->opts);
+	pthread_mutex_destroy(&c->mtx);
+	pthread_cond_destroy(&c->cv);
+	pthread_cond_destroy(&c->done_cv);
+	pthread_cond_destroy(&c->cb_cv);
+	tli_free(c);
+}
+
+static int
+client_threads(tl_client *c)
+{
+	if (pthread_create(&c->cb_thr, NULL, cb_main, c) != 0) {
+		return TL_ENOMEM;
+	}
+	if (pthread_create(&c->send_thr, NULL, send_main, c) != 0) {
+		goto fail_send;
+	}
+	if (pthread_create(&c->conn_thr, NULL, conn_main, c) != 0) {
+		goto fail_conn;
+	}
+	return TL_OK;
+
+fail_conn:
+	pthread_mutex_lock(&c->mtx);
+	c->closing = true;
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mtx);
+	pthread_join(c->send_thr, NULL);
+fail_send:
+	pthread_mutex_lock(&c->mtx);
+	c->cb_stop = true;
+	pthread_cond_broadcast(&c->cb_cv);
+	pthread_mutex_unlock(&c->mtx);
+	pthread_join(c->cb_thr, NULL);
+	return TL_ENOMEM;
+}
+
+/* nng 1.5.2's ipc and tcp streams do not fail a receive or send that
+ * begins after nng_stream_close: it waits forever. So the closer keeps
+ * aborting the threads' aios until both threads have left their loops. */
+static void
+stream_abort_wait(tl_client *c)
+{
+	pthread_mutex_lock(&c->mtx);
+	while (!c->conn_done || !c->send_done) {
+		pthread_mutex_unlock(&c->mtx);
+		nng_aio_abort(c->raio, NNG_ECLOSED);
+		nng_aio_abort(c->saio, NNG_ECLOSED);
+		pthread_mutex_lock(&c->mtx);
+		if (!c->conn_done || !c->send_done) {
+			cv_wait_until(&c->cv, &c->mtx, tli_mono_ms() + 10);
+		}
+	}
+	pthread_mutex_unlock(&c->mtx);
+}
+
+static void
+client_stop(tl_client *c)
+{
+	pthread_mutex_lock(&c->mtx);
+	c->closing = true;
+	if (c->stream != NULL) {
+		nng_stream_close(c->stream);
+	}
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mtx);
+	nng_stream_dialer_close(c->dialer);
+	stream_abort_wait(c);
+	pthread_join(c->conn_thr, NULL);
+	pthread_join(c->send_thr, NULL);
+	pthread_mutex_lock(&c->mtx);
+	c->cb_stop = true;
+	pthread_cond_broadcast(&c->cb_cv);
+	pthread_mutex_unlock(&c->mtx);
+	pthread_join(c->cb_thr, NULL);
+}
+
+int
+tl_client_open(tl_client **out, const tl_opts *o)
+{
+	tl_client *c;
+	tl_opts def;
+	int rv;
+
+	if (out == NULL) {
+		return TL_EINVAL;
+	}
+	if ((c = tli_zalloc(sizeof(*c))) == NULL) {
+		return TL_ENOMEM;
+	}
+	pthread_mutex_init(&c->mtx, NULL);
+	cv_init_mono(&c->cv);
+	cv_init_mono(&c->done_cv);
+	cv_init_mono(&c->cb_cv);
+	tlp_buf_init(&c->outq);
+	c->first_err = -1;
+	if (o == NULL) {
+		tl_opts *d = NULL;
+		if ((rv = tl_opts_alloc(&d)) != TL_OK) {
+			goto fail;
+		}
+		def = *d;
+		rv = tli_opts_copy(&c->opts, &def);
+		tl_opts_free(d);
+	} else {
+		rv = tli_opts_copy(&c->opts, o);
+	}
+	if (rv != TL_OK) {
+		goto fail;
+	}
+	if (nng_aio_alloc(&c->raio, NULL, NULL) != 0 ||
+	    nng_aio_alloc(&c->saio, NULL, NULL) != 0) {
+		rv = TL_ENOMEM;
+		goto fail;
+	}
+	if ((rv = nng_stream_dialer_alloc(&c->dialer, c->opts.url)) != 0) {
+		c->dialer = NULL;
+		rv = rv == NNG_ENOMEM ? TL_ENOMEM : TL_EINVAL;
+		goto fail;
+	}
+	if ((rv = client_threads(c)) != TL_OK) {
+		goto fail;
+	}
+	pthread_mutex_lock(&c->mtx);
+	while (c->first_err == -1) {
+		pthread_cond_wait(&c->cv, &c->mtx);
+	}
+	rv = c->first_err;
+	pthread_mutex_unlock(&c->mtx);
+	if (rv != TL_OK) {
+		client_stop(c);
+		goto fail;
+	}
+	*out = c;
+	return TL_OK;
+
+fail:
+	client_free(c);
+	return rv;
+}
+
+void
+tl_client_close(tl_client *c)
+{
+	if (c == NULL) {
+		return;
+	}
+	client_stop(c);
+	client_free(c);
+}

@@ -1,0 +1,300 @@
+/*
+ * libtimeline — the C client of the Timeline broker.
+ *
+ * A producer places messages on a topic's timeline at a UTC millisecond
+ * time; when the time comes the broker pushes each message to one consumer
+ * with a lease. The consumer deletes the message when done
+ * (tl_lease_delete), extends the lease when it needs more time
+ * (tl_lease_extend) or releases the message to a later time
+ * (tl_lease_release). If the consumer dies the lease runs out and the
+ * message is delivered again.
+ *
+ * Conventions:
+ *  - Every fallible function returns TL_OK or an error code from
+ *    timeline/errors.h (tl_strerror gives a sentence). Out-parameters are
+ *    untouched on failure.
+ *  - Handles are opaque. Every *_free / *_close accepts NULL.
+ *  - All functions are thread-safe unless said otherwise: one tl_client
+ *    may be shared by many threads, and concurrent calls are pipelined and
+ *    batched on the wire.
+ *  - The library never prints; set a log callback with tl_opts_set_log.
+ *  - Times are UTC milliseconds (timeline time). Relative times ("in 5 s")
+ *    are resolved on the broker's clock, which is the only clock that
+ *    positions messages.
+ */
+#ifndef TIMELINE_TIMELINE_H
+#define TIMELINE_TIMELINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "timeline/errors.h"
+#include "timeline/limits.h"
+#include "timeline/visibility.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TL_VERSION_STRING "0.1.0"
+
+/* ---- options ---- */
+
+typedef struct tl_opts tl_opts;
+
+typedef enum tl_log_level {
+	TL_LOG_ERROR = 0,
+	TL_LOG_WARN = 1,
+	TL_LOG_INFO = 2,
+	TL_LOG_DEBUG = 3,
+} tl_log_level;
+
+/* A log line from the library; called from library threads. */
+typedef void (*tl_log_fn)(void *arg, tl_log_level level, const char *msg);
+
+/* Allocate options with the defaults: url "tcp://127.0.0.1:7400", name
+ * "libtimeline", request timeout 10 s, reconnect backoff 50 ms .. 5 s, no
+ * token (or the TIMELINE_TOKEN environment variable when set). Errors:
+ * TL_ENOMEM. */
+TL_API int tl_opts_alloc(tl_opts **out);
+TL_API void tl_opts_free(tl_opts *o);
+/* The broker's address: "tcp://host:port", "ipc:///path". The
+ * TIMELINE_URL environment variable, when set, is the default. Errors:
+ * TL_EINVAL for NULL or an unsupported scheme. */
+TL_API int tl_opts_set_url(tl_opts *o, const char *url);
+/* The client's name, shown in the broker's logs and metrics. */
+TL_API int tl_opts_set_name(tl_opts *o, const char *name);
+/* The credential sent in the session hello (brokers with auth on). */
+TL_API int tl_opts_set_token(tl_opts *o, const char *token);
+/* How long a request may wait for its answer (ms, > 0). */
+TL_API int tl_opts_set_timeout(tl_opts *o, int ms);
+/* Reconnect backoff: first delay and ceiling (ms); doubles each try. */
+TL_API int tl_opts_set_reconnect(tl_opts *o, int min_ms, int max_ms);
+TL_API int tl_opts_set_log(tl_opts *o, tl_log_fn fn, void *arg);
+
+/* ---- client ---- */
+
+typedef struct tl_client tl_client;
+
+/* Connect and open a session (hello). Blocks until the broker answered or
+ * the timeout passed. The options are copied. Errors: TL_ECONN (cannot
+ * reach the broker), TL_ETIMEDOUT, TL_ENOTAUTH, TL_ENOTSUP (protocol
+ * version), TL_ENOMEM. After a connection loss the client reconnects by
+ * itself with backoff; requests in flight then fail with TL_ECONN (they may
+ * or may not have been applied: retry idempotently, e.g. creates with
+ * natural ids). */
+TL_API int tl_client_open(tl_client **out, const tl_opts *o);
+/* Close the connection. Requests in flight fail with TL_ECLOSED; consumers
+ * of this client must be closed first. */
+TL_API void tl_client_close(tl_client *c);
+/* The broker's clock minus this machine's, as last measured (ms). */
+TL_API int64_t tl_client_clock_offset(tl_client *c);
+/* The broker's current time as estimated from the last measurement. */
+TL_API int64_t tl_client_broker_now(tl_client *c);
+
+/* ---- topics (administration) ---- */
+
+typedef struct tl_topic_conf {
+	const char *name;
+	uint32_t buckets;          /* 0 = default (16) */
+	uint32_t max_body;         /* 0 = default (256 KiB) */
+	int64_t default_lease_ms;  /* 0 = default (30 s) */
+	int64_t max_lease_ms;      /* 0 = default (12 h) */
+	uint32_t max_deliveries;   /* 0 = never dead-letter */
+} tl_topic_conf;
+
+typedef struct tl_topic_info {
+	char name[TL_MAX_NAME_LEN + 1];
+	uint32_t buckets;
+	uint32_t max_body;
+	int64_t default_lease_ms;
+	int64_t max_lease_ms;
+	uint32_t max_deliveries;
+	uint64_t messages;         /* on the timeline */
+	uint64_t available;        /* due now */
+	uint64_t waiting;          /* due later, not leased */
+	uint64_t processing;       /* leased */
+	uint64_t dead;             /* in the dead-letter list */
+} tl_topic_info;
+
+/* Errors: TL_ETOPICEXISTS, TL_EBADID, TL_ETOOLARGE, TL_EINVAL. */
+TL_API int tl_topic_create(tl_client *c, const tl_topic_conf *conf);
+/* Delete a topic and every message in it. Errors: TL_ENOTOPIC. */
+TL_API int tl_topic_delete(tl_client *c, const char *name);
+/* Errors: TL_ENOTOPIC. */
+TL_API int tl_topic_get(tl_client *c, const char *name, tl_topic_info *out);
+/* Every topic; free *out with tl_free. */
+TL_API int tl_topic_list(tl_client *c, tl_topic_info **out, size_t *n);
+
+/* Free memory returned by the library (lists). Accepts NULL. */
+TL_API void tl_free(void *p);
+
+/* ---- producer ---- */
+
+/* One message to create. Fill the inputs; the library fills the results. */
+typedef struct tl_put {
+	const char *id;            /* natural id, or NULL: the broker makes one */
+	size_t id_len;             /* 0 with a non-NULL id: strlen(id) */
+	int64_t ts;                /* UTC ms, or a delay when rel */
+	bool rel;                  /* ts is "in ts ms" on the broker's clock */
+	const void *body;
+	size_t body_len;
+	/* results */
+	int err;                   /* TL_OK, TL_EEXISTS, TL_ETOOLARGE, ... */
+	char id_out[TL_MAX_ID_LEN + 1]; /* the id (natural or generated) */
+	uint64_t version;
+	int64_t due;               /* the resolved due time */
+} tl_put;
+
+/* Create n messages in topic as producer group `group`; returns when every
+ * one is durably stored or failed (each with its own err). Returns TL_OK
+ * when the batch was answered (check each put->err), or the error that
+ * failed the whole batch (TL_ENOTOPIC, TL_ECONN, TL_ETIMEDOUT, ...). */
+TL_API int tl_put_batch(tl_client *c, const char *topic, const char *group,
+    tl_put *puts, size_t n);
+
+typedef void (*tl_done_fn)(void *arg, int err);
+
+/* As tl_put_batch, but returns at once; `done` is called (from a library
+ * thread) when the batch was answered, with the batch error. The puts must
+ * stay valid until then. Returns an error (and never calls done) when the
+ * batch could not be sent. */
+TL_API int tl_put_batch_async(tl_client *c, const char *topic,
+    const char *group, tl_put *puts, size_t n, tl_done_fn done, void *arg);
+
+/* One message, convenience: at UTC ms `at`. id may be NULL; id_out (may be
+ * NULL) receives the id, at least TL_MAX_ID_LEN + 1 bytes. */
+TL_API int tl_put_at(tl_client *c, const char *topic, const char *group,
+    const char *id, int64_t at, const void *body, size_t len, char *id_out);
+/* One message due `in_ms` from now on the broker's clock. */
+TL_API int tl_put_in(tl_client *c, const char *topic, const char *group,
+    const char *id, int64_t in_ms, const void *body, size_t len,
+    char *id_out);
+
+/* Owner operations. version 0 means "whatever the current version".
+ * Errors: TL_ENOTFOUND, TL_ENOTOWNER, TL_ELEASED (an active lease: the
+ * consumer has the message), TL_EVERSION, TL_ERANGE. */
+TL_API int tl_move(tl_client *c, const char *topic, const char *group,
+    const char *id, uint64_t version, int64_t ts, bool rel,
+    uint64_t *new_version);
+TL_API int tl_delete(tl_client *c, const char *topic, const char *group,
+    const char *id, uint64_t version);
+
+/* A message as stored. */
+typedef struct tl_message {
+	char id[TL_MAX_ID_LEN + 1];
+	size_t id_len;
+	int64_t ts;
+	uint32_t bucket;
+	char owner[TL_MAX_NAME_LEN + 1];
+	char consumer[TL_MAX_NAME_LEN + 1]; /* lease holder or "" */
+	uint64_t version;
+	uint32_t deliveries;
+	int64_t created_at;
+	void *body;
+	size_t body_len;
+} tl_message;
+
+/* Look a message up; free with tl_message_free. Errors: TL_ENOTFOUND. */
+TL_API int tl_get(tl_client *c, const char *topic, const char *id,
+    tl_message **out);
+TL_API void tl_message_free(tl_message *m);
+
+typedef struct tl_entry {
+	char id[TL_MAX_ID_LEN + 1];
+	int64_t ts;
+	uint64_t version;
+	bool leased;
+} tl_entry;
+
+/* A producer group's messages in timeline order, up to `limit` (<= 1000)
+ * after the cursor (NULL = from the start; pass the last entry of the
+ * previous page). Free *out with tl_free. */
+TL_API int tl_list(tl_client *c, const char *topic, const char *group,
+    uint32_t limit, const tl_entry *after, tl_entry **out, size_t *n,
+    bool *more);
+
+typedef struct tl_counts {
+	uint64_t available;
+	uint64_t waiting;
+	uint64_t processing;
+} tl_counts;
+
+/* Messages with from <= ts < to, by status, at the broker's now. */
+TL_API int tl_count(tl_client *c, const char *topic, int64_t from, int64_t to,
+    tl_counts *out);
+
+/* ---- consumer ---- */
+
+typedef struct tl_consumer tl_consumer;
+typedef struct tl_lease tl_lease;
+
+/* Called for every delivered message, from the consumer's own thread, one
+ * at a time. The callback owns the lease: it must end with tl_lease_free
+ * (after delete / release, or to keep the lease running out). */
+typedef void (*tl_deliver_fn)(void *arg, tl_lease *lease);
+
+typedef struct tl_consumer_conf {
+	const char *topic;
+	const char *consumer_id;   /* stable across restarts: leases come back */
+	int64_t lease_ms;          /* 0 = the topic's default */
+	uint32_t credit;           /* leases held at once; 0 = 1 */
+	tl_deliver_fn on_message;  /* NULL: use tl_consumer_poll */
+	void *arg;
+} tl_consumer_conf;
+
+/* Subscribe. Leases this consumer id still holds (e.g. after a restart)
+ * are delivered again first. Errors: TL_ENOTOPIC, TL_EINVAL,
+ * TL_ELEASELIMIT (lease_ms over the topic's maximum). */
+TL_API int tl_consumer_open(tl_consumer **out, tl_client *c,
+    const tl_consumer_conf *conf);
+/* Wait up to timeout_ms (0 = don't wait, -1 = forever) for delivered
+ * messages; stores up to max leases in out[] and their count in *n (0 on
+ * timeout). Only without on_message. Errors: TL_ECLOSED. */
+TL_API int tl_consumer_poll(tl_consumer *c, tl_lease **out, size_t max,
+    size_t *n, int timeout_ms);
+/* Unsubscribe and free. Leases held stay held until they run out. */
+TL_API void tl_consumer_close(tl_consumer *c);
+/* Leases reported lost by the broker (run out, taken over) so far. */
+TL_API uint64_t tl_consumer_lost(tl_consumer *c);
+
+TL_API const char *tl_lease_id(const tl_lease *l);
+TL_API size_t tl_lease_id_len(const tl_lease *l);
+TL_API uint64_t tl_lease_version(const tl_lease *l);
+/* When the lease runs out (broker time). */
+TL_API int64_t tl_lease_until(const tl_lease *l);
+/* When the message was due. */
+TL_API int64_t tl_lease_due(const tl_lease *l);
+TL_API uint32_t tl_lease_deliveries(const tl_lease *l);
+TL_API const char *tl_lease_owner(const tl_lease *l);
+TL_API const void *tl_lease_body(const tl_lease *l, size_t *len);
+
+/* Extend the lease to now + ms (broker time). On success the lease handle
+ * carries the new version and expiry. Errors: TL_ELEASEEXPIRED (it ran out:
+ * stop working on it), TL_ELEASED (another consumer has it now),
+ * TL_EVERSION, TL_ENOTFOUND, TL_ELEASELIMIT, TL_ETOOCLOSE. */
+TL_API int tl_lease_extend(tl_lease *l, int64_t ms);
+/* Put the message back on the timeline at ts (UTC ms, or a delay when
+ * rel); the lease ends. Errors as extend. */
+TL_API int tl_lease_release(tl_lease *l, int64_t ts, bool rel);
+/* Delete the message: the work is done. Errors as extend. */
+TL_API int tl_lease_delete(tl_lease *l);
+/* Free the handle (does not end the lease). */
+TL_API void tl_lease_free(tl_lease *l);
+
+/* ---- dead letters ---- */
+
+/* Messages that were delivered more than the topic's max_deliveries times
+ * without being deleted. Free *out with tl_free. */
+TL_API int tl_dlq_list(tl_client *c, const char *topic, uint32_t limit,
+    const tl_entry *after, tl_entry **out, size_t *n, bool *more);
+/* Put a dead letter back on the timeline, due in_ms from now, with its
+ * delivery count reset. Errors: TL_ENOTFOUND. */
+TL_API int tl_dlq_kick(tl_client *c, const char *topic, const char *id,
+    int64_t in_ms);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,225 @@
+/*
+ * The inside of libtimeline, shared by its files: the options, the client
+ * with its connection, request table, send queue and callback queue, the
+ * consumer with its delivery queue and pending lease operations, and the
+ * lease handle. Nothing here is installed.
+ *
+ * DESIGN. A client runs three threads. The connection thread dials, says
+ * HELLO, re-subscribes the open consumers and then reads frames, completing
+ * requests and queueing deliveries; on a read error it fails every request
+ * in flight with TL_ECONN and reconnects with backoff. The send thread
+ * writes the send queue (many frames per nng_stream_send), builds the
+ * coalesced lease-op batches, sends PINGs and times requests out. The
+ * callback thread runs user completion callbacks (tl_put_batch_async), so
+ * no user code runs on the reader or under a lock. A consumer with
+ * on_message has one more thread that feeds the callback from its queue.
+ *
+ * Locking: one mutex per client (c->mtx) guards the client and all its
+ * consumers and leases' list links. Nothing is called out of the library
+ * while it is held, and nng is only asked to close streams under it.
+ */
+#ifndef TL_SDK_INTERNAL_H
+#define TL_SDK_INTERNAL_H
+
+#include <nng/nng.h>
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "timeline/timeline.h"
+
+#include "base.h"
+#include "frame.h"
+#include "mp.h"
+#include "msgs.h"
+
+#define TLI_PING_MS 5000
+#define TLI_TABLE_SIZE 1024u
+/* A send is cut into batches of bodies below this many bytes. */
+#define TLI_BATCH_BYTES (24u * 1024u * 1024u)
+
+struct tl_opts {
+	char *url;
+	char *name;
+	char *token;
+	int timeout_ms;
+	int backoff_min_ms;
+	int backoff_max_ms;
+	tl_log_fn log;
+	void *log_arg;
+};
+
+typedef struct tli_req tli_req;
+
+/* Called exactly once per submitted request, without the client lock, on a
+ * library thread: err is the reply's code (r then stands after the reply
+ * head), or a local error (TL_ECONN, TL_ETIMEDOUT, TL_ECLOSED) with r NULL.
+ * It must not block on the network. */
+typedef void (*tli_reply_fn)(tli_req *q, int err, tlp_r *r);
+
+struct tli_req {
+	tl_client *c;
+	uint32_t id;
+	uint8_t op;
+	int64_t deadline;    /* monotonic ms */
+	tli_req *hnext;      /* request table chain */
+	tlp_buf frame;       /* the encoded frame until it is queued */
+	tli_reply_fn on_reply;
+	void *arg;
+};
+
+/* A blocking caller's completion. */
+typedef struct tli_waiter {
+	bool done;
+	int err;
+} tli_waiter;
+
+/* A closure for the callback thread. */
+typedef struct tli_cb {
+	void (*fn)(void *arg);
+	void *arg;
+	struct tli_cb *next;
+} tli_cb;
+
+typedef enum tli_state {
+	TLI_DOWN = 0,
+	TLI_UP,
+	TLI_CLOSING,
+} tli_state;
+
+typedef struct tli_lop tli_lop;
+
+struct tl_lease {
+	tl_consumer *cons;   /* NULL once the consumer closed */
+	tl_lease *lprev, *lnext; /* the consumer's live handles */
+	tl_lease *qnext;     /* the consumer's delivery queue */
+	bool queued;
+	char *id;
+	size_t id_len;
+	uint64_t version;
+	int64_t until;
+	int64_t due;
+	uint32_t deliveries;
+	char owner[TL_MAX_NAME_LEN + 1];
+	void *body;
+	size_t body_len;
+};
+
+/* One pending lease operation of a blocking caller (on its stack). */
+struct tli_lop {
+	tl_lease *lease;
+	int64_t ts;
+	bool rel;
+	int64_t deadline;
+	tli_lop *next;
+	/* results */
+	bool done;
+	int err;
+	uint64_t version;
+	int64_t ts_out;
+};
+
+enum { TLI_LOP_EXTEND = 0, TLI_LOP_RELEASE, TLI_LOP_ACK, TLI_LOP_N };
+
+struct tl_consumer {
+	tl_client *client;
+	tl_consumer *next;   /* the client's consumers */
+	char *topic;
+	char *id;
+	int64_t lease_ms;
+	uint32_t credit;
+	tl_deliver_fn on_message;
+	void *arg;
+	bool closing;
+	pthread_t thr;
+	bool has_thr;
+	pthread_cond_t cv;   /* the queue became non-empty, or closing */
+	tl_lease *qhead, *qtail;
+	size_t qlen;
+	tl_lease *live;      /* handles given out or queued */
+	uint64_t lost;
+	/* lease operations waiting for the send thread, per kind */
+	tli_lop *pend[TLI_LOP_N];
+	tli_lop *pend_tail[TLI_LOP_N];
+	bool dirty;
+	tl_consumer *dnext;  /* the client's dirty list */
+};
+
+struct tl_client {
+	tl_opts opts;
+	pthread_mutex_t mtx;
+	pthread_cond_t cv;       /* state changes, sender work, waiters */
+	pthread_cond_t done_cv;  /* blocking requests completed */
+	pthread_cond_t cb_cv;    /* callback queue */
+	tli_state state;
+	bool closing;
+	bool sending;            /* the send thread uses the stream */
+	uint64_t gen;            /* connection generation */
+	int first_err;           /* the first connect's outcome, -1 pending */
+	nng_stream_dialer *dialer;
+	nng_stream *stream;
+	pthread_t conn_thr, send_thr, cb_thr;
+	nng_aio *raio;           /* the connection thread's (dial, read) */
+	nng_aio *saio;           /* the send thread's */
+	bool conn_done, send_done; /* the thread left its loop */
+	uint32_t next_id;
+	tli_req *table[TLI_TABLE_SIZE];
+	size_t inflight;
+	tlp_buf outq;
+	tli_cb *cb_head, *cb_tail;
+	bool cb_stop;
+	tl_consumer *consumers;
+	tl_consumer *dirty;
+	int64_t offset_ms;
+	int64_t next_ping;       /* monotonic ms */
+	uint64_t session_id;
+};
+
+/* logging (never prints; only the user's callback) */
+void tli_log(tl_client *c, tl_log_level lvl, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* options */
+int tli_opts_copy(tl_opts *dst, const tl_opts *src);
+void tli_opts_fini(tl_opts *o);
+void tli_opts_defaults(tl_opts *o);
+
+/* requests */
+void tli_frame_start(tlp_buf *b, tlp_w *w, uint8_t op);
+/* Queue requests for sending, all or none: TL_ECONN while disconnected,
+ * TL_ECLOSED while closing, TL_ENOMEM. On success each on_reply will be
+ * called exactly once. Their frames are consumed either way. */
+int tli_submit(tl_client *c, tli_req **qs, size_t n);
+void tli_wait_done(tl_client *c, tli_waiter *w, int err);
+int tli_wait(tl_client *c, tli_waiter *w);
+/* Run cb->fn(cb->arg) on the callback thread; cb stays the caller's. */
+void tli_cb_post(tl_client *c, tli_cb *cb);
+/* Under c->mtx: queue one request (its frame finished by the caller's
+ * encoder, not yet ended). */
+int tli_submit_locked(tl_client *c, tli_req *q);
+
+/* A blocking request: body encoded by the caller after tli_frame_start;
+ * dec (may be NULL) reads a successful reply's fields on the reader thread.
+ * Returns the reply's code or a local error. Frees the frame. */
+typedef int (*tli_dec_fn)(void *arg, tlp_r *r);
+int tli_call(tl_client *c, tlp_buf *frame, uint8_t op, tli_dec_fn dec,
+    void *arg);
+
+/* consumers (consumer.c), called by the client */
+void tli_consumer_push(tl_client *c, uint8_t op, const uint8_t *body,
+    size_t len);
+/* Under c->mtx: build the lease-op frames of the dirty consumers into the
+ * send queue. */
+void tli_consumer_flush(tl_client *c);
+/* Under c->mtx: fail pending lease ops whose deadline passed (or all when
+ * all is set) into *failed, to be completed without the lock. */
+void tli_consumer_expire(tl_client *c, int64_t now, bool all,
+    tli_lop **failed);
+void tli_lops_finish(tl_client *c, tli_lop *list, int err);
+/* Queue the SUBSCRIBE of every open consumer (after a reconnect). */
+void tli_consumer_resubscribe(tl_client *c);
+int tli_sub_encode(tlp_buf *b, uint8_t op, const tl_consumer *k);
+
+#endif

@@ -1,0 +1,844 @@
+/*
+ * The request/reply operations of the public API: topic administration,
+ * the producer's batches (create, move, delete, split into frames of at
+ * most TL_MAX_BATCH items), lookups, lists, counts and the dead-letter
+ * list. Each encodes its body with proto/msgs.h, goes through tli_call or
+ * tli_submit, and decodes its reply on the connection thread into the
+ * caller's memory.
+ */
+#include "internal.h"
+
+static bool
+ops_name_ok(const char *s)
+{
+	return s != NULL && *s != '\0' && strlen(s) <= TL_MAX_NAME_LEN;
+}
+
+static int
+ops_name_err(const char *s)
+{
+	if (s == NULL) {
+		return TL_EINVAL;
+	}
+	return *s == '\0' ? TL_EBADID : TL_ETOOLARGE;
+}
+
+/* ---- topics ---- */
+
+int
+tl_topic_create(tl_client *c, const tl_topic_conf *conf)
+{
+	tlp_buf b;
+	tlp_w w;
+	tlp_topic t;
+
+	if (c == NULL || conf == NULL) {
+		return TL_EINVAL;
+	}
+	if (!ops_name_ok(conf->name)) {
+		return ops_name_err(conf->name);
+	}
+	memset(&t, 0, sizeof(t));
+	t.name = TLP_STR(conf->name);
+	t.buckets = conf->buckets;
+	t.max_body = conf->max_body;
+	t.default_lease_ms = conf->default_lease_ms;
+	t.max_lease_ms = conf->max_lease_ms;
+	t.max_deliveries = conf->max_deliveries;
+	tli_frame_start(&b, &w, TLP_OP_TOPIC_CREATE);
+	tlp_enc_topic_create(&w, &t);
+	return tli_call(c, &b, TLP_OP_TOPIC_CREATE, NULL, NULL);
+}
+
+int
+tl_topic_delete(tl_client *c, const char *name)
+{
+	tlp_buf b;
+	tlp_w w;
+
+	if (c == NULL) {
+		return TL_EINVAL;
+	}
+	if (!ops_name_ok(name)) {
+		return ops_name_err(name);
+	}
+	tli_frame_start(&b, &w, TLP_OP_TOPIC_DELETE);
+	tlp_enc_name(&w, TLP_STR(name));
+	return tli_call(c, &b, TLP_OP_TOPIC_DELETE, NULL, NULL);
+}
+
+static void
+ops_topic_info(tl_topic_info *o, const tlp_topic *t)
+{
+	size_t n = t->name.n > TL_MAX_NAME_LEN ? TL_MAX_NAME_LEN : t->name.n;
+
+	memset(o, 0, sizeof(*o));
+	if (n > 0) {
+		memcpy(o->name, t->name.p, n);
+	}
+	o->buckets = t->buckets;
+	o->max_body = t->max_body;
+	o->default_lease_ms = t->default_lease_ms;
+	o->max_lease_ms = t->max_lease_ms;
+	o->max_deliveries = t->max_deliveries;
+	o->messages = t->messages;
+	o->available = t->available;
+	o->waiting = t->waiting;
+	o->processing = t->processing;
+	o->dead = t->dead;
+}
+
+static int
+topic_get_dec(void *arg, tlp_r *r)
+{
+	tlp_topic t;
+	int rv;
+
+	memset(&t, 0, sizeof(t));
+	if ((rv = tlp_dec_topic(r, &t)) == TL_OK) {
+		ops_topic_info(arg, &t);
+	}
+	return rv;
+}
+
+int
+tl_topic_get(tl_client *c, const char *name, tl_topic_info *out)
+{
+	tlp_buf b;
+	tlp_w w;
+	tl_topic_info info;
+	int rv;
+
+	if (c == NULL || out == NULL) {
+		return TL_EINVAL;
+	}
+	if (!ops_name_ok(name)) {
+		return ops_name_err(name);
+	}
+	tli_frame_start(&b, &w, TLP_OP_TOPIC_GET);
+	tlp_enc_name(&w, TLP_STR(name));
+	if ((rv = tli_call(c, &b, TLP_OP_TOPIC_GET, topic_get_dec, &info)) ==
+	    TL_OK) {
+		*out = info;
+	}
+	return rv;
+}
+
+typedef struct topic_list_res {
+	tl_topic_info *v;
+	size_t n;
+} topic_list_res;
+
+static int
+topic_list_dec(void *arg, tlp_r *r)
+{
+	topic_list_res *res = arg;
+	tlp_topic *t = NULL;
+	size_t n = 0;
+	int rv;
+
+	if ((rv = tlp_dec_topic_list(r, &t, &n)) != TL_OK) {
+		return rv;
+	}
+	if ((res->v = tli_zalloc(sizeof(*res->v) * (n + 1))) == NULL) {
+		tli_free(t);
+		return TL_ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		ops_topic_info(&res->v[i], &t[i]);
+	}
+	res->n = n;
+	tli_free(t);
+	return TL_OK;
+}
+
+int
+tl_topic_list(tl_client *c, tl_topic_info **out, size_t *n)
+{
+	tlp_buf b;
+	tlp_w w;
+	topic_list_res res = { NULL, 0 };
+	int rv;
+
+	if (c == NULL || out == NULL || n == NULL) {
+		return TL_EINVAL;
+	}
+	tli_frame_start(&b, &w, TLP_OP_TOPIC_LIST);
+	tlp_w_array(&w, 0);
+	if ((rv = tli_call(c, &b, TLP_OP_TOPIC_LIST, topic_list_dec, &res)) !=
+	    TL_OK) {
+		tli_free(res.v);
+		return rv;
+	}
+	*out = res.v;
+	*n = res.n;
+	return TL_OK;
+}
+
+void
+tl_free(void *p)
+{
+	tli_free(p);
+}
+
+/* ---- owner batches ---- */
+
+/* A batch of puts, possibly cut into several frames (parts). */
+typedef struct pbatch {
+	tl_client *c;
+	tl_put *puts;
+	size_t remaining;    /* parts not answered yet */
+	int err;
+	tl_done_fn done;
+	void *arg;
+	tli_waiter *wait;      /* blocking callers: completed inline */
+	tli_cb cb;
+} pbatch;
+
+typedef struct ppart {
+	tli_req q;
+	pbatch *pb;
+	size_t first;
+	size_t n;
+} ppart;
+
+static void
+pbatch_user_cb(void *arg)
+{
+	pbatch *pb = arg;
+
+	pb->done(pb->arg, pb->err);
+	tli_free(pb);
+}
+
+static int
+ppart_decode(ppart *p, tlp_r *r)
+{
+	tlp_result *res = NULL;
+	size_t n = 0;
+	int rv;
+
+	if ((rv = tlp_dec_results(r, &res, &n)) != TL_OK) {
+		return rv;
+	}
+	if (n != p->n) {
+		tli_free(res);
+		return TL_EPROTO;
+	}
+	for (size_t i = 0; i < n; i++) {
+		tl_put *u = &p->pb->puts[p->first + i];
+		size_t idn = res[i].id.n > TL_MAX_ID_LEN ? TL_MAX_ID_LEN
+		                                          : res[i].id.n;
+		u->err = res[i].err;
+		if (idn > 0) {
+			memcpy(u->id_out, res[i].id.p, idn);
+		}
+		u->id_out[idn] = '\0';
+		u->version = res[i].version;
+		u->due = res[i].ts;
+	}
+	tli_free(res);
+	return TL_OK;
+}
+
+static void
+ppart_reply(tli_req *q, int err, tlp_r *r)
+{
+	ppart *p = (ppart *) q;
+	pbatch *pb = p->pb;
+	tl_client *c = q->c;
+	bool last;
+
+	if (err == TL_OK) {
+		err = ppart_decode(p, r);
+	}
+	if (err != TL_OK) {
+		for (size_t i = 0; i < p->n; i++) {
+			pb->puts[p->first + i].err = err;
+		}
+	}
+	tli_free(p);
+	pthread_mutex_lock(&c->mtx);
+	if (err != TL_OK && pb->err == TL_OK) {
+		pb->err = err;
+	}
+	last = --pb->remaining == 0;
+	pthread_mutex_unlock(&c->mtx);
+	if (!last) {
+		return;
+	}
+	if (pb->wait != NULL) {
+		tli_wait_done(c, pb->wait, pb->err);
+		tli_free(pb);
+	} else {
+		pb->cb.fn = pbatch_user_cb;
+		pb->cb.arg = pb;
+		tli_cb_post(c, &pb->cb);
+	}
+}
+
+static int
+put_check(const tl_put *u, size_t *idlen)
+{
+	size_t n = 0;
+
+	if (u->id != NULL) {
+		n = u->id_len != 0 ? u->id_len : strlen(u->id);
+		if (n == 0) {
+			return TL_EBADID;
+		}
+		if (n > TL_MAX_ID_LEN) {
+			return TL_ETOOLARGE;
+		}
+	}
+	if (u->body_len > TL_MAX_BODY_LEN) {
+		return TL_ETOOLARGE;
+	}
+	if (u->body == NULL && u->body_len > 0) {
+		return TL_EINVAL;
+	}
+	*idlen = n;
+	return TL_OK;
+}
+
+/* Encode puts[first..first+n) as one CREATE frame. */
+static ppart *
+ppart_make(pbatch *pb, const char *topic, const char *group, size_t first,
+    size_t n)
+{
+	ppart *p = tli_zalloc(sizeof(*p));
+	tlp_item *items = tli_zalloc(sizeof(*items) * (n + 1));
+	tlp_batch bt;
+	tlp_w w;
+
+	if (p == NULL || items == NULL) {
+		tli_free(p);
+		tli_free(items);
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const tl_put *u = &pb->puts[first + i];
+		size_t idn = 0;
+		put_check(u, &idn);
+		items[i].id.p = u->id;
+		items[i].id.n = idn;
+		items[i].ts = u->ts;
+		items[i].rel = u->rel;
+		items[i].body = u->body != NULL ? u->body : "";
+		items[i].body_len = u->body_len;
+	}
+	bt.topic = TLP_STR(topic);
+	bt.who = TLP_STR(group);
+	bt.items = items;
+	bt.n = n;
+	p->q.op = TLP_OP_CREATE;
+	p->q.on_reply = ppart_reply;
+	p->pb = pb;
+	p->first = first;
+	p->n = n;
+	tli_frame_start(&p->q.frame, &w, TLP_OP_CREATE);
+	tlp_enc_batch(&w, &bt);
+	tli_free(items);
+	return p;
+}
+
+/* Cut the puts into parts of at most TL_MAX_BATCH items and
+ * TLI_BATCH_BYTES of bodies. */
+static size_t
+put_parts(const tl_put *puts, size_t n, size_t *starts, size_t max)
+{
+	size_t k = 0, cnt = 0, bytes = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		size_t sz = puts[i].body_len + 256;
+		if (cnt == 0 || cnt == TL_MAX_BATCH ||
+		    bytes + sz > TLI_BATCH_BYTES) {
+			if (k == max) {
+				return 0;
+			}
+			starts[k++] = i;
+			cnt = 0;
+			bytes = 0;
+		}
+		cnt++;
+		bytes += sz;
+	}
+	return k;
+}
+
+static int
+put_start(tl_client *c, const char *topic, const char *group, tl_put *puts,
+    size_t n, pbatch *pb)
+{
+	size_t nparts, *starts;
+	ppart **parts;
+	int rv = TL_OK;
+
+	if ((starts = tli_alloc(sizeof(size_t) * (n + 1))) == NULL) {
+		return TL_ENOMEM;
+	}
+	nparts = put_parts(puts, n, starts, n);
+	if ((parts = tli_zalloc(sizeof(*parts) * (nparts + 1))) == NULL) {
+		tli_free(starts);
+		return TL_ENOMEM;
+	}
+	starts[nparts] = n;
+	for (size_t i = 0; i < nparts && rv == TL_OK; i++) {
+		parts[i] = ppart_make(pb, topic, group, starts[i],
+		    starts[i + 1] - starts[i]);
+		if (parts[i] == NULL) {
+			rv = TL_ENOMEM;
+		}
+	}
+	pb->remaining = nparts;
+	if (rv == TL_OK) {
+		rv = tli_submit(c, (tli_req **) parts, nparts);
+	}
+	if (rv != TL_OK) {
+		for (size_t i = 0; i < nparts; i++) {
+			if (parts[i] != NULL) {
+				tlp_buf_fini(&parts[i]->q.frame);
+				tli_free(parts[i]);
+			}
+		}
+	}
+	tli_free(parts);
+	tli_free(starts);
+	return rv;
+}
+
+static int
+put_validate(tl_client *c, const char *topic, const char *group,
+    tl_put *puts, size_t n)
+{
+	if (c == NULL || puts == NULL || n == 0) {
+		return TL_EINVAL;
+	}
+	if (!ops_name_ok(topic)) {
+		return ops_name_err(topic);
+	}
+	if (!ops_name_ok(group)) {
+		return ops_name_err(group);
+	}
+	for (size_t i = 0; i < n; i++) {
+		size_t idn;
+		int rv;
+		if ((rv = put_check(&puts[i], &idn)) != TL_OK) {
+			return rv;
+		}
+		puts[i].err = TL_OK;
+		puts[i].id_out[0] = '\0';
+	}
+	return TL_OK;
+}
+
+int
+tl_put_batch(tl_client *c, const char *topic, const char *group,
+    tl_put *puts, size_t n)
+{
+	tli_waiter wt = { false, TL_OK };
+	pbatch *pb;
+	int rv;
+
+	if ((rv = put_validate(c, topic, group, puts, n)) != TL_OK) {
+		return rv;
+	}
+	if ((pb = tli_zalloc(sizeof(*pb))) == NULL) {
+		return TL_ENOMEM;
+	}
+	pb->c = c;
+	pb->puts = puts;
+	pb->wait = &wt;
+	if ((rv = put_start(c, topic, group, puts, n, pb)) != TL_OK) {
+		tli_free(pb);
+		return rv;
+	}
+	return tli_wait(c, &wt);
+}
+
+int
+tl_put_batch_async(tl_client *c, const char *topic, const char *group,
+    tl_put *puts, size_t n, tl_done_fn done, void *arg)
+{
+	pbatch *pb;
+	int rv;
+
+	if (done == NULL) {
+		return TL_EINVAL;
+	}
+	if ((rv = put_validate(c, topic, group, puts, n)) != TL_OK) {
+		return rv;
+	}
+	if ((pb = tli_zalloc(sizeof(*pb))) == NULL) {
+		return TL_ENOMEM;
+	}
+	pb->c = c;
+	pb->puts = puts;
+	pb->done = done;
+	pb->arg = arg;
+	if ((rv = put_start(c, topic, group, puts, n, pb)) != TL_OK) {
+		tli_free(pb);
+	}
+	return rv;
+}
+
+static int
+put_one(tl_client *c, const char *topic, const char *group, const char *id,
+    int64_t ts, bool rel, const void *body, size_t len, char *id_out)
+{
+	tl_put p;
+	int rv;
+
+	memset(&p, 0, sizeof(p));
+	p.id = id;
+	p.ts = ts;
+	p.rel = rel;
+	p.body = body;
+	p.body_len = len;
+	if ((rv = tl_put_batch(c, topic, group, &p, 1)) != TL_OK) {
+		return rv;
+	}
+	if (p.err == TL_OK && id_out != NULL) {
+		memcpy(id_out, p.id_out, strlen(p.id_out) + 1);
+	}
+	return p.err;
+}
+
+int
+tl_put_at(tl_client *c, const char *topic, const char *group, const char *id,
+    int64_t at, const void *body, size_t len, char *id_out)
+{
+	return put_one(c, topic, group, id, at, false, body, len, id_out);
+}
+
+int
+tl_put_in(tl_client *c, const char *topic, const char *group, const char *id,
+    int64_t in_ms, const void *body, size_t len, char *id_out)
+{
+	return put_one(c, topic, group, id, in_ms, true, body, len, id_out);
+}
+
+/* One item of MOVE, DELETE or DLQ_KICK; the item's own result. */
+typedef struct one_res {
+	int err;
+	uint64_t version;
+	int64_t ts;
+} one_res;
+
+static int
+one_dec(void *arg, tlp_r *r)
+{
+	one_res *o = arg;
+	tlp_result *res = NULL;
+	size_t n = 0;
+	int rv;
+
+	if ((rv = tlp_dec_results(r, &res, &n)) != TL_OK) {
+		return rv;
+	}
+	if (n != 1) {
+		tli_free(res);
+		return TL_EPROTO;
+	}
+	o->err = res[0].err;
+	o->version = res[0].version;
+	o->ts = res[0].ts;
+	tli_free(res);
+	return TL_OK;
+}
+
+static int
+one_call(tl_client *c, uint8_t op, const char *topic, const char *who,
+    const char *id, uint64_t version, int64_t ts, bool rel, one_res *o)
+{
+	tlp_buf b;
+	tlp_w w;
+	tlp_item it;
+	tlp_batch bt;
+	int rv;
+
+	if (c == NULL || id == NULL || who == NULL) {
+		return TL_EINVAL;
+	}
+	if (!ops_name_ok(topic)) {
+		return ops_name_err(topic);
+	}
+	if (*id == '\0') {
+		return TL_EBADID;
+	}
+	if (strlen(id) > TL_MAX_ID_LEN) {
+		return TL_ETOOLARGE;
+	}
+	memset(&it, 0, sizeof(it));
+	it.id = TLP_STR(id);
+	it.version = version;
+	it.ts = ts;
+	it.rel = rel;
+	bt.topic = TLP_STR(topic);
+	bt.who = TLP_STR(who);
+	bt.items = &it;
+	bt.n = 1;
+	tli_frame_start(&b, &w, op);
+	tlp_enc_batch(&w, &bt);
+	memset(o, 0, sizeof(*o));
+	if ((rv = tli_call(c, &b, op, one_dec, o)) != TL_OK) {
+		return rv;
+	}
+	return o->err;
+}
+
+int
+tl_move(tl_client *c, const char *topic, const char *group, const char *id,
+    uint64_t version, int64_t ts, bool rel, uint64_t *new_version)
+{
+	one_res o;
+	int rv;
+
+	if (!ops_name_ok(group)) {
+		return ops_name_err(group);
+	}
+	rv = one_call(c, TLP_OP_MOVE, topic, group, id, version, ts, rel, &o);
+	if (rv == TL_OK && new_version != NULL) {
+		*new_version = o.version;
+	}
+	return rv;
+}
+
+int
+tl_delete(tl_client *c, const char *topic, const char *group, const char *id,
+    uint64_t version)
+{
+	one_res o;
+
+	if (!ops_name_ok(group)) {
+		return ops_name_err(group);
+	}
+	return one_call(c, TLP_OP_DELETE, topic, group, id, version, 0, false,
+	    &o);
+}
+
+/* ---- reads ---- */
+
+static void
+ops_copy_str(char *dst, size_t cap, tlp_str s)
+{
+	size_t n = s.n >= cap ? cap - 1 : s.n;
+
+	if (n > 0) {
+		memcpy(dst, s.p, n);
+	}
+	dst[n] = '\0';
+}
+
+static int
+get_dec(void *arg, tlp_r *r)
+{
+	tl_message **out = arg;
+	tlp_msg m;
+	tl_message *msg;
+	int rv;
+
+	memset(&m, 0, sizeof(m));
+	if ((rv = tlp_dec_msg(r, &m)) != TL_OK) {
+		return rv;
+	}
+	if ((msg = tli_zalloc(sizeof(*msg) + m.body_len + 1)) == NULL) {
+		return TL_ENOMEM;
+	}
+	ops_copy_str(msg->id, sizeof(msg->id), m.id);
+	msg->id_len = m.id.n;
+	msg->ts = m.ts;
+	msg->bucket = m.bucket;
+	ops_copy_str(msg->owner, sizeof(msg->owner), m.owner);
+	ops_copy_str(msg->consumer, sizeof(msg->consumer), m.consumer);
+	msg->version = m.version;
+	msg->deliveries = m.deliveries;
+	msg->created_at = m.created_at;
+	msg->body = (uint8_t *) (msg + 1);
+	msg->body_len = m.body_len;
+	if (m.body_len > 0) {
+		memcpy(msg->body, m.body, m.body_len);
+	}
+	*out = msg;
+	return TL_OK;
+}
+
+int
+tl_get(tl_client *c, const char *topic, const char *id, tl_message **out)
+{
+	tlp_buf b;
+	tlp_w w;
+	tl_message *m = NULL;
+	int rv;
+
+	if (c == NULL || id == NULL || out == NULL) {
+		return TL_EINVAL;
+	}
+	if (!ops_name_ok(topic)) {
+		return ops_name_err(topic);
+	}
+	if (*id == '\0') {
+		return TL_EBADID;
+	}
+	if (strlen(id) > TL_MAX_ID_LEN) {
+		return TL_ETOOLARGE;
+	}
+	tli_frame_start(&b, &w, TLP_OP_GET);
+	tlp_enc_get(&w, TLP_STR(topic), TLP_STR(id));
+	if ((rv = tli_call(c, &b, TLP_OP_GET, get_dec, &m)) == TL_OK) {
+		*out = m;
+	} else {
+		tli_free(m);
+	}
+	return rv;
+}
+
+void
+tl_message_free(tl_message *m)
+{
+	tli_free(m);
+}
+
+typedef struct list_res {
+	tl_entry *v;
+	size_t n;
+	bool more;
+} list_res;
+
+static int
+list_dec(void *arg, tlp_r *r)
+{
+	list_res *res = arg;
+	tlp_entry *e = NULL;
+	size_t n = 0;
+	bool more = false;
+	int rv;
+
+	if ((rv = tlp_dec_entries(r, &e, &n, &more)) != TL_OK) {
+		return rv;
+	}
+	if ((res->v = tli_zalloc(sizeof(*res->v) * (n + 1))) == NULL) {
+		tli_free(e);
+		return TL_ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		ops_copy_str(res->v[i].id, sizeof(res->v[i].id), e[i].id);
+		res->v[i].ts = e[i].ts;
+		res->v[i].version = e[i].version;
+		res->v[i].leased = e[i].locked;
+	}
+	res->n = n;
+	res->more = more;
+	tli_free(e);
+	return TL_OK;
+}
+
+static int
+list_call(tl_client *c, uint8_t op, const char *topic, const char *owner,
+    uint32_t limit, const tl_entry *after, tl_entry **out, size_t *n,
+    bool *more)
+{
+	tlp_buf b;
+	tlp_w w;
+	tlp_list l;
+	list_res res = { NULL, 0, false };
+	int rv;
+
+	if (c == NULL || out == NULL || n == NULL) {
+		return TL_EINVAL;
+	}
+	if (!ops_name_ok(topic)) {
+		return ops_name_err(topic);
+	}
+	if (limit == 0 || limit > 1000) {
+		limit = limit == 0 ? 100 : 1000;
+	}
+	memset(&l, 0, sizeof(l));
+	l.topic = TLP_STR(topic);
+	l.owner = TLP_STR(owner);
+	l.limit = limit;
+	if (after != NULL) {
+		l.has_cursor = true;
+		l.cursor_ts = after->ts;
+		l.cursor_id = TLP_STR(after->id);
+	}
+	tli_frame_start(&b, &w, op);
+	tlp_enc_list(&w, &l);
+	if ((rv = tli_call(c, &b, op, list_dec, &res)) != TL_OK) {
+		tli_free(res.v);
+		return rv;
+	}
+	*out = res.v;
+	*n = res.n;
+	if (more != NULL) {
+		*more = res.more;
+	}
+	return TL_OK;
+}
+
+int
+tl_list(tl_client *c, const char *topic, const char *group, uint32_t limit,
+    const tl_entry *after, tl_entry **out, size_t *n, bool *more)
+{
+	if (!ops_name_ok(group)) {
+		return ops_name_err(group);
+	}
+	return list_call(c, TLP_OP_LIST, topic, group, limit, after, out, n,
+	    more);
+}
+
+typedef struct count_res {
+	tl_counts k;
+} count_res;
+
+static int
+count_dec(void *arg, tlp_r *r)
+{
+	tl_counts *k = arg;
+	return tlp_dec_counts(r, &k->available, &k->waiting, &k->processing);
+}
+
+int
+tl_count(tl_client *c, const char *topic, int64_t from, int64_t to,
+    tl_counts *out)
+{
+	tlp_buf b;
+	tlp_w w;
+	tl_counts k;
+	int rv;
+
+	if (c == NULL || out == NULL) {
+		return TL_EINVAL;
+	}
+	if (!ops_name_ok(topic)) {
+		return ops_name_err(topic);
+	}
+	memset(&k, 0, sizeof(k));
+	tli_frame_start(&b, &w, TLP_OP_COUNT);
+	tlp_enc_count(&w, TLP_STR(topic), from, to);
+	if ((rv = tli_call(c, &b, TLP_OP_COUNT, count_dec, &k)) == TL_OK) {
+		*out = k;
+	}
+	return rv;
+}
+
+/* ---- dead letters ---- */
+
+int
+tl_dlq_list(tl_client *c, const char *topic, uint32_t limit,
+    const tl_entry *after, tl_entry **out, size_t *n, bool *more)
+{
+	return list_call(c, TLP_OP_DLQ_LIST, topic, "", limit, after, out, n,
+	    more);
+}
+
+int
+tl_dlq_kick(tl_client *c, const char *topic, const char *id, int64_t in_ms)
+{
+	one_res o;
+
+	if (in_ms < 0) {
+		return TL_EINVAL;
+	}
+	return one_call(c, TLP_OP_DLQ_KICK, topic, "", id, 0, in_ms, true, &o);
+}

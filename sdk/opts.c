@@ -1,0 +1,178 @@
+/*
+ * Client options (tl_opts): the broker's address, the client's name and
+ * credential, the request timeout, the reconnect backoff and the log
+ * callback. Defaults come from the environment (TIMELINE_URL,
+ * TIMELINE_TOKEN) when it is set.
+ */
+#include <stdlib.h>
+
+#include "internal.h"
+
+static int
+opts_set_str(char **dst, const char *s)
+{
+	char *d;
+
+	if (s == NULL) {
+		return TL_EINVAL;
+	}
+	if ((d = tli_strndup(s, strlen(s))) == NULL) {
+		return TL_ENOMEM;
+	}
+	tli_free(*dst);
+	*dst = d;
+	return TL_OK;
+}
+
+static bool
+opts_url_ok(const char *url)
+{
+	return strncmp(url, "tcp://", 6) == 0 || strncmp(url, "ipc://", 6) == 0 ||
+	    strncmp(url, "tls+tcp://", 10) == 0 ||
+	    strncmp(url, "tcp4://", 7) == 0 || strncmp(url, "tcp6://", 7) == 0;
+}
+
+void
+tli_opts_defaults(tl_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->timeout_ms = 10000;
+	o->backoff_min_ms = 50;
+	o->backoff_max_ms = 5000;
+}
+
+void
+tli_opts_fini(tl_opts *o)
+{
+	tli_free(o->url);
+	tli_free(o->name);
+	tli_free(o->token);
+	o->url = o->name = o->token = NULL;
+}
+
+int
+tli_opts_copy(tl_opts *dst, const tl_opts *src)
+{
+	*dst = *src;
+	dst->url = dst->name = dst->token = NULL;
+	if (opts_set_str(&dst->url, src->url) != TL_OK ||
+	    opts_set_str(&dst->name, src->name) != TL_OK ||
+	    (src->token != NULL &&
+	        opts_set_str(&dst->token, src->token) != TL_OK)) {
+		tli_opts_fini(dst);
+		return TL_ENOMEM;
+	}
+	return TL_OK;
+}
+
+int
+tl_opts_alloc(tl_opts **out)
+{
+	tl_opts *o;
+	const char *env;
+
+	if (out == NULL) {
+		return TL_EINVAL;
+	}
+	if ((o = tli_zalloc(sizeof(*o))) == NULL) {
+		return TL_ENOMEM;
+	}
+	tli_opts_defaults(o);
+	env = getenv("TIMELINE_URL");
+	if (env == NULL || *env == '\0' || !opts_url_ok(env)) {
+		env = "tcp://127.0.0.1:7400";
+	}
+	if (opts_set_str(&o->url, env) != TL_OK ||
+	    opts_set_str(&o->name, "libtimeline") != TL_OK) {
+		goto fail_strings;
+	}
+	env = getenv("TIMELINE_TOKEN");
+	if (env != NULL && *env != '\0' &&
+	    opts_set_str(&o->token, env) != TL_OK) {
+		goto fail_strings;
+	}
+	*out = o;
+	return TL_OK;
+
+fail_strings:
+	tli_opts_fini(o);
+	tli_free(o);
+	return TL_ENOMEM;
+}
+
+void
+tl_opts_free(tl_opts *o)
+{
+	if (o != NULL) {
+		tli_opts_fini(o);
+		tli_free(o);
+	}
+}
+
+int
+tl_opts_set_url(tl_opts *o, const char *url)
+{
+	if (o == NULL || url == NULL || !opts_url_ok(url)) {
+		return TL_EINVAL;
+	}
+	return opts_set_str(&o->url, url);
+}
+
+int
+tl_opts_set_name(tl_opts *o, const char *name)
+{
+	if (o == NULL || name == NULL || *name == '\0' ||
+	    strlen(name) > TL_MAX_NAME_LEN) {
+		return TL_EINVAL;
+	}
+	return opts_set_str(&o->name, name);
+}
+
+int
+tl_opts_set_token(tl_opts *o, const char *token)
+{
+	if (o == NULL) {
+		return TL_EINVAL;
+	}
+	if (token == NULL || *token == '\0') {
+		tli_free(o->token);
+		o->token = NULL;
+		return TL_OK;
+	}
+	if (strlen(token) > 1024) {
+		return TL_ETOOLARGE;
+	}
+	return opts_set_str(&o->token, token);
+}
+
+int
+tl_opts_set_timeout(tl_opts *o, int ms)
+{
+	if (o == NULL || ms <= 0) {
+		return TL_EINVAL;
+	}
+	o->timeout_ms = ms;
+	return TL_OK;
+}
+
+int
+tl_opts_set_reconnect(tl_opts *o, int min_ms, int max_ms)
+{
+	if (o == NULL || min_ms <= 0 || max_ms < min_ms) {
+		return TL_EINVAL;
+	}
+	o->backoff_min_ms = min_ms;
+	o->backoff_max_ms = max_ms;
+	return TL_OK;
+}
+
+int
+tl_opts_set_log(tl_opts *o, tl_log_fn fn, void *arg)
+{
+	if (o == NULL) {
+		return TL_EINVAL;
+	}
+	o->log = fn;
+	o->log_arg = arg;
+	return TL_OK;
+}

@@ -1,0 +1,939 @@
+/*
+ * tlctl's commands: argument parsing (global --url/--token, per-command
+ * options), the time and duration syntax, and one function per command
+ * that calls the public SDK and prints its result. Every failure is one
+ * sentence on err with the error's text, its name and what to do; exit
+ * codes are 0 (done), 1 (the operation failed) and 2 (usage).
+ */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "timeline/timeline.h"
+#include "tlctl.h"
+
+#define MAX_OPTS 16
+#define MAX_POS 8
+
+typedef struct opt {
+	const char *name;
+	const char *val; /* NULL for flags */
+} opt;
+
+typedef struct args {
+	const char *url;
+	const char *token;
+	bool help;
+	opt opts[MAX_OPTS];
+	int nopts;
+	const char *pos[MAX_POS];
+	int npos;
+	FILE *out;
+	FILE *err;
+	tl_client *c; /* connected on first use */
+} args;
+
+/* Options that take a value; the rest are flags. */
+static const char *const valued[] = { "url", "token", "buckets", "max-body",
+	"lease", "max-lease", "max-deliveries", "at", "in", "id", "group",
+	"limit", "from", "to", "consumer", "credit", "count", "timeout", NULL };
+static const char *const flags[] = { "no-ack", "help", NULL };
+
+static const char usage_text[] =
+    "usage: tlctl [--url URL] [--token TOKEN] COMMAND ...\n"
+    "  topic create NAME [--buckets N] [--max-body B] [--lease MS]\n"
+    "                    [--max-lease MS] [--max-deliveries N]\n"
+    "  topic list | topic stats NAME | topic delete NAME\n"
+    "  put TOPIC [BODY|-] (--at TIME | --in DURATION) [--id ID] [--group G]\n"
+    "  get TOPIC ID\n"
+    "  list TOPIC [--group G] [--limit N]\n"
+    "  count TOPIC [--from TIME] [--to TIME]\n"
+    "  move TOPIC ID (--at TIME | --in DURATION) [--group G]\n"
+    "  delete TOPIC ID [--group G]\n"
+    "  consume TOPIC [--consumer ID] [--lease MS] [--credit N] [--no-ack]\n"
+    "                [--count N] [--timeout DURATION]\n"
+    "  dlq list TOPIC | dlq kick TOPIC ID [--in DURATION]\n"
+    "TIME: UTC ms or ISO-8601 (2026-11-22T10:00:00Z); DURATION: 300ms, 5s,\n"
+    "2m, 1h. URL defaults to $TIMELINE_URL or tcp://127.0.0.1:7400.\n";
+
+/* ---- time syntax ---- */
+
+int
+tlctl_parse_duration(const char *s, int64_t *ms)
+{
+	char *end;
+	long long v;
+	int64_t mul;
+
+	if (s == NULL || !isdigit((unsigned char) *s)) {
+		return -1;
+	}
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno != 0 || v < 0) {
+		return -1;
+	}
+	if (*end == '\0' || strcmp(end, "ms") == 0) {
+		mul = 1;
+	} else if (strcmp(end, "s") == 0) {
+		mul = 1000;
+	} else if (strcmp(end, "m") == 0) {
+		mul = 60000;
+	} else if (strcmp(end, "h") == 0) {
+		mul = 3600000;
+	} else if (strcmp(end, "d") == 0) {
+		mul = 86400000;
+	} else {
+		return -1;
+	}
+	if (v > INT64_MAX / mul) {
+		return -1;
+	}
+	*ms = (int64_t) v * mul;
+	return 0;
+}
+
+int
+tlctl_parse_time(const char *s, int64_t *ms)
+{
+	struct tm tm;
+	int y, mo, d, h, mi, sec, n = 0, frac = 0;
+	const char *p;
+	int64_t off = 0;
+	time_t t;
+
+	if (s == NULL || *s == '\0') {
+		return -1;
+	}
+	for (p = s; isdigit((unsigned char) *p); p++) {
+	}
+	if (*p == '\0') {
+		char *end;
+		errno = 0;
+		long long v = strtoll(s, &end, 10);
+		if (errno != 0 || v > TL_TS_MAX) {
+			return -1;
+		}
+		*ms = v;
+		return 0;
+	}
+	if (sscanf(s, "%4d-%2d-%2d%*[T ]%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi,
+	        &sec, &n) != 6 || n == 0) {
+		return -1;
+	}
+	p = s + n;
+	if (*p == '.') {
+		int digits = 0;
+		for (p++; isdigit((unsigned char) *p); p++, digits++) {
+			if (digits < 3) {
+				frac = frac * 10 + (*p - '0');
+			}
+		}
+		if (digits == 0) {
+			return -1;
+		}
+		for (; digits < 3; digits++) {
+			frac *= 10;
+		}
+	}
+	if (*p == 'Z' || *p == 'z') {
+		p++;
+	} else if (*p == '+' || *p == '-') {
+		int oh, om;
+		if (sscanf(p + 1, "%2d:%2d", &oh, &om) != 2) {
+			return -1;
+		}
+		off = ((int64_t) oh * 60 + om) * 60000 * (*p == '+' ? 1 : -1);
+		p += 6;
+	} else {
+		return -1; /* a time without a zone is ambiguous */
+	}
+	if (*p != '\0' || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 ||
+	    mi > 59 || sec > 60) {
+		return -1;
+	}
+	memset(&tm, 0, sizeof(tm));
+	tm.tm_year = y - 1900;
+	tm.tm_mon = mo - 1;
+	tm.tm_mday = d;
+	tm.tm_hour = h;
+	tm.tm_min = mi;
+	tm.tm_sec = sec;
+	t = timegm(&tm);
+	*ms = (int64_t) t * 1000 + frac - off;
+	return *ms < TL_TS_MIN || *ms > TL_TS_MAX ? -1 : 0;
+}
+
+void
+tlctl_format_time(int64_t ms, char *buf, size_t cap)
+{
+	time_t t = (time_t) (ms / 1000);
+	struct tm tm;
+	size_t n;
+
+	if (ms < 0 || gmtime_r(&t, &tm) == NULL) {
+		snprintf(buf, cap, "%" PRId64, ms);
+		return;
+	}
+	n = strftime(buf, cap, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(buf + n, cap - n, ".%03dZ", (int) (ms % 1000));
+}
+
+/* ---- arguments ---- */
+
+static bool
+in_list(const char *const *list, const char *name)
+{
+	for (; *list != NULL; list++) {
+		if (strcmp(*list, name) == 0) {
+			return true;
+		}
+	}
+	return false;
+}
+
+static int
+usage(args *a, const char *fmt, const char *what)
+{
+	fprintf(a->err, "tlctl: ");
+	fprintf(a->err, fmt, what);
+	fprintf(a->err, "\n%s", usage_text);
+	return TLCTL_USAGE;
+}
+
+static int
+args_parse(args *a, int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *s = argv[i];
+		char name[64];
+		const char *val = NULL;
+		const char *eq;
+
+		if (strncmp(s, "--", 2) != 0 || s[2] == '\0') {
+			if (a->npos == MAX_POS) {
+				return usage(a, "too many arguments (at '%s').", s);
+			}
+			a->pos[a->npos++] = s;
+			continue;
+		}
+		s += 2;
+		eq = strchr(s, '=');
+		snprintf(name, sizeof(name), "%.*s",
+		    (int) (eq != NULL ? (size_t) (eq - s) : strlen(s)), s);
+		if (in_list(valued, name)) {
+			if (eq != NULL) {
+				val = eq + 1;
+			} else if (i + 1 < argc) {
+				val = argv[++i];
+			} else {
+				return usage(a, "option --%s needs a value.", name);
+			}
+		} else if (!in_list(flags, name) || eq != NULL) {
+			return usage(a, "unknown option --%s.", name);
+		}
+		if (strcmp(name, "url") == 0) {
+			a->url = val;
+		} else if (strcmp(name, "token") == 0) {
+			a->token = val;
+		} else if (strcmp(name, "help") == 0) {
+			a->help = true;
+		} else if (a->nopts < MAX_OPTS) {
+			/* point at the static option name */
+			const char *const *l = val != NULL ? valued : flags;
+			while (strcmp(*l, name) != 0) {
+				l++;
+			}
+			a->opts[a->nopts].name = *l;
+			a->opts[a->nopts].val = val;
+			a->nopts++;
+		}
+	}
+	return TLCTL_OK;
+}
+
+static const char *
+opt_get(const args *a, const char *name)
+{
+	for (int i = a->nopts - 1; i >= 0; i--) {
+		if (strcmp(a->opts[i].name, name) == 0) {
+			return a->opts[i].val != NULL ? a->opts[i].val : "";
+		}
+	}
+	return NULL;
+}
+
+/* Refuse options that the command does not take. */
+static int
+opts_allow(args *a, const char *const *allowed)
+{
+	for (int i = 0; i < a->nopts; i++) {
+		if (!in_list(allowed, a->opts[i].name)) {
+			return usage(a, "option --%s does not apply to this "
+			                "command.", a->opts[i].name);
+		}
+	}
+	return TLCTL_OK;
+}
+
+static int
+opt_u64(args *a, const char *name, uint64_t max, uint64_t *v)
+{
+	const char *s = opt_get(a, name);
+	char *end;
+	unsigned long long x;
+
+	if (s == NULL) {
+		return TLCTL_OK;
+	}
+	errno = 0;
+	x = strtoull(s, &end, 10);
+	if (!isdigit((unsigned char) *s) || *end != '\0' || errno != 0 ||
+	    x > max) {
+		char m[96];
+		snprintf(m, sizeof(m), "--%s wants a number up to %llu, not ",
+		    name, (unsigned long long) max);
+		fprintf(a->err, "tlctl: %s'%s'.\n", m, s);
+		return TLCTL_USAGE;
+	}
+	*v = x;
+	return TLCTL_OK;
+}
+
+static int
+opt_dur(args *a, const char *name, int64_t *v)
+{
+	const char *s = opt_get(a, name);
+
+	if (s != NULL && tlctl_parse_duration(s, v) != 0) {
+		fprintf(a->err, "tlctl: --%s wants a duration such as 300ms, "
+		                "5s, 2m or 1h, not '%s'.\n", name, s);
+		return TLCTL_USAGE;
+	}
+	return TLCTL_OK;
+}
+
+static int
+opt_time(args *a, const char *name, int64_t *v)
+{
+	const char *s = opt_get(a, name);
+
+	if (s != NULL && tlctl_parse_time(s, v) != 0) {
+		fprintf(a->err, "tlctl: --%s wants UTC milliseconds or an "
+		                "ISO-8601 time such as 2026-11-22T10:00:00Z, not "
+		                "'%s'.\n", name, s);
+		return TLCTL_USAGE;
+	}
+	return TLCTL_OK;
+}
+
+/* --at TIME or --in DURATION, exactly one. */
+static int
+opt_when(args *a, int64_t *ts, bool *rel)
+{
+	bool at = opt_get(a, "at") != NULL, in = opt_get(a, "in") != NULL;
+
+	if (at == in) {
+		return usage(a, "%s", "give exactly one of --at TIME and "
+		                      "--in DURATION.");
+	}
+	*rel = in;
+	return in ? opt_dur(a, "in", ts) : opt_time(a, "at", ts);
+}
+
+static int
+fail(args *a, int err, const char *what)
+{
+	fprintf(a->err, "tlctl: %s failed: %s (%s). %s\n", what,
+	    tl_strerror(err), tl_errname(err), tl_erradvice(err));
+	return TLCTL_FAILED;
+}
+
+static int
+need_pos(args *a, int n, const char *what)
+{
+	if (a->npos != n) {
+		return usage(a, "%s", what);
+	}
+	return TLCTL_OK;
+}
+
+static int client_connect(args *a, tl_client **out);
+/* Connect on first use, after the arguments were checked. */
+#define CONNECT(a, c)                                                  \
+	do {                                                           \
+		if ((a)->c == NULL) {                                  \
+			int crv_ = client_connect((a), &(a)->c);       \
+			if (crv_ != TLCTL_OK) {                        \
+				return crv_;                           \
+			}                                              \
+		}                                                      \
+		(c) = (a)->c;                                          \
+	} while (0)
+
+/* ---- commands ---- */
+
+static int
+cmd_topic(args *a)
+{
+	tl_client *c = NULL;
+	static const char *const create_opts[] = { "buckets", "max-body",
+		"lease", "max-lease", "max-deliveries", NULL };
+	static const char *const none[] = { NULL };
+	const char *sub = a->npos > 1 ? a->pos[1] : "";
+	char what[200];
+	int rv;
+
+	if (strcmp(sub, "create") == 0) {
+		tl_topic_conf conf;
+		uint64_t buckets = 0, max_body = 0, maxdel = 0;
+		int64_t lease = 0, max_lease = 0;
+		if ((rv = need_pos(a, 3, "topic create wants a NAME.")) != 0 ||
+		    (rv = opts_allow(a, create_opts)) != 0 ||
+		    (rv = opt_u64(a, "buckets", TL_MAX_BUCKETS, &buckets)) != 0 ||
+		    (rv = opt_u64(a, "max-body", TL_MAX_BODY_LEN, &max_body)) !=
+		        0 ||
+		    (rv = opt_u64(a, "max-deliveries", UINT32_MAX, &maxdel)) != 0 ||
+		    (rv = opt_dur(a, "lease", &lease)) != 0 ||
+		    (rv = opt_dur(a, "max-lease", &max_lease)) != 0) {
+			return rv;
+		}
+		memset(&conf, 0, sizeof(conf));
+		conf.name = a->pos[2];
+		conf.buckets = (uint32_t) buckets;
+		conf.max_body = (uint32_t) max_body;
+		conf.default_lease_ms = lease;
+		conf.max_lease_ms = max_lease;
+		conf.max_deliveries = (uint32_t) maxdel;
+		snprintf(what, sizeof(what), "creating topic '%s'", a->pos[2]);
+		CONNECT(a, c);
+		if ((rv = tl_topic_create(c, &conf)) != TL_OK) {
+			return fail(a, rv, what);
+		}
+		fprintf(a->out, "created topic %s\n", a->pos[2]);
+		return TLCTL_OK;
+	}
+	if ((rv = opts_allow(a, none)) != 0) {
+		return rv;
+	}
+	if (strcmp(sub, "list") == 0) {
+		tl_topic_info *v = NULL;
+		size_t n = 0;
+		if ((rv = need_pos(a, 2, "topic list takes no argument.")) != 0) {
+			return rv;
+		}
+		CONNECT(a, c);
+		if ((rv = tl_topic_list(c, &v, &n)) != TL_OK) {
+			return fail(a, rv, "listing the topics");
+		}
+		fprintf(a->out, "%-24s %7s %10s %10s %10s %10s %8s\n", "TOPIC",
+		    "BUCKETS", "MESSAGES", "AVAILABLE", "WAITING", "PROCESSING",
+		    "DEAD");
+		for (size_t i = 0; i < n; i++) {
+			fprintf(a->out,
+			    "%-24s %7u %10" PRIu64 " %10" PRIu64 " %10" PRIu64
+			    " %10" PRIu64 " %8" PRIu64 "\n",
+			    v[i].name, v[i].buckets, v[i].messages, v[i].available,
+			    v[i].waiting, v[i].processing, v[i].dead);
+		}
+		tl_free(v);
+		return TLCTL_OK;
+	}
+	if (strcmp(sub, "stats") == 0) {
+		tl_topic_info t;
+		if ((rv = need_pos(a, 3, "topic stats wants a NAME.")) != 0) {
+			return rv;
+		}
+		snprintf(what, sizeof(what), "reading topic '%s'", a->pos[2]);
+		CONNECT(a, c);
+		if ((rv = tl_topic_get(c, a->pos[2], &t)) != TL_OK) {
+			return fail(a, rv, what);
+		}
+		fprintf(a->out,
+		    "name: %s\nbuckets: %u\nmax_body: %u\ndefault_lease_ms: %" PRId64
+		    "\nmax_lease_ms: %" PRId64 "\nmax_deliveries: %u\n"
+		    "messages: %" PRIu64 "\navailable: %" PRIu64
+		    "\nwaiting: %" PRIu64 "\nprocessing: %" PRIu64
+		    "\ndead: %" PRIu64 "\n",
+		    t.name, t.buckets, t.max_body, t.default_lease_ms,
+		    t.max_lease_ms, t.max_deliveries, t.messages, t.available,
+		    t.waiting, t.processing, t.dead);
+		return TLCTL_OK;
+	}
+	if (strcmp(sub, "delete") == 0) {
+		if ((rv = need_pos(a, 3, "topic delete wants a NAME.")) != 0) {
+			return rv;
+		}
+		snprintf(what, sizeof(what), "deleting topic '%s'", a->pos[2]);
+		CONNECT(a, c);
+		if ((rv = tl_topic_delete(c, a->pos[2])) != TL_OK) {
+			return fail(a, rv, what);
+		}
+		fprintf(a->out, "deleted topic %s\n", a->pos[2]);
+		return TLCTL_OK;
+	}
+	return usage(a, "unknown topic command '%s'.", sub);
+}
+
+static char *
+read_all(FILE *f, size_t *len)
+{
+	size_t cap = 4096, n = 0, got;
+	char *buf = malloc(cap);
+
+	while (buf != NULL && (got = fread(buf + n, 1, cap - n, f)) > 0) {
+		n += got;
+		if (n == cap) {
+			char *nb = n >= TL_MAX_BODY_LEN + 1 ? NULL
+			                                    : realloc(buf, cap * 2);
+			if (nb == NULL) {
+				free(buf);
+				return NULL;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+	}
+	*len = n;
+	return buf;
+}
+
+static int
+cmd_put(args *a)
+{
+	tl_client *c = NULL;
+	static const char *const allowed[] = { "at", "in", "id", "group", NULL };
+	const char *group = opt_get(a, "group");
+	char id_out[TL_MAX_ID_LEN + 1], due[40], what[200];
+	tl_put p;
+	char *stdin_body = NULL;
+	int rv;
+
+	if (a->npos < 2 || a->npos > 3) {
+		return usage(a, "%s", "put wants TOPIC and an optional BODY.");
+	}
+	memset(&p, 0, sizeof(p));
+	if ((rv = opts_allow(a, allowed)) != 0 ||
+	    (rv = opt_when(a, &p.ts, &p.rel)) != 0) {
+		return rv;
+	}
+	if (a->npos == 3 && strcmp(a->pos[2], "-") == 0) {
+		if ((stdin_body = read_all(stdin, &p.body_len)) == NULL) {
+			fprintf(a->err, "tlctl: could not read the body from "
+			                "standard input (out of memory or over "
+			                "16 MiB).\n");
+			return TLCTL_FAILED;
+		}
+		p.body = stdin_body;
+	} else if (a->npos == 3) {
+		p.body = a->pos[2];
+		p.body_len = strlen(a->pos[2]);
+	}
+	p.id = opt_get(a, "id");
+	snprintf(what, sizeof(what), "putting a message on topic '%s'",
+	    a->pos[1]);
+	CONNECT(a, c);
+	rv = tl_put_batch(c, a->pos[1], group != NULL ? group : "tlctl", &p, 1);
+	free(stdin_body);
+	if (rv != TL_OK || (rv = p.err) != TL_OK) {
+		return fail(a, rv, what);
+	}
+	tlctl_format_time(p.due, due, sizeof(due));
+	(void) id_out;
+	fprintf(a->out, "%s due %s (%" PRId64 ") version %" PRIu64 "\n",
+	    p.id_out, due, p.due, p.version);
+	return TLCTL_OK;
+}
+
+static int
+cmd_get(args *a)
+{
+	tl_client *c = NULL;
+	static const char *const none[] = { NULL };
+	tl_message *m = NULL;
+	char ts[40], created[40], what[300];
+	int rv;
+
+	if ((rv = need_pos(a, 3, "get wants TOPIC and ID.")) != 0 ||
+	    (rv = opts_allow(a, none)) != 0) {
+		return rv;
+	}
+	snprintf(what, sizeof(what), "looking up '%s' in topic '%s'",
+	    a->pos[2], a->pos[1]);
+	CONNECT(a, c);
+	if ((rv = tl_get(c, a->pos[1], a->pos[2], &m)) != TL_OK) {
+		return fail(a, rv, what);
+	}
+	tlctl_format_time(m->ts, ts, sizeof(ts));
+	tlctl_format_time(m->created_at, created, sizeof(created));
+	fprintf(a->out,
+	    "id: %s\nts: %s (%" PRId64 ")\nbucket: %u\nowner: %s\n"
+	    "consumer: %s\nversion: %" PRIu64 "\ndeliveries: %u\n"
+	    "created_at: %s\nbody: ",
+	    m->id, ts, m->ts, m->bucket, m->owner, m->consumer, m->version,
+	    m->deliveries, created);
+	fwrite(m->body, 1, m->body_len, a->out);
+	fputc('\n', a->out);
+	tl_message_free(m);
+	return TLCTL_OK;
+}
+
+static void
+print_entries(args *a, const tl_entry *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		char ts[40];
+		tlctl_format_time(v[i].ts, ts, sizeof(ts));
+		fprintf(a->out, "%s\t%s\tversion %" PRIu64 "%s\n", v[i].id, ts,
+		    v[i].version, v[i].leased ? "\tleased" : "");
+	}
+}
+
+static int
+cmd_list(args *a)
+{
+	tl_client *c = NULL;
+	static const char *const allowed[] = { "group", "limit", NULL };
+	const char *group = opt_get(a, "group");
+	uint64_t limit = 100;
+	tl_entry *v = NULL;
+	size_t n = 0;
+	bool more = false;
+	char what[200];
+	int rv;
+
+	if ((rv = need_pos(a, 2, "list wants a TOPIC.")) != 0 ||
+	    (rv = opts_allow(a, allowed)) != 0 ||
+	    (rv = opt_u64(a, "limit", 1000, &limit)) != 0) {
+		return rv;
+	}
+	snprintf(what, sizeof(what), "listing topic '%s'", a->pos[1]);
+	CONNECT(a, c);
+	rv = tl_list(c, a->pos[1], group != NULL ? group : "tlctl",
+	    (uint32_t) limit, NULL, &v, &n, &more);
+	if (rv != TL_OK) {
+		return fail(a, rv, what);
+	}
+	print_entries(a, v, n);
+	if (more) {
+		fprintf(a->out, "(more)\n");
+	}
+	tl_free(v);
+	return TLCTL_OK;
+}
+
+static int
+cmd_count(args *a)
+{
+	tl_client *c = NULL;
+	static const char *const allowed[] = { "from", "to", NULL };
+	int64_t from = TL_TS_MIN, to = TL_TS_MAX;
+	tl_counts k;
+	char what[200];
+	int rv;
+
+	if ((rv = need_pos(a, 2, "count wants a TOPIC.")) != 0 ||
+	    (rv = opts_allow(a, allowed)) != 0 ||
+	    (rv = opt_time(a, "from", &from)) != 0 ||
+	    (rv = opt_time(a, "to", &to)) != 0) {
+		return rv;
+	}
+	snprintf(what, sizeof(what), "counting topic '%s'", a->pos[1]);
+	CONNECT(a, c);
+	if ((rv = tl_count(c, a->pos[1], from, to, &k)) != TL_OK) {
+		return fail(a, rv, what);
+	}
+	fprintf(a->out, "available: %" PRIu64 "\nwaiting: %" PRIu64
+	                "\nprocessing: %" PRIu64 "\n",
+	    k.available, k.waiting, k.processing);
+	return TLCTL_OK;
+}
+
+static int
+cmd_move(args *a)
+{
+	tl_client *c = NULL;
+	static const char *const allowed[] = { "at", "in", "group", NULL };
+	const char *group = opt_get(a, "group");
+	int64_t ts = 0;
+	bool rel = false;
+	uint64_t ver = 0;
+	char what[300];
+	int rv;
+
+	if ((rv = need_pos(a, 3, "move wants TOPIC and ID.")) != 0 ||
+	    (rv = opts_allow(a, allowed)) != 0 ||
+	    (rv = opt_when(a, &ts, &rel)) != 0) {
+		return rv;
+	}
+	snprintf(what, sizeof(what), "moving '%s' in topic '%s'", a->pos[2],
+	    a->pos[1]);
+	CONNECT(a, c);
+	rv = tl_move(c, a->pos[1], group != NULL ? group : "tlctl", a->pos[2],
+	    0, ts, rel, &ver);
+	if (rv != TL_OK) {
+		return fail(a, rv, what);
+	}
+	fprintf(a->out, "moved %s, version %" PRIu64 "\n", a->pos[2], ver);
+	return TLCTL_OK;
+}
+
+static int
+cmd_delete(args *a)
+{
+	tl_client *c = NULL;
+	static const char *const allowed[] = { "group", NULL };
+	const char *group = opt_get(a, "group");
+	char what[300];
+	int rv;
+
+	if ((rv = need_pos(a, 3, "delete wants TOPIC and ID.")) != 0 ||
+	    (rv = opts_allow(a, allowed)) != 0) {
+		return rv;
+	}
+	snprintf(what, sizeof(what), "deleting '%s' from topic '%s'",
+	    a->pos[2], a->pos[1]);
+	CONNECT(a, c);
+	rv = tl_delete(c, a->pos[1], group != NULL ? group : "tlctl",
+	    a->pos[2], 0);
+	if (rv != TL_OK) {
+		return fail(a, rv, what);
+	}
+	fprintf(a->out, "deleted %s\n", a->pos[2]);
+	return TLCTL_OK;
+}
+
+static int
+consume_one(args *a, tl_client *c, tl_lease *l, bool ack)
+{
+	size_t len = 0;
+	const void *body = tl_lease_body(l, &len);
+	char due[40], what[300];
+	int64_t late = tl_client_broker_now(c) - tl_lease_due(l);
+	int rv;
+
+	tlctl_format_time(tl_lease_due(l), due, sizeof(due));
+	fprintf(a->out, "%s\t%s\tlate %" PRId64 " ms\t", tl_lease_id(l), due,
+	    late);
+	fwrite(body, 1, len, a->out);
+	fputc('\n', a->out);
+	fflush(a->out);
+	if (ack && (rv = tl_lease_delete(l)) != TL_OK) {
+		snprintf(what, sizeof(what), "deleting '%s' after consuming it",
+		    tl_lease_id(l));
+		tl_lease_free(l);
+		return fail(a, rv, what);
+	}
+	tl_lease_free(l);
+	return TLCTL_OK;
+}
+
+static int
+cmd_consume(args *a)
+{
+	tl_client *c = NULL;
+	static const char *const allowed[] = { "consumer", "lease", "credit",
+		"no-ack", "count", "timeout", NULL };
+	tl_consumer_conf conf;
+	tl_consumer *k = NULL;
+	uint64_t credit = 16, count = 0;
+	int64_t lease = 0, timeout = -1;
+	const char *cid = opt_get(a, "consumer");
+	bool ack = opt_get(a, "no-ack") == NULL;
+	char what[200];
+	uint64_t seen = 0;
+	int64_t start;
+	int rv;
+
+	if ((rv = need_pos(a, 2, "consume wants a TOPIC.")) != 0 ||
+	    (rv = opts_allow(a, allowed)) != 0 ||
+	    (rv = opt_u64(a, "credit", 1u << 20, &credit)) != 0 ||
+	    (rv = opt_u64(a, "count", UINT64_MAX, &count)) != 0 ||
+	    (rv = opt_dur(a, "lease", &lease)) != 0 ||
+	    (rv = opt_dur(a, "timeout", &timeout)) != 0) {
+		return rv;
+	}
+	memset(&conf, 0, sizeof(conf));
+	conf.topic = a->pos[1];
+	conf.consumer_id = cid != NULL ? cid : "tlctl";
+	conf.lease_ms = lease;
+	conf.credit = credit == 0 ? 1 : (uint32_t) credit;
+	snprintf(what, sizeof(what), "subscribing to topic '%s'", a->pos[1]);
+	CONNECT(a, c);
+	start = tl_client_broker_now(c);
+	if ((rv = tl_consumer_open(&k, c, &conf)) != TL_OK) {
+		return fail(a, rv, what);
+	}
+	while (count == 0 || seen < count) {
+		tl_lease *ls[64];
+		size_t n = 0, max = 64;
+		int wait = 1000;
+		if (timeout >= 0) {
+			int64_t left = start + timeout - tl_client_broker_now(c);
+			if (left <= 0) {
+				break;
+			}
+			wait = left < 1000 ? (int) left : 1000;
+		}
+		if (count > 0 && count - seen < max) {
+			max = (size_t) (count - seen);
+		}
+		if ((rv = tl_consumer_poll(k, ls, max, &n, wait)) != TL_OK) {
+			tl_consumer_close(k);
+			return fail(a, rv, "waiting for messages");
+		}
+		for (size_t i = 0; i < n; i++) {
+			if (consume_one(a, c, ls[i], ack) != TLCTL_OK) {
+				for (size_t j = i + 1; j < n; j++) {
+					tl_lease_free(ls[j]);
+				}
+				tl_consumer_close(k);
+				return TLCTL_FAILED;
+			}
+			seen++;
+		}
+	}
+	tl_consumer_close(k);
+	return TLCTL_OK;
+}
+
+static int
+cmd_dlq(args *a)
+{
+	tl_client *c = NULL;
+	static const char *const kick_opts[] = { "in", NULL };
+	static const char *const none[] = { NULL };
+	const char *sub = a->npos > 1 ? a->pos[1] : "";
+	char what[300];
+	int rv;
+
+	if (strcmp(sub, "list") == 0) {
+		tl_entry *v = NULL;
+		size_t n = 0;
+		bool more = false;
+		if ((rv = need_pos(a, 3, "dlq list wants a TOPIC.")) != 0 ||
+		    (rv = opts_allow(a, none)) != 0) {
+			return rv;
+		}
+		snprintf(what, sizeof(what), "listing the dead letters of '%s'",
+		    a->pos[2]);
+		CONNECT(a, c);
+		rv = tl_dlq_list(c, a->pos[2], 1000, NULL, &v, &n, &more);
+		if (rv != TL_OK) {
+			return fail(a, rv, what);
+		}
+		print_entries(a, v, n);
+		if (more) {
+			fprintf(a->out, "(more)\n");
+		}
+		tl_free(v);
+		return TLCTL_OK;
+	}
+	if (strcmp(sub, "kick") == 0) {
+		int64_t in = 0;
+		if ((rv = need_pos(a, 4, "dlq kick wants TOPIC and ID.")) != 0 ||
+		    (rv = opts_allow(a, kick_opts)) != 0 ||
+		    (rv = opt_dur(a, "in", &in)) != 0) {
+			return rv;
+		}
+		snprintf(what, sizeof(what), "kicking '%s' in topic '%s'",
+		    a->pos[3], a->pos[2]);
+		CONNECT(a, c);
+		if ((rv = tl_dlq_kick(c, a->pos[2], a->pos[3], in)) != TL_OK) {
+			return fail(a, rv, what);
+		}
+		fprintf(a->out, "kicked %s\n", a->pos[3]);
+		return TLCTL_OK;
+	}
+	return usage(a, "unknown dlq command '%s'.", sub);
+}
+
+typedef struct command {
+	const char *name;
+	int (*fn)(args *a);
+} command;
+
+static const command commands[] = {
+	{ "topic", cmd_topic },
+	{ "put", cmd_put },
+	{ "get", cmd_get },
+	{ "list", cmd_list },
+	{ "count", cmd_count },
+	{ "move", cmd_move },
+	{ "delete", cmd_delete },
+	{ "consume", cmd_consume },
+	{ "dlq", cmd_dlq },
+	{ NULL, NULL },
+};
+
+static int
+client_connect(args *a, tl_client **out)
+{
+	tl_opts *o = NULL;
+	int rv;
+
+	if ((rv = tl_opts_alloc(&o)) != TL_OK) {
+		return fail(a, rv, "allocating the client options");
+	}
+	tl_opts_set_name(o, "tlctl");
+	if (a->url != NULL && (rv = tl_opts_set_url(o, a->url)) != TL_OK) {
+		tl_opts_free(o);
+		fprintf(a->err, "tlctl: the URL '%s' is not usable: it must look "
+		                "like tcp://HOST:PORT or ipc:///PATH.\n", a->url);
+		return TLCTL_USAGE;
+	}
+	if (a->token != NULL) {
+		tl_opts_set_token(o, a->token);
+	}
+	rv = tl_client_open(out, o);
+	if (rv != TL_OK) {
+		const char *url = a->url != NULL ? a->url : getenv("TIMELINE_URL");
+		fprintf(a->err, "tlctl: cannot open a session with the broker at "
+		                "%s: %s (%s). %s Check that timelined runs there, "
+		                "or pass --url.\n",
+		    url != NULL ? url : "tcp://127.0.0.1:7400", tl_strerror(rv),
+		    tl_errname(rv), tl_erradvice(rv));
+		tl_opts_free(o);
+		return TLCTL_FAILED;
+	}
+	tl_opts_free(o);
+	return TLCTL_OK;
+}
+
+int
+tlctl_main(int argc, char **argv, FILE *out, FILE *err)
+{
+	args a;
+	const command *cmd;
+	int rv;
+
+	memset(&a, 0, sizeof(a));
+	a.out = out;
+	a.err = err;
+	if ((rv = args_parse(&a, argc, argv)) != TLCTL_OK) {
+		return rv;
+	}
+	if (a.help) {
+		fputs(usage_text, out);
+		return TLCTL_OK;
+	}
+	if (a.npos == 0) {
+		return usage(&a, "%s", "no command given.");
+	}
+	for (cmd = commands; cmd->name != NULL; cmd++) {
+		if (strcmp(cmd->name, a.pos[0]) == 0) {
+			break;
+		}
+	}
+	if (cmd->name == NULL) {
+		return usage(&a, "unknown command '%s'.", a.pos[0]);
+	}
+	rv = cmd->fn(&a);
+	tl_client_close(a.c);
+	return rv;
+}

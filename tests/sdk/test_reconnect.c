@@ -1,0 +1,106 @@
+/*
+ * End-to-end: the broker is killed and restarted under a client. Requests
+ * fail with TL_ECONN while it is down and work again after it is back; an
+ * open consumer is re-subscribed and keeps (or gets back) its leases.
+ */
+#include "sdk_util.h"
+
+static sb_broker B;
+
+static void
+teardown(void)
+{
+	sb_stop(&B);
+}
+
+TestSuite(reconnect, .fini = teardown, .timeout = 60);
+
+static int
+count_all(tl_client *c, tl_counts *k)
+{
+	return tl_count(c, "rc", 0, TL_TS_MAX, k);
+}
+
+Test(reconnect, requests_fail_then_work_and_leases_come_back)
+{
+	tl_client *c;
+	tl_consumer *k = NULL;
+	tl_consumer_conf conf = { .topic = "rc", .consumer_id = "keeper",
+		.lease_ms = 30000, .credit = 4 };
+	tl_lease *ls[2] = { NULL, NULL }, *back = NULL;
+	tl_counts cnt;
+	size_t n = 0, got = 0;
+	int64_t deadline;
+	uint64_t v2;
+	int rv;
+
+	sb_start(&B, "sdk-rc");
+	c = sb_client(&B);
+	sb_topic(c, "rc", 0);
+	cr_assert_eq(tl_consumer_open(&k, c, &conf), TL_OK);
+	cr_assert_eq(tl_put_in(c, "rc", "p", "m1", 0, "one", 3, NULL), TL_OK);
+	cr_assert_eq(tl_put_in(c, "rc", "p", "m2", 0, "two", 3, NULL), TL_OK);
+	deadline = tli_mono_ms() + 10000;
+	while (got < 2 && tli_mono_ms() < deadline) {
+		cr_assert_eq(tl_consumer_poll(k, ls + got, 2 - got, &n, 200), TL_OK);
+		got += n;
+	}
+	cr_assert_eq(got, 2);
+	if (strcmp(tl_lease_id(ls[0]), "m1") != 0) {
+		tl_lease *t = ls[0];
+		ls[0] = ls[1];
+		ls[1] = t;
+	}
+	/* keep the handle of m1; drop the handle of m2 without finishing it */
+	v2 = tl_lease_version(ls[1]);
+	tl_lease_free(ls[1]);
+
+	sb_kill(&B, SIGKILL);
+	deadline = tli_mono_ms() + 10000;
+	do {
+		rv = count_all(c, &cnt);
+	} while (rv == TL_OK && tli_mono_ms() < deadline);
+	cr_assert_eq(rv, TL_ECONN, "while down: %s", tl_errname(rv));
+	cr_assert_eq(tl_put_in(c, "rc", "p", "m3", 0, "", 0, NULL), TL_ECONN);
+	cr_assert_eq(tl_lease_extend(ls[0], 30000), TL_ECONN);
+
+	unlink(B.sock);
+	sb_spawn(&B);
+	deadline = tli_mono_ms() + 15000;
+	do {
+		rv = count_all(c, &cnt);
+	} while (rv != TL_OK && tli_mono_ms() < deadline);
+	cr_assert_eq(rv, TL_OK, "after restart: %s", tl_errname(rv));
+	cr_assert_eq(cnt.processing, 2);
+
+	/* m2's lease is delivered again to the same consumer id */
+	cr_assert_eq(tl_consumer_poll(k, &back, 1, &n, 10000), TL_OK);
+	cr_assert_eq(n, 1);
+	cr_assert_str_eq(tl_lease_id(back), "m2");
+	cr_assert_eq(tl_lease_version(back), v2);
+	/* and the kept handle of m1 still works */
+	cr_assert_eq(tl_lease_extend(ls[0], 30000), TL_OK);
+	cr_assert_eq(tl_lease_delete(ls[0]), TL_OK);
+	cr_assert_eq(tl_lease_delete(back), TL_OK);
+	tl_lease_free(ls[0]);
+	tl_lease_free(back);
+	cr_assert_eq(count_all(c, &cnt), TL_OK);
+	cr_assert_eq(cnt.available + cnt.waiting + cnt.processing, 0);
+	tl_consumer_close(k);
+	tl_client_close(c);
+}
+
+Test(reconnect, close_while_down_does_not_hang)
+{
+	tl_client *c;
+	tl_counts cnt;
+	int64_t deadline;
+
+	sb_start(&B, "sdk-rc2");
+	c = sb_client(&B);
+	sb_kill(&B, SIGKILL);
+	deadline = tli_mono_ms() + 10000;
+	while (count_all(c, &cnt) != TL_ECONN && tli_mono_ms() < deadline) {
+	}
+	tl_client_close(c);
+}
