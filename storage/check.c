@@ -160,9 +160,13 @@ check_record(chk *c, uint32_t topic, const char *id, size_t len,
 	}
 	if (chk_get(c, CF_MSG, k, tli_key_body(k, topic, id, len), &bv, &bl) ==
 	    0) {
-		problem(c, "message %s: body missing", pid);
+		if (!(r.flags & REC_INLINE)) {
+			problem(c, "message %s: body missing", pid);
+		}
 	} else if (bv != NULL) {
-		if (bl != r.body_len) {
+		if (r.flags & REC_INLINE) {
+			problem(c, "message %s: body both inline and apart", pid);
+		} else if (bl != r.body_len) {
 			problem(c, "message %s: body length %zu, record says %u",
 			    pid, bl, r.body_len);
 		}
@@ -232,7 +236,8 @@ msg_entry(chk *c, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl)
 	if (k[4] == 'm') {
 		check_record(c, topic, id, len, v, vl);
 	} else if (k[4] == 'b') {
-		if (chk_record(c, topic, id, len, &r) == 0) {
+		int found = chk_record(c, topic, id, len, &r);
+		if (found == 0 || (found > 0 && (r.flags & REC_INLINE))) {
 			problem(c, "body of %s without a record",
 			    printable(pid, sizeof(pid), id, len));
 		}

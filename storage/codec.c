@@ -110,6 +110,10 @@ tli_rec_encode(uint8_t *out, const rec *r)
 	*p++ = r->cons_len;
 	memcpy(p, r->cons, r->cons_len);
 	p += r->cons_len;
+	if (r->flags & REC_INLINE) {
+		memcpy(p, r->body, r->body_len);
+		p += r->body_len;
+	}
 	return (size_t) (p - out);
 }
 
@@ -138,10 +142,19 @@ tli_rec_decode(rec *r, const uint8_t *p, size_t len)
 	memcpy(r->owner, p, r->owner_len);
 	p += r->owner_len;
 	r->cons_len = *p++;
-	if (r->cons_len > TL_MAX_NAME_LEN || end - p != r->cons_len) {
+	if (r->cons_len > TL_MAX_NAME_LEN || end - p < r->cons_len) {
 		return TL_ECORRUPT;
 	}
 	memcpy(r->cons, p, r->cons_len);
+	p += r->cons_len;
+	if (r->flags & REC_INLINE) {
+		if (r->body_len > INLINE_MAX || end - p != (long) r->body_len) {
+			return TL_ECORRUPT;
+		}
+		memcpy(r->body, p, r->body_len);
+	} else if (p != end) {
+		return TL_ECORRUPT;
+	}
 	return TL_OK;
 }
 

@@ -208,8 +208,10 @@ msg_delete(tli_store *s, topic_rt *t, ov_ent *e)
 	}
 	tli_stage_del(s, CF_MSG, k,
 	    tli_key_msg(k, t->id, e->id, e->id_len));
-	tli_stage_del(s, CF_MSG, k,
-	    tli_key_body(k, t->id, e->id, e->id_len));
+	if (!(e->r.flags & REC_INLINE)) {
+		tli_stage_del(s, CF_MSG, k,
+		    tli_key_body(k, t->id, e->id, e->id_len));
+	}
 	e->present = false;
 }
 
@@ -264,9 +266,14 @@ msg_create(tli_store *s, topic_rt *t, ov_ent *e, const tli_op *op,
 	e->r.owner_len = (uint8_t) op->who_len;
 	memcpy(e->r.owner, op->who, op->who_len);
 	e->present = true;
-	tli_stage_put(s, CF_MSG, k,
-	    tli_key_body(k, t->id, e->id, e->id_len),
-	    op->body_len > 0 ? (const char *) op->body : "", op->body_len, true);
+	if (op->body_len <= INLINE_MAX) {
+		e->r.flags |= REC_INLINE;
+		memcpy(e->r.body, op->body != NULL ? op->body : "", op->body_len);
+	} else {
+		tli_stage_put(s, CF_MSG, k,
+		    tli_key_body(k, t->id, e->id, e->id_len), op->body,
+		    op->body_len, true);
+	}
 	record_put(s, t->id, e);
 	counters_note(t, 1, 0, 0);
 }

@@ -507,8 +507,14 @@ tli_store_get(tli_store *s, const char *topic, const char *id, size_t id_len,
 	if (rv == TL_OK) {
 		rv = tli_rec_decode(&r, (uint8_t *) v, vl);
 	}
-	if (rv == TL_OK && (b == NULL || bl != r.body_len)) {
+	if (rv == TL_OK && !(r.flags & REC_INLINE) &&
+	    (b == NULL || bl != r.body_len)) {
 		rv = TL_ECORRUPT; /* written in one batch: never apart */
+	}
+	if (rv == TL_OK && (r.flags & REC_INLINE)) {
+		rocksdb_free(b);
+		b = NULL;
+		bl = r.body_len;
 	}
 	rocksdb_free(v);
 	if (rv != TL_OK) {
@@ -521,7 +527,8 @@ tli_store_get(tli_store *s, const char *topic, const char *id, size_t id_len,
 		rocksdb_free(b);
 		return TL_ENOMEM;
 	}
-	memcpy(out->body, b, bl);
+	memcpy(out->body, b != NULL ? (const void *) b : (const void *) r.body,
+	    bl);
 	rocksdb_free(b);
 	out->body_len = bl;
 	memcpy(out->id, id, id_len);

@@ -21,7 +21,10 @@ enum { CF_DEFAULT, CF_MSG, CF_TL, CF_CONS, CF_OWN, CF_COUNT };
 
 /* Key sizes: topic(4) + tag(1) + id, and the largest index key. */
 #define KEY_MAX (4 + 4 + 8 + 1 + TL_MAX_NAME_LEN + TL_MAX_ID_LEN + 8)
-#define REC_MAX (2 + 8 * 3 + 4 * 3 + 2 + TL_MAX_NAME_LEN * 2)
+/* Bodies up to INLINE_MAX bytes live inside the record (one key fewer per
+ * create); larger ones under their own key, written once. */
+#define INLINE_MAX 256
+#define REC_MAX (2 + 8 * 3 + 4 * 3 + 2 + TL_MAX_NAME_LEN * 2 + INLINE_MAX)
 
 typedef struct topic_rt {
 	tli_topic_conf conf;
@@ -36,7 +39,8 @@ typedef struct topic_rt {
 	bool pend_dirty;
 } topic_rt;
 
-#define REC_DEAD 0x01 /* rec.flags: in the dead-letter list */
+#define REC_DEAD 0x01   /* rec.flags: in the dead-letter list */
+#define REC_INLINE 0x02 /* rec.flags: the body is in the record */
 
 /* A decoded message record (the body lives under its own key). */
 typedef struct rec {
@@ -51,6 +55,7 @@ typedef struct rec {
 	uint8_t cons_len;
 	char owner[TL_MAX_NAME_LEN];
 	char cons[TL_MAX_NAME_LEN];
+	uint8_t body[INLINE_MAX]; /* with REC_INLINE */
 } rec;
 
 typedef struct sub sub;
