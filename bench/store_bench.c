@@ -82,7 +82,7 @@ typedef struct bench_slot {
 typedef struct bench_worker {
 	pthread_t thr;
 	tli_store *s;
-	bool sync1;     /* blocking apply of one op at a time */
+	bool sync1; /* blocking apply of one op at a time */
 	int per;
 	int inflight;
 	uint64_t first; /* message numbers [first, first + count) */
@@ -180,7 +180,8 @@ store_open(const char *path, tli_sync_mode mode)
 	o.path = path;
 	o.sync_mode = mode;
 	if ((rv = tli_store_open(&s, &o)) != TL_OK) {
-		fprintf(stderr, "tli_store_open(%s): %s\n", path, tl_errname(rv));
+		fprintf(
+		    stderr, "tli_store_open(%s): %s\n", path, tl_errname(rv));
 		return NULL;
 	}
 	return s;
@@ -211,12 +212,13 @@ worker_fill_op(bench_worker *w, tli_op *op, char *id, uint64_t msg)
 	memset(op, 0, sizeof(*op));
 	op->type = TLI_OP_CREATE;
 	op->topic = BENCH_TOPIC;
-	op->id_len = (size_t) snprintf(id, BENCH_ID_CAP, "m%012llu",
-	    (unsigned long long) msg);
+	op->id_len = (size_t) snprintf(
+	    id, BENCH_ID_CAP, "m%012llu", (unsigned long long) msg);
 	op->id = id;
 	op->who = BENCH_OWNER;
 	op->who_len = sizeof(BENCH_OWNER) - 1;
-	op->ts = w->base_ts + (int64_t) (mix64(msg) % (uint64_t) BENCH_SPREAD_MS);
+	op->ts =
+	    w->base_ts + (int64_t) (mix64(msg) % (uint64_t) BENCH_SPREAD_MS);
 	op->ts_mode = TLI_TS_ABS;
 	op->body = w->body;
 	op->body_len = w->body_len;
@@ -277,7 +279,8 @@ worker_run_async(bench_worker *w)
 		uint64_t left = end - msg;
 		int rv;
 
-		sl->n = left < (uint64_t) w->per ? (size_t) left : (size_t) w->per;
+		sl->n =
+		    left < (uint64_t) w->per ? (size_t) left : (size_t) w->per;
 		for (size_t i = 0; i < sl->n; i++) {
 			worker_fill_op(w, &sl->ops[i], sl->ids[i], msg + i);
 		}
@@ -432,11 +435,13 @@ creates_run(tli_store *s, bool sync1, int threads, int inflight, int per,
 		r->rate = r->secs > 0 ? (double) count / r->secs : 0;
 		r->batches = st1.batches - st0.batches;
 		r->max_batch = st1.max_batch;
-		r->avg_batch = r->batches > 0 ?
-		    (double) (st1.ops - st0.ops) / (double) r->batches : 0;
-		r->avg_sync_ms = r->batches > 0 ?
-		    (double) (st1.sync_ns_total - st0.sync_ns_total) /
-		    (double) r->batches / 1e6 : 0;
+		r->avg_batch = r->batches > 0
+		    ? (double) (st1.ops - st0.ops) / (double) r->batches
+		    : 0;
+		r->avg_sync_ms = r->batches > 0
+		    ? (double) (st1.sync_ns_total - st0.sync_ns_total) /
+		        (double) r->batches / 1e6
+		    : 0;
 		for (int t = 0; t < threads; t++) {
 			if (ws[t].failures > 0 && r->failures == 0) {
 				r->first_err = ws[t].first_err;
@@ -461,7 +466,7 @@ create_print(const bench_result *r)
 
 	fmt_rate(rate, sizeof(rate), r->rate);
 	printf("%s: %llu msgs in %.2f s = %s msg/s (batches %llu, "
-	    "avg %.0f ops/batch, max %llu, avg sync %.2f ms)",
+	       "avg %.0f ops/batch, max %llu, avg sync %.2f ms)",
 	    r->workload, (unsigned long long) r->msgs, r->secs, rate,
 	    (unsigned long long) r->batches, r->avg_batch,
 	    (unsigned long long) r->max_batch, r->avg_sync_ms);
@@ -485,9 +490,9 @@ bench_create(const bench_cfg *cfg, bool sync1, bench_result *r)
 	}
 	if ((s = store_open(dir, cfg->sync)) != NULL &&
 	    topic_make(s, 0) == TL_OK) {
-		rv = creates_run(s, sync1, cfg->threads, cfg->inflight,
-		    cfg->per, sync1 ? cfg->sync1_count : cfg->count, cfg->body,
-		    r);
+		rv =
+		    creates_run(s, sync1, cfg->threads, cfg->inflight, cfg->per,
+		        sync1 ? cfg->sync1_count : cfg->count, cfg->body, r);
 	}
 	tli_store_close(s);
 	dir_done(cfg, dir);
@@ -540,17 +545,16 @@ scan_pass(tli_store *s, uint32_t bucket, tli_entry *page, uint64_t *total,
 static void
 scan_print(const bench_result *r)
 {
-	static const char *pass[2] = { "cold", "warm" };
+	static const char *pass[2] = {"cold", "warm"};
 
 	for (int p = 0; p < 2; p++) {
 		char rate[32];
 
 		fmt_rate(rate, sizeof(rate), r->scan_rate[p]);
 		printf("scan (%s): %llu entries in %.3f s = %s entries/s "
-		    "(%llu pages of %d)",
-		    pass[p], (unsigned long long) r->scan_n[p],
-		    r->scan_secs[p], rate, (unsigned long long) r->pages[p],
-		    BENCH_PAGE);
+		       "(%llu pages of %d)",
+		    pass[p], (unsigned long long) r->scan_n[p], r->scan_secs[p],
+		    rate, (unsigned long long) r->pages[p], BENCH_PAGE);
 		if (p == 0) {
 			printf(" [fill %.2f s, reopen %.2f s]", r->fill_secs,
 			    r->reopen_secs);
@@ -558,7 +562,8 @@ scan_print(const bench_result *r)
 		printf("\n");
 	}
 	if (r->failures > 0) {
-		printf("scan: FAILURES %llu\n", (unsigned long long) r->failures);
+		printf(
+		    "scan: FAILURES %llu\n", (unsigned long long) r->failures);
 	}
 	fflush(stdout);
 }
@@ -587,7 +592,7 @@ bench_scan(const bench_cfg *cfg, bench_result *r)
 		goto out;
 	}
 	if (creates_run(s, false, 2, 4, BENCH_FILL_PER, cfg->count, cfg->body,
-	    &fill) != 0) {
+	        &fill) != 0) {
 		goto out;
 	}
 	r->fill_secs = fill.secs;
@@ -609,16 +614,18 @@ bench_scan(const bench_cfg *cfg, bench_result *r)
 
 		t0 = now_s();
 		if (scan_pass(s, bucket, page, &r->scan_n[p], &r->pages[p],
-		    &disorder) != TL_OK) {
+		        &disorder) != TL_OK) {
 			goto out;
 		}
 		r->scan_secs[p] = now_s() - t0;
-		r->scan_rate[p] = r->scan_secs[p] > 0 ?
-		    (double) r->scan_n[p] / r->scan_secs[p] : 0;
+		r->scan_rate[p] = r->scan_secs[p] > 0
+		    ? (double) r->scan_n[p] / r->scan_secs[p]
+		    : 0;
 		if (r->scan_n[p] != cfg->count || disorder > 0) {
-			fprintf(stderr, "scan pass %d: %llu entries of %llu, "
-			    "%llu out of order\n", p + 1,
-			    (unsigned long long) r->scan_n[p],
+			fprintf(stderr,
+			    "scan pass %d: %llu entries of %llu, "
+			    "%llu out of order\n",
+			    p + 1, (unsigned long long) r->scan_n[p],
 			    (unsigned long long) cfg->count,
 			    (unsigned long long) disorder);
 			r->failures++;
@@ -666,7 +673,7 @@ median_of(const bench_result *rs, int n, const char *workload, int field)
 static void
 json_write(const bench_cfg *cfg, const bench_result *rs, int n)
 {
-	static const char *names[] = { "create", "create-sync1" };
+	static const char *names[] = {"create", "create-sync1"};
 	FILE *f = fopen(cfg->json, "w");
 	bool any;
 
@@ -675,7 +682,8 @@ json_write(const bench_cfg *cfg, const bench_result *rs, int n)
 		return;
 	}
 	fprintf(f, "{\n  \"cpus\": %ld,\n", sysconf(_SC_NPROCESSORS_ONLN));
-	fprintf(f, "  \"config\": {\"threads\": %d, \"inflight\": %d, "
+	fprintf(f,
+	    "  \"config\": {\"threads\": %d, \"inflight\": %d, "
 	    "\"per\": %d, \"count\": %llu, \"sync1_count\": %llu, "
 	    "\"body\": %zu, \"sync\": \"%s\", \"repeat\": %d},\n",
 	    cfg->threads, cfg->inflight, cfg->per,
@@ -686,18 +694,21 @@ json_write(const bench_cfg *cfg, const bench_result *rs, int n)
 	for (int i = 0; i < n; i++) {
 		const bench_result *r = &rs[i];
 
-		fprintf(f, "    {\"workload\": \"%s\", \"run\": %d, "
-		    "\"msgs\": %llu, \"failures\": %llu, ", r->workload, r->run,
-		    (unsigned long long) r->msgs,
+		fprintf(f,
+		    "    {\"workload\": \"%s\", \"run\": %d, "
+		    "\"msgs\": %llu, \"failures\": %llu, ",
+		    r->workload, r->run, (unsigned long long) r->msgs,
 		    (unsigned long long) r->failures);
 		if (strcmp(r->workload, "scan") == 0) {
-			fprintf(f, "\"fill_s\": %.4f, \"reopen_s\": %.4f, "
+			fprintf(f,
+			    "\"fill_s\": %.4f, \"reopen_s\": %.4f, "
 			    "\"cold_s\": %.4f, \"cold_entries_per_s\": %.0f, "
 			    "\"warm_s\": %.4f, \"warm_entries_per_s\": %.0f}",
 			    r->fill_secs, r->reopen_secs, r->scan_secs[0],
 			    r->scan_rate[0], r->scan_secs[1], r->scan_rate[1]);
 		} else {
-			fprintf(f, "\"seconds\": %.4f, \"msgs_per_s\": %.0f, "
+			fprintf(f,
+			    "\"seconds\": %.4f, \"msgs_per_s\": %.0f, "
 			    "\"batches\": %llu, \"max_batch\": %llu, "
 			    "\"avg_batch\": %.1f, \"avg_sync_ms\": %.3f}",
 			    r->secs, r->rate, (unsigned long long) r->batches,
@@ -718,9 +729,11 @@ json_write(const bench_cfg *cfg, const bench_result *rs, int n)
 		}
 	}
 	if (median_of(rs, n, "scan", 0) > 0) {
-		fprintf(f, "%s\"scan_cold_entries_per_s\": %.0f, "
-		    "\"scan_warm_entries_per_s\": %.0f", any ? ", " : "",
-		    median_of(rs, n, "scan", 0), median_of(rs, n, "scan", 1));
+		fprintf(f,
+		    "%s\"scan_cold_entries_per_s\": %.0f, "
+		    "\"scan_warm_entries_per_s\": %.0f",
+		    any ? ", " : "", median_of(rs, n, "scan", 0),
+		    median_of(rs, n, "scan", 1));
 	}
 	fprintf(f, "}\n}\n");
 	fclose(f);
@@ -765,19 +778,19 @@ static int
 parse_args(int argc, char **argv, bench_cfg *cfg, const char **workload)
 {
 	static const struct option longs[] = {
-		{ "threads", required_argument, NULL, 't' },
-		{ "inflight", required_argument, NULL, 'k' },
-		{ "per", required_argument, NULL, 'n' },
-		{ "count", required_argument, NULL, 'm' },
-		{ "sync1-count", required_argument, NULL, 'S' },
-		{ "body", required_argument, NULL, 'b' },
-		{ "sync", required_argument, NULL, 's' },
-		{ "dir", required_argument, NULL, 'd' },
-		{ "keep", no_argument, NULL, 'K' },
-		{ "repeat", required_argument, NULL, 'r' },
-		{ "json", required_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	    {"threads", required_argument, NULL, 't'},
+	    {"inflight", required_argument, NULL, 'k'},
+	    {"per", required_argument, NULL, 'n'},
+	    {"count", required_argument, NULL, 'm'},
+	    {"sync1-count", required_argument, NULL, 'S'},
+	    {"body", required_argument, NULL, 'b'},
+	    {"sync", required_argument, NULL, 's'},
+	    {"dir", required_argument, NULL, 'd'},
+	    {"keep", no_argument, NULL, 'K'},
+	    {"repeat", required_argument, NULL, 'r'},
+	    {"json", required_argument, NULL, 'j'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	uint64_t v;
 	int c;
@@ -799,11 +812,12 @@ parse_args(int argc, char **argv, bench_cfg *cfg, const char **workload)
 			cfg->per = (int) v;
 			break;
 		case 'm':
-			ok = parse_u64(optarg, 1, UINT64_C(1) << 40, &cfg->count);
+			ok = parse_u64(
+			    optarg, 1, UINT64_C(1) << 40, &cfg->count);
 			break;
 		case 'S':
-			ok = parse_u64(optarg, 1, UINT64_C(1) << 40,
-			    &cfg->sync1_count);
+			ok = parse_u64(
+			    optarg, 1, UINT64_C(1) << 40, &cfg->sync1_count);
 			break;
 		case 'b':
 			ok = parse_u64(optarg, 0, TL_DEFAULT_MAX_BODY, &v);
@@ -873,10 +887,12 @@ median_print(const bench_result *rs, int n, const char *workload, int repeat)
 		fmt_rate(a, sizeof(a), median_of(rs, n, "scan", 0));
 		fmt_rate(b, sizeof(b), median_of(rs, n, "scan", 1));
 		printf("scan: median of %d runs: cold %s entries/s, "
-		    "warm %s entries/s\n", repeat, a, b);
+		       "warm %s entries/s\n",
+		    repeat, a, b);
 	} else {
 		fmt_rate(a, sizeof(a), median_of(rs, n, workload, -1));
-		printf("%s: median of %d runs: %s msg/s\n", workload, repeat, a);
+		printf(
+		    "%s: median of %d runs: %s msg/s\n", workload, repeat, a);
 	}
 	fflush(stdout);
 }
@@ -885,17 +901,17 @@ int
 main(int argc, char **argv)
 {
 	static bench_result rs[3 * BENCH_MAX_RUNS];
-	static const char *all[] = { "create", "create-sync1", "scan" };
+	static const char *all[] = {"create", "create-sync1", "scan"};
 	bench_cfg cfg = {
-		.threads = 4,
-		.inflight = 4,
-		.per = 64,
-		.count = 1000000,
-		.sync1_count = 20000,
-		.body = 100,
-		.sync = TLI_SYNC_ALWAYS,
-		.sync_name = "always",
-		.repeat = 1,
+	    .threads = 4,
+	    .inflight = 4,
+	    .per = 64,
+	    .count = 1000000,
+	    .sync1_count = 20000,
+	    .body = 100,
+	    .sync = TLI_SYNC_ALWAYS,
+	    .sync_name = "always",
+	    .repeat = 1,
 	};
 	const char *workload = NULL;
 	uint64_t failures = 0;

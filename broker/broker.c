@@ -38,8 +38,8 @@ create_topics(tlb_broker *b)
 		}
 		rv = tli_store_topic_create(b->store, &c);
 		if (rv == TL_OK) {
-			tlb_log(TLB_INFO, "T001", "topic %s created (%u buckets)",
-			    name, c.buckets);
+			tlb_log(TLB_INFO, "T001",
+			    "topic %s created (%u buckets)", name, c.buckets);
 		} else if (rv != TL_ETOPICEXISTS) {
 			tlb_log(TLB_ERROR, "T010", "cannot create topic %s: %s",
 			    name, tl_strerror(rv));
@@ -96,15 +96,17 @@ tlb_run(int argc, char **argv)
 	so.sync_interval_ms = b->conf.sync_interval_ms;
 	so.clock.now_ms = tlb_clock_now;
 	if ((rv = tli_store_open(&b->store, &so)) != TL_OK) {
-		tlb_log(TLB_ERROR, "B001", "cannot open the store in %s: %s (%s)",
-		    b->conf.data_dir, tl_strerror(rv),
-		    rv == TL_EFORMAT ? "written by another version" :
-		                       tli_store_last_error(b->store));
+		tlb_log(TLB_ERROR, "B001",
+		    "cannot open the store in %s: %s (%s)", b->conf.data_dir,
+		    tl_strerror(rv),
+		    rv == TL_EFORMAT ? "written by another version"
+		                     : tli_store_last_error(b->store));
 		return 1;
 	}
 	tlb_log(TLB_INFO, "B002", "store %s open; durability %s",
 	    b->conf.data_dir, sync_name(&b->conf));
-	tlb_log(TLB_INFO, "B003", "authentication is off: any client may act "
+	tlb_log(TLB_INFO, "B003",
+	    "authentication is off: any client may act "
 	    "as any producer group or consumer (local development only)");
 	if (create_topics(b) != 0 || tlb_dsp_start(b) != TL_OK ||
 	    tlb_server_start(b) != 0) {

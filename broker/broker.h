@@ -53,11 +53,11 @@ typedef struct tlb_conf {
 	int sync_interval_ms;
 	char topics[TLB_MAX_TOPICS][TL_MAX_NAME_LEN + 16]; /* name[:buckets] */
 	int ntopics;
-	char metrics[256];      /* "host:port" or "" for none */
+	char metrics[256]; /* "host:port" or "" for none */
 	char name[64];
-	char ready_file[512];   /* written with the bound URLs when ready */
-	int64_t clock_warn_ms;  /* warn when a client's clock is this far off */
-	int64_t window_ms;      /* the dispatcher's near-future window */
+	char ready_file[512];  /* written with the bound URLs when ready */
+	int64_t clock_warn_ms; /* warn when a client's clock is this far off */
+	int64_t window_ms;     /* the dispatcher's near-future window */
 } tlb_conf;
 
 void tlb_conf_defaults(tlb_conf *c);
@@ -87,10 +87,10 @@ typedef struct tlb_metrics {
 	_Atomic uint64_t lease_fail;
 	_Atomic uint64_t dead_lettered;
 	_Atomic uint64_t delivered;
-	_Atomic uint64_t lost;                  /* LEASE_LOST notices */
+	_Atomic uint64_t lost; /* LEASE_LOST notices */
 	_Atomic uint64_t lat_count[TLB_LAT_BUCKETS + 1];
 	_Atomic uint64_t lat_sum_us;
-	_Atomic uint64_t early;                 /* must stay 0 */
+	_Atomic uint64_t early; /* must stay 0 */
 	_Atomic uint64_t sessions;
 	_Atomic uint64_t sessions_total;
 	_Atomic uint64_t proto_errors;
@@ -126,7 +126,7 @@ struct tlb_session {
 	tlp_buf tx_inflight; /* the bytes of the send in progress */
 	size_t tx_off;
 	bool tx_busy;
-	tlb_session *next;   /* broker's session list */
+	tlb_session *next; /* broker's session list */
 };
 
 void tlb_session_hold(tlb_session *s);
@@ -160,8 +160,8 @@ int tlb_dsp_start(tlb_broker *b);
 void tlb_dsp_stop(tlb_broker *b);
 /* A message got timestamp ts (create, move, release, extend, kick): put it
  * in the window if the window already covers ts. */
-void tlb_dsp_note(tlb_broker *b, const char *topic, uint32_t bucket,
-    int64_t ts, const char *id, size_t id_len, uint64_t version);
+void tlb_dsp_note(tlb_broker *b, const char *topic, uint32_t bucket, int64_t ts,
+    const char *id, size_t id_len, uint64_t version);
 /* Consumer bookkeeping. subscribe answers the request itself. */
 int tlb_dsp_subscribe(tlb_broker *b, tlb_session *s, const tlp_sub *sub);
 int tlb_dsp_unsubscribe(tlb_broker *b, tlb_session *s, const tlp_sub *sub);
@@ -169,8 +169,8 @@ void tlb_dsp_session_gone(tlb_broker *b, tlb_session *s);
 /* A lease op finished: ACK/RELEASE end the lease (credit back), EXTEND
  * moves its expiry. */
 void tlb_dsp_lease_done(tlb_broker *b, const char *topic, const char *consumer,
-    size_t consumer_len, const char *id, size_t id_len, int op,
-    int64_t new_ts, uint64_t new_version);
+    size_t consumer_len, const char *id, size_t id_len, int op, int64_t new_ts,
+    uint64_t new_version);
 void tlb_dsp_topic_gone(tlb_broker *b, const char *topic);
 /* Metrics: one line per subscription. */
 void tlb_dsp_metrics(tlb_broker *b, tlp_buf *out);
@@ -215,7 +215,7 @@ void tlb_metrics_stop(tlb_broker *b);
 typedef void (*tlb_enc_fn)(tlp_w *w, const void *arg);
 void tlb_send_frame(tlb_session *s, uint8_t op, uint8_t flags, uint32_t reqid,
     tlb_enc_fn enc, const void *arg);
-void tlb_send_error(tlb_session *s, uint8_t op, uint32_t reqid, int err,
-    const char *detail);
+void tlb_send_error(
+    tlb_session *s, uint8_t op, uint32_t reqid, int err, const char *detail);
 
 #endif

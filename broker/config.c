@@ -31,18 +31,23 @@ usage(FILE *f)
 	    "usage: timelined [options]\n"
 	    "  -c, --config FILE       read settings from FILE first\n"
 	    "  -d, --data DIR          data directory (default ./data)\n"
-	    "  -l, --listen URL        tcp://HOST:PORT or ipc:///PATH; repeatable\n"
+	    "  -l, --listen URL        tcp://HOST:PORT or ipc:///PATH; "
+	    "repeatable\n"
 	    "                          (default tcp://127.0.0.1:7400)\n"
 	    "      --durability MODE   always (default) | interval:MS | none\n"
-	    "  -t, --topic NAME[:N]    create topic NAME with N buckets at start "
+	    "  -t, --topic NAME[:N]    create topic NAME with N buckets at "
+	    "start "
 	    "if missing;\n"
-	    "                          repeatable (default: the topic \"default\")\n"
+	    "                          repeatable (default: the topic "
+	    "\"default\")\n"
 	    "      --log-level LEVEL   error | warn | info (default) | debug\n"
 	    "      --metrics HOST:PORT Prometheus /metrics (default "
 	    "127.0.0.1:7401; \"off\")\n"
 	    "      --name NAME         broker name shown to clients\n"
-	    "      --ready-file FILE   write the bound addresses there when ready\n"
-	    "      --clock-warn MS     warn when a client clock is off by more\n"
+	    "      --ready-file FILE   write the bound addresses there when "
+	    "ready\n"
+	    "      --clock-warn MS     warn when a client clock is off by "
+	    "more\n"
 	    "      --window MS         the dispatcher's near-future window\n"
 	    "  -h, --help\n");
 }
@@ -58,8 +63,10 @@ set_durability(tlb_conf *c, const char *v)
 		c->sync_mode = TLI_SYNC_INTERVAL;
 		c->sync_interval_ms = atoi(v + 9);
 	} else {
-		fprintf(stderr, "timelined: durability must be always, "
-		                "interval:MS or none, not \"%s\"\n", v);
+		fprintf(stderr,
+		    "timelined: durability must be always, "
+		    "interval:MS or none, not \"%s\"\n",
+		    v);
 		return 1;
 	}
 	return 0;
@@ -68,7 +75,7 @@ set_durability(tlb_conf *c, const char *v)
 static int
 set_level(const char *v)
 {
-	static const char *names[] = { "error", "warn", "info", "debug" };
+	static const char *names[] = {"error", "warn", "info", "debug"};
 
 	for (int i = 0; i < 4; i++) {
 		if (strcmp(v, names[i]) == 0) {
@@ -76,8 +83,10 @@ set_level(const char *v)
 			return 0;
 		}
 	}
-	fprintf(stderr, "timelined: log level must be error, warn, info or "
-	                "debug, not \"%s\"\n", v);
+	fprintf(stderr,
+	    "timelined: log level must be error, warn, info or "
+	    "debug, not \"%s\"\n",
+	    v);
 	return 1;
 }
 
@@ -101,8 +110,10 @@ set_ms(int64_t *dst, const char *v, const char *what)
 	errno = 0;
 	x = strtoll(v, &end, 10);
 	if (errno != 0 || *end != '\0' || x <= 0) {
-		fprintf(stderr, "timelined: %s must be a positive number of "
-		                "milliseconds, not \"%s\"\n", what, v);
+		fprintf(stderr,
+		    "timelined: %s must be a positive number of "
+		    "milliseconds, not \"%s\"\n",
+		    what, v);
 		return 1;
 	}
 	*dst = x;
@@ -114,11 +125,13 @@ static int
 apply(tlb_conf *c, const char *k, const char *v)
 {
 	if (strcmp(k, "data") == 0) {
-		return copy(c->data_dir, sizeof(c->data_dir), v, "data directory");
+		return copy(
+		    c->data_dir, sizeof(c->data_dir), v, "data directory");
 	}
 	if (strcmp(k, "listen") == 0) {
 		if (c->nlisten == TLB_MAX_LISTEN) {
-			fprintf(stderr, "timelined: at most %d listen addresses\n",
+			fprintf(stderr,
+			    "timelined: at most %d listen addresses\n",
 			    TLB_MAX_LISTEN);
 			return 1;
 		}
@@ -130,12 +143,13 @@ apply(tlb_conf *c, const char *k, const char *v)
 	}
 	if (strcmp(k, "topic") == 0) {
 		if (c->ntopics == TLB_MAX_TOPICS) {
-			fprintf(stderr, "timelined: at most %d topics at start\n",
+			fprintf(stderr,
+			    "timelined: at most %d topics at start\n",
 			    TLB_MAX_TOPICS);
 			return 1;
 		}
-		return copy(c->topics[c->ntopics++], sizeof(c->topics[0]), v,
-		    "topic");
+		return copy(
+		    c->topics[c->ntopics++], sizeof(c->topics[0]), v, "topic");
 	}
 	if (strcmp(k, "log_level") == 0 || strcmp(k, "log-level") == 0) {
 		return set_level(v);
@@ -148,8 +162,8 @@ apply(tlb_conf *c, const char *k, const char *v)
 		return copy(c->name, sizeof(c->name), v, "name");
 	}
 	if (strcmp(k, "ready_file") == 0 || strcmp(k, "ready-file") == 0) {
-		return copy(c->ready_file, sizeof(c->ready_file), v,
-		    "ready file");
+		return copy(
+		    c->ready_file, sizeof(c->ready_file), v, "ready file");
 	}
 	if (strcmp(k, "clock_warn_ms") == 0 || strcmp(k, "clock-warn") == 0) {
 		return set_ms(&c->clock_warn_ms, v, "clock_warn_ms");
@@ -170,8 +184,8 @@ trim(char *s)
 		s++;
 	}
 	e = s + strlen(s);
-	while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' ||
-	                    e[-1] == '\r')) {
+	while (e > s &&
+	    (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' || e[-1] == '\r')) {
 		*--e = '\0';
 	}
 	return s;
@@ -200,8 +214,9 @@ load_file(tlb_conf *c, const char *path)
 			continue;
 		}
 		if ((eq = strchr(k, '=')) == NULL) {
-			fprintf(stderr, "timelined: %s:%d: expected key = value\n",
-			    path, lineno);
+			fprintf(stderr,
+			    "timelined: %s:%d: expected key = value\n", path,
+			    lineno);
 			fclose(f);
 			return 1;
 		}
@@ -223,23 +238,27 @@ int
 tlb_conf_load(tlb_conf *c, int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ "data", required_argument, NULL, 'd' },
-		{ "listen", required_argument, NULL, 'l' },
-		{ "topic", required_argument, NULL, 't' },
-		{ "durability", required_argument, NULL, 1 },
-		{ "log-level", required_argument, NULL, 2 },
-		{ "metrics", required_argument, NULL, 3 },
-		{ "name", required_argument, NULL, 4 },
-		{ "ready-file", required_argument, NULL, 5 },
-		{ "clock-warn", required_argument, NULL, 6 },
-		{ "window", required_argument, NULL, 7 },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	    {"config", required_argument, NULL, 'c'},
+	    {"data", required_argument, NULL, 'd'},
+	    {"listen", required_argument, NULL, 'l'},
+	    {"topic", required_argument, NULL, 't'},
+	    {"durability", required_argument, NULL, 1},
+	    {"log-level", required_argument, NULL, 2},
+	    {"metrics", required_argument, NULL, 3},
+	    {"name", required_argument, NULL, 4},
+	    {"ready-file", required_argument, NULL, 5},
+	    {"clock-warn", required_argument, NULL, 6},
+	    {"window", required_argument, NULL, 7},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
-	static const char *keys[] = { [1] = "durability", [2] = "log_level",
-		[3] = "metrics", [4] = "name", [5] = "ready_file",
-		[6] = "clock_warn_ms", [7] = "window_ms" };
+	static const char *keys[] = {[1] = "durability",
+	    [2] = "log_level",
+	    [3] = "metrics",
+	    [4] = "name",
+	    [5] = "ready_file",
+	    [6] = "clock_warn_ms",
+	    [7] = "window_ms"};
 	bool flag_listen = false, flag_topic = false;
 	int o, rv = 0;
 
@@ -296,8 +315,8 @@ tlb_conf_load(tlb_conf *c, int argc, char **argv)
 		return 2;
 	}
 	if (c->nlisten == 0) {
-		snprintf(c->listen[0], sizeof(c->listen[0]),
-		    "tcp://127.0.0.1:7400");
+		snprintf(
+		    c->listen[0], sizeof(c->listen[0]), "tcp://127.0.0.1:7400");
 		c->nlisten = 1;
 	}
 	if (c->ntopics == 0) {

@@ -30,8 +30,8 @@
 
 #include "broker.h"
 
-#define CHUNK 256             /* entries read per bucket refill */
-#define MAX_PASS 4096         /* leases taken per dispatcher pass */
+#define CHUNK 256     /* entries read per bucket refill */
+#define MAX_PASS 4096 /* leases taken per dispatcher pass */
 
 typedef struct went {
 	int64_t ts;
@@ -58,16 +58,16 @@ typedef struct dsub {
 	size_t clen;
 	int64_t lease_ms;
 	uint32_t credit;
-	uint32_t inflight;  /* held + leases being taken */
-	held **ht;          /* held leases by id */
+	uint32_t inflight; /* held + leases being taken */
+	held **ht;         /* held leases by id */
 	size_t htcap;
 	size_t nheld;
 	uint64_t delivered;
 } dsub;
 
 typedef struct dcur {
-	int64_t ts;         /* TL_TS_MIN - 1: nothing loaded yet */
-	bool maxid;         /* everything at ts is loaded */
+	int64_t ts; /* TL_TS_MIN - 1: nothing loaded yet */
+	bool maxid; /* everything at ts is loaded */
 	uint8_t id_len;
 	char id[TL_MAX_ID_LEN];
 } dcur;
@@ -208,8 +208,8 @@ heap_pop(dtopic *t)
 }
 
 static went *
-went_new(int64_t ts, uint64_t version, uint32_t bucket, const char *id,
-    size_t idl)
+went_new(
+    int64_t ts, uint64_t version, uint32_t bucket, const char *id, size_t idl)
 {
 	went *e = tli_alloc(sizeof(*e) + idl);
 
@@ -351,7 +351,8 @@ static dsub *
 sub_find(dtopic *t, const char *consumer, size_t clen)
 {
 	for (dsub *d = t->subs; d != NULL; d = d->next) {
-		if (d->clen == clen && memcmp(d->consumer, consumer, clen) == 0) {
+		if (d->clen == clen &&
+		    memcmp(d->consumer, consumer, clen) == 0) {
 			return d;
 		}
 	}
@@ -382,7 +383,7 @@ send_push(tlb_session *s, uint8_t op, const char *topic, const dsub *d,
 	tlp_w w;
 
 	dl.topic = TLP_STR(topic);
-	dl.consumer = (tlp_str) { d->consumer, d->clen };
+	dl.consumer = (tlp_str){d->consumer, d->clen};
 	dl.v = v;
 	dl.n = n;
 	tlp_buf_init(&b);
@@ -434,22 +435,24 @@ lease_done(void *arg)
 
 			if (o->err != TL_OK) {
 				d->inflight--;
-				atomic_fetch_add(o->err == TL_EDEAD ?
-				        &b->m.dead_lettered :
-				        &b->m.lease_fail,
+				atomic_fetch_add(o->err == TL_EDEAD
+				        ? &b->m.dead_lettered
+				        : &b->m.lease_fail,
 				    1);
 				continue;
 			}
 			atomic_fetch_add(&b->m.leases, 1);
 			if (t != NULL && !d->gone) {
 				dcur *c = &t->cur[it->e->bucket];
-				/* The lease's end is the message's new place. */
+				/* The lease's end is the message's new place.
+				 */
 				if (at_or_before(c, o->new_ts, it->e->id,
 				        it->e->id_len)) {
 					went *e = went_new(o->new_ts,
 					    o->new_version, it->e->bucket,
 					    it->e->id, it->e->id_len);
-					if (e != NULL && heap_push(t, e) != TL_OK) {
+					if (e != NULL &&
+					    heap_push(t, e) != TL_OK) {
 						tli_free(e);
 					}
 				}
@@ -459,12 +462,12 @@ lease_done(void *arg)
 			}
 			held_put(d, it->e->id, it->e->id_len, o->new_version,
 			    o->new_ts);
-			dv[nd].id = (tlp_str) { it->e->id, it->e->id_len };
+			dv[nd].id = (tlp_str){it->e->id, it->e->id_len};
 			dv[nd].version = o->new_version;
 			dv[nd].lease_until = o->new_ts;
 			dv[nd].due_ts = it->e->ts;
 			dv[nd].deliveries = o->deliveries;
-			dv[nd].owner = (tlp_str) { it->m.owner, it->m.owner_len };
+			dv[nd].owner = (tlp_str){it->m.owner, it->m.owner_len};
 			dv[nd].body = it->m.body;
 			dv[nd].body_len = it->m.body_len;
 			nd++;
@@ -493,8 +496,8 @@ lease_done(void *arg)
 static dsub *
 next_sub(dtopic *t)
 {
-	dsub *start = t->rr != NULL && t->rr->next != NULL ? t->rr->next :
-	                                                   t->subs;
+	dsub *start =
+	    t->rr != NULL && t->rr->next != NULL ? t->rr->next : t->subs;
 	dsub *d = start;
 
 	if (d == NULL) {
@@ -544,12 +547,12 @@ refill_one(tlb_broker *b, dtopic *t, int64_t horizon)
 			memcpy(after.id, c->id, c->id_len);
 		}
 	}
-	rv = tli_store_scan_due(b->store, t->name, bk, horizon, &after, v, CHUNK,
-	    &n, &more);
+	rv = tli_store_scan_due(
+	    b->store, t->name, bk, horizon, &after, v, CHUNK, &n, &more);
 	if (rv == TL_OK) {
 		for (size_t i = 0; i < n; i++) {
-			went *e = went_new(v[i].ts, v[i].version, bk, v[i].id,
-			    v[i].id_len);
+			went *e = went_new(
+			    v[i].ts, v[i].version, bk, v[i].id, v[i].id_len);
 			if (e == NULL || heap_push(t, e) != TL_OK) {
 				tli_free(e);
 				rv = TL_ENOMEM;
@@ -595,13 +598,14 @@ expire_held(tlb_dsp *p, dtopic *t, int64_t now, int64_t *wake)
 			while (*pp != NULL) {
 				held *h = *pp;
 				if (h->until > now) {
-					*wake = h->until < *wake ? h->until : *wake;
+					*wake =
+					    h->until < *wake ? h->until : *wake;
 					pp = &h->next;
 					continue;
 				}
 				if (nl == 64) {
-					send_push(d->s, TLP_OP_LEASE_LOST, t->name,
-					    d, lost, nl);
+					send_push(d->s, TLP_OP_LEASE_LOST,
+					    t->name, d, lost, nl);
 					nl = 0;
 				}
 				/* The notice carries the id; copy it out of h,
@@ -620,7 +624,8 @@ expire_held(tlb_dsp *p, dtopic *t, int64_t now, int64_t *wake)
 			}
 		}
 		if (nl > 0) {
-			send_push(d->s, TLP_OP_LEASE_LOST, t->name, d, lost, nl);
+			send_push(
+			    d->s, TLP_OP_LEASE_LOST, t->name, d, lost, nl);
 			for (size_t k = 0; k < nl; k++) {
 				tli_free((char *) lost[k].id.p);
 			}
@@ -660,7 +665,8 @@ topic_pass(tlb_dsp *p, dtopic *t, int64_t now, int64_t *wake)
 				    (lb = tli_zalloc(sizeof(*lb))) == NULL) {
 					break;
 				}
-				litem *ni = tli_realloc(lb->it, nc * sizeof(*ni));
+				litem *ni =
+				    tli_realloc(lb->it, nc * sizeof(*ni));
 				if (ni == NULL) {
 					break;
 				}
@@ -684,9 +690,10 @@ topic_pass(tlb_dsp *p, dtopic *t, int64_t now, int64_t *wake)
 			break; /* the window is loaded: nothing due before it */
 		}
 		if (refill_one(b, t, horizon) != TL_OK) {
-			tlb_log(TLB_ERROR, "D001", "topic %s: cannot read the "
-			    "timeline: %s", t->name,
-			    tli_store_last_error(b->store));
+			tlb_log(TLB_ERROR, "D001",
+			    "topic %s: cannot read the "
+			    "timeline: %s",
+			    t->name, tli_store_last_error(b->store));
 			break;
 		}
 	}
@@ -725,8 +732,8 @@ lbatch_submit(tlb_dsp *p, lbatch *lb)
 	qsort(lb->it, lb->n, sizeof(litem), litem_cmp);
 	for (size_t i = 0; i < lb->n; i++) {
 		litem *it = &lb->it[i];
-		int rv = tli_store_get(b->store, lb->topic, it->e->id,
-		    it->e->id_len, &it->m);
+		int rv = tli_store_get(
+		    b->store, lb->topic, it->e->id, it->e->id_len, &it->m);
 		if (rv != TL_OK) {
 			/* Deleted since it was read: nothing to lease. */
 			pthread_mutex_lock(&p->mtx);
@@ -759,7 +766,8 @@ lbatch_submit(tlb_dsp *p, lbatch *lb)
 		o->ts_mode = TLI_TS_REL;
 		o->version = it->e->version;
 	}
-	if (tli_store_submit(b->store, lb->ops, keep, lease_done, lb) == TL_OK) {
+	if (tli_store_submit(b->store, lb->ops, keep, lease_done, lb) ==
+	    TL_OK) {
 		return;
 	}
 fail:
@@ -926,8 +934,8 @@ tlb_dsp_note(tlb_broker *b, const char *topic, uint32_t bucket, int64_t ts,
 
 void
 tlb_dsp_lease_done(tlb_broker *b, const char *topic, const char *consumer,
-    size_t consumer_len, const char *id, size_t id_len, int op,
-    int64_t new_ts, uint64_t new_version)
+    size_t consumer_len, const char *id, size_t id_len, int op, int64_t new_ts,
+    uint64_t new_version)
 {
 	tlb_dsp *p = b->dsp;
 	dtopic *t;
@@ -968,8 +976,8 @@ recover_leases(tlb_broker *b, tlb_session *s, const char *topic, dsub *d)
 		size_t n = 0;
 		int64_t now = tlb_clock_now(NULL);
 
-		if (tli_store_scan_consumer(b->store, topic, d->consumer, d->clen,
-		        &after, v, 256, &n, &more) != TL_OK) {
+		if (tli_store_scan_consumer(b->store, topic, d->consumer,
+		        d->clen, &after, v, 256, &n, &more) != TL_OK) {
 			break;
 		}
 		for (size_t i = 0; i < n; i++) {
@@ -979,27 +987,30 @@ recover_leases(tlb_broker *b, tlb_session *s, const char *topic, dsub *d)
 			if (v[i].ts <= now ||
 			    tli_store_get(b->store, topic, v[i].id, v[i].id_len,
 			        &m) != TL_OK) {
-				continue; /* run out: it will be delivered anew */
+				continue; /* run out: it will be delivered anew
+				           */
 			}
-			if (m.version != v[i].version || m.consumer_len != d->clen ||
+			if (m.version != v[i].version ||
+			    m.consumer_len != d->clen ||
 			    memcmp(m.consumer, d->consumer, d->clen) != 0) {
 				tli_msg_fini(&m);
 				continue;
 			}
 			pthread_mutex_lock(&p->mtx);
-			if (!d->gone && held_find(d, v[i].id, v[i].id_len, NULL) ==
-			        NULL) {
-				held_put(d, v[i].id, v[i].id_len, m.version, m.ts);
+			if (!d->gone &&
+			    held_find(d, v[i].id, v[i].id_len, NULL) == NULL) {
+				held_put(
+				    d, v[i].id, v[i].id_len, m.version, m.ts);
 				d->inflight++;
 			}
 			pthread_mutex_unlock(&p->mtx);
 			memset(&dv, 0, sizeof(dv));
-			dv.id = (tlp_str) { m.id, m.id_len };
+			dv.id = (tlp_str){m.id, m.id_len};
 			dv.version = m.version;
 			dv.lease_until = m.ts;
 			dv.due_ts = m.ts;
 			dv.deliveries = m.deliveries;
-			dv.owner = (tlp_str) { m.owner, m.owner_len };
+			dv.owner = (tlp_str){m.owner, m.owner_len};
 			dv.body = m.body;
 			dv.body_len = m.body_len;
 			send_push(s, TLP_OP_DELIVER, topic, d, &dv, 1);
@@ -1050,7 +1061,8 @@ tlb_dsp_subscribe(tlb_broker *b, tlb_session *s, const tlp_sub *sub)
 	d->s = s;
 	memcpy(d->consumer, sub->consumer.p, sub->consumer.n);
 	d->clen = sub->consumer.n;
-	d->lease_ms = sub->lease_ms > 0 ? sub->lease_ms : ti.conf.default_lease_ms;
+	d->lease_ms =
+	    sub->lease_ms > 0 ? sub->lease_ms : ti.conf.default_lease_ms;
 	d->credit = sub->credit > 0 ? sub->credit : 1;
 	while (cap < (size_t) d->credit * 2 && cap < 65536) {
 		cap *= 2;
@@ -1065,8 +1077,9 @@ tlb_dsp_subscribe(tlb_broker *b, tlb_session *s, const tlp_sub *sub)
 	pthread_mutex_lock(&p->mtx);
 	if ((t = topic_find(p, topic)) == NULL) {
 		t = tli_zalloc(sizeof(*t));
-		if (t == NULL || (t->cur = tli_zalloc(sizeof(dcur) *
-		                      ti.conf.buckets)) == NULL) {
+		if (t == NULL ||
+		    (t->cur = tli_zalloc(sizeof(dcur) * ti.conf.buckets)) ==
+		        NULL) {
 			tli_free(t);
 			pthread_mutex_unlock(&p->mtx);
 			dsub_rele(d);
@@ -1090,8 +1103,10 @@ tlb_dsp_subscribe(tlb_broker *b, tlb_session *s, const tlp_sub *sub)
 	d->refs++; /* kept across the recovery below */
 	pthread_mutex_unlock(&p->mtx);
 
-	tlb_log(TLB_INFO, "D010", "consumer %s subscribed to %s (lease %lld ms, "
-	    "credit %u)", d->consumer, topic, (long long) d->lease_ms, d->credit);
+	tlb_log(TLB_INFO, "D010",
+	    "consumer %s subscribed to %s (lease %lld ms, "
+	    "credit %u)",
+	    d->consumer, topic, (long long) d->lease_ms, d->credit);
 	recover_leases(b, s, topic, d);
 
 	pthread_mutex_lock(&p->mtx);
@@ -1180,11 +1195,14 @@ tlb_dsp_metrics(tlb_broker *b, tlp_buf *out)
 		for (dsub *d = t->subs; d != NULL; d = d->next) {
 			n++;
 			snprintf(line, sizeof(line),
-			    "timeline_consumer_credit{topic=\"%s\",consumer=\"%s\"} %u\n"
-			    "timeline_consumer_held{topic=\"%s\",consumer=\"%s\"} %u\n"
-			    "timeline_consumer_delivered_total{topic=\"%s\",consumer=\"%s\"} %llu\n",
-			    t->name, d->consumer, d->credit, t->name, d->consumer,
-			    d->inflight, t->name, d->consumer,
+			    "timeline_consumer_credit{topic=\"%s\",consumer=\"%"
+			    "s\"} %u\n"
+			    "timeline_consumer_held{topic=\"%s\",consumer=\"%"
+			    "s\"} %u\n"
+			    "timeline_consumer_delivered_total{topic=\"%s\","
+			    "consumer=\"%s\"} %llu\n",
+			    t->name, d->consumer, d->credit, t->name,
+			    d->consumer, d->inflight, t->name, d->consumer,
 			    (unsigned long long) d->delivered);
 			tlp_buf_append(out, line, strlen(line));
 		}

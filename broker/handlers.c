@@ -72,8 +72,10 @@ reply_decode(req *q, int err)
 
 	snprintf(detail, sizeof(detail), "%s body does not decode: %s",
 	    tlp_op_name(q->h.op), tl_strerror(err));
-	reply_err(q, err == TL_ENOMEM ? TL_ENOMEM :
-	        err == TL_ETOOLARGE ? TL_ETOOLARGE : TL_EPROTO,
+	reply_err(q,
+	    err == TL_ENOMEM          ? TL_ENOMEM
+	        : err == TL_ETOOLARGE ? TL_ETOOLARGE
+	                              : TL_EPROTO,
 	    detail);
 }
 
@@ -292,7 +294,7 @@ static void
 h_TOPIC_LIST(req *q)
 {
 	tli_topic_info *v;
-	topic_list l = { NULL, 0 };
+	topic_list l = {NULL, 0};
 	size_t n;
 	int rv;
 
@@ -331,7 +333,7 @@ typedef struct pending {
 	tlb_broker *b;
 	tlb_session *s;
 	tlp_hdr h;
-	uint8_t *frame;          /* the request: ops point into it */
+	uint8_t *frame; /* the request: ops point into it */
 	char topic[TL_MAX_NAME_LEN + 1];
 	char who[TL_MAX_NAME_LEN + 1];
 	size_t n;
@@ -410,13 +412,20 @@ static tli_op_type
 batch_op_type(int op)
 {
 	switch (op) {
-	case TLP_OP_CREATE: return TLI_OP_CREATE;
-	case TLP_OP_MOVE: return TLI_OP_MOVE;
-	case TLP_OP_DELETE: return TLI_OP_DELETE_OWNED;
-	case TLP_OP_EXTEND: return TLI_OP_EXTEND;
-	case TLP_OP_RELEASE: return TLI_OP_RELEASE;
-	case TLP_OP_ACK: return TLI_OP_DELETE_LEASED;
-	default: return TLI_OP_DLQ_KICK;
+	case TLP_OP_CREATE:
+		return TLI_OP_CREATE;
+	case TLP_OP_MOVE:
+		return TLI_OP_MOVE;
+	case TLP_OP_DELETE:
+		return TLI_OP_DELETE_OWNED;
+	case TLP_OP_EXTEND:
+		return TLI_OP_EXTEND;
+	case TLP_OP_RELEASE:
+		return TLI_OP_RELEASE;
+	case TLP_OP_ACK:
+		return TLI_OP_DELETE_LEASED;
+	default:
+		return TLI_OP_DLQ_KICK;
 	}
 }
 
@@ -450,7 +459,8 @@ h_batch(req *q)
 		tlp_batch_fini(&bt);
 		tli_free(p);
 		reply_err(q, rv,
-		    rv == TL_ENOTOPIC ? NULL : "bad producer group or consumer id");
+		    rv == TL_ENOTOPIC ? NULL
+		                      : "bad producer group or consumer id");
 		return;
 	}
 	p->b = q->b;
@@ -557,11 +567,11 @@ h_GET(req *q)
 		reply_err(q, rv, NULL);
 		return;
 	}
-	out.id = (tlp_str) { m.id, m.id_len };
+	out.id = (tlp_str){m.id, m.id_len};
 	out.ts = m.ts;
 	out.bucket = m.bucket;
-	out.owner = (tlp_str) { m.owner, m.owner_len };
-	out.consumer = (tlp_str) { m.consumer, m.consumer_len };
+	out.owner = (tlp_str){m.owner, m.owner_len};
+	out.consumer = (tlp_str){m.consumer, m.consumer_len};
 	out.version = m.version;
 	out.deliveries = m.deliveries;
 	out.created_at = m.created_at;
@@ -604,7 +614,7 @@ h_list(req *q, bool dead)
 	char topic[TL_MAX_NAME_LEN + 1];
 	tlp_list l;
 	tli_cursor cur;
-	entries e = { NULL, 0, false };
+	entries e = {NULL, 0, false};
 	uint32_t lim;
 	int rv;
 
@@ -629,11 +639,11 @@ h_list(req *q, bool dead)
 		return;
 	}
 	if (dead) {
-		rv = tli_store_scan_dead(q->b->store, topic, &cur, e.v, lim, &e.n,
-		    &e.more);
+		rv = tli_store_scan_dead(
+		    q->b->store, topic, &cur, e.v, lim, &e.n, &e.more);
 	} else {
-		rv = tli_store_scan_owner(q->b->store, topic, l.owner.p, l.owner.n,
-		    &cur, e.v, lim, &e.n, &e.more);
+		rv = tli_store_scan_owner(q->b->store, topic, l.owner.p,
+		    l.owner.n, &cur, e.v, lim, &e.n, &e.more);
 	}
 	if (rv != TL_OK) {
 		reply_err(q, rv, NULL);
@@ -751,7 +761,7 @@ static const handler_fn handlers[TLP_OP_MAX_] = {
 void
 tlb_handle(tlb_broker *b, tlb_job *j)
 {
-	req q = { .b = b, .s = j->s, .job = j };
+	req q = {.b = b, .s = j->s, .job = j};
 	int rv = tlp_hdr_decode(&q.h, j->frame, j->len);
 	char detail[96];
 
@@ -767,7 +777,8 @@ tlb_handle(tlb_broker *b, tlb_job *j)
 		goto done;
 	}
 	if (q.h.op >= TLP_OP_MAX_ || handlers[q.h.op] == NULL) {
-		snprintf(detail, sizeof(detail), "unknown operation %u", q.h.op);
+		snprintf(
+		    detail, sizeof(detail), "unknown operation %u", q.h.op);
 		reply_err(&q, TL_ENOTSUP, detail);
 		goto done;
 	}

@@ -10,7 +10,7 @@
 
 tlb_level tlb_log_level = TLB_INFO;
 
-static const char *level_names[] = { "error", "warn", "info", "debug" };
+static const char *level_names[] = {"error", "warn", "info", "debug"};
 
 void
 tlb_log(tlb_level lvl, const char *id, const char *fmt, ...)
@@ -36,9 +36,9 @@ tlb_log(tlb_level lvl, const char *id, const char *fmt, ...)
 /* ---- the clock ---- */
 
 static pthread_mutex_t clk_mtx = PTHREAD_MUTEX_INITIALIZER;
-static int64_t clk_base_mono_ns;  /* monotonic time at the last anchor */
-static int64_t clk_base_ms;       /* timeline time at that moment */
-static int64_t clk_last;          /* never go backwards */
+static int64_t clk_base_mono_ns; /* monotonic time at the last anchor */
+static int64_t clk_base_ms;      /* timeline time at that moment */
+static int64_t clk_last;         /* never go backwards */
 
 void
 tlb_clock_init(void)
@@ -68,7 +68,8 @@ tlb_clock_now(void *arg)
 			static int64_t warned;
 			if (mono - warned > INT64_C(60000000000)) {
 				warned = mono;
-				tlb_log(TLB_WARN, "K001", "wall clock stepped by "
+				tlb_log(TLB_WARN, "K001",
+				    "wall clock stepped by "
 				    "%lld ms; following it at %d ms per second",
 				    (long long) diff, TLB_SLEW_PER_S);
 			}

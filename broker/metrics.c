@@ -14,8 +14,8 @@
 
 #include "broker.h"
 
-const double tlb_lat_bounds[TLB_LAT_BUCKETS] = { 0.5, 1, 2, 3, 5, 7.5, 10,
-	15, 20, 50, 100, 250, 500, 1000 };
+const double tlb_lat_bounds[TLB_LAT_BUCKETS] = {
+    0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 50, 100, 250, 500, 1000};
 
 void
 tlb_metrics_lateness(tlb_metrics *m, int64_t late_us)
@@ -25,7 +25,8 @@ tlb_metrics_lateness(tlb_metrics *m, int64_t late_us)
 	if (late_us < 0) {
 		late_us = 0;
 	}
-	while (i < TLB_LAT_BUCKETS && (double) late_us > tlb_lat_bounds[i] * 1000) {
+	while (i < TLB_LAT_BUCKETS &&
+	    (double) late_us > tlb_lat_bounds[i] * 1000) {
 		i++;
 	}
 	atomic_fetch_add(&m->lat_count[i], 1);
@@ -42,8 +43,8 @@ typedef struct mstate {
 	tlp_buf topics; /* cached topic gauges */
 } mstate;
 
-static void
-add(tlp_buf *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add(tlp_buf *o, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 static void
 add(tlp_buf *o, const char *fmt, ...)
@@ -56,8 +57,8 @@ add(tlp_buf *o, const char *fmt, ...)
 	n = vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
 	if (n > 0) {
-		tlp_buf_append(o, line, (size_t) n < sizeof(line) ? (size_t) n :
-		                                                   sizeof(line) - 1);
+		tlp_buf_append(o, line,
+		    (size_t) n < sizeof(line) ? (size_t) n : sizeof(line) - 1);
 	}
 }
 
@@ -69,20 +70,29 @@ refresh_topics(mstate *ms)
 	tlp_buf o;
 
 	tlp_buf_init(&o);
-	add(&o, "# HELP timeline_messages Messages by topic and status.\n"
-	        "# TYPE timeline_messages gauge\n");
+	add(&o,
+	    "# HELP timeline_messages Messages by topic and status.\n"
+	    "# TYPE timeline_messages gauge\n");
 	if (tli_store_topic_list(ms->b->store, &v, &n) == TL_OK) {
 		for (size_t i = 0; i < n; i++) {
-			tli_counts c = { 0 };
+			tli_counts c = {0};
 			const char *t = v[i].conf.name;
 			tli_store_totals(ms->b->store, t, &c);
-			add(&o, "timeline_messages{topic=\"%s\",status=\"available\"} %llu\n",
+			add(&o,
+			    "timeline_messages{topic=\"%s\",status="
+			    "\"available\"} %llu\n",
 			    t, (unsigned long long) c.available);
-			add(&o, "timeline_messages{topic=\"%s\",status=\"waiting\"} %llu\n",
+			add(&o,
+			    "timeline_messages{topic=\"%s\",status=\"waiting\"}"
+			    " %llu\n",
 			    t, (unsigned long long) c.waiting);
-			add(&o, "timeline_messages{topic=\"%s\",status=\"processing\"} %llu\n",
+			add(&o,
+			    "timeline_messages{topic=\"%s\",status="
+			    "\"processing\"} %llu\n",
 			    t, (unsigned long long) c.processing);
-			add(&o, "timeline_messages{topic=\"%s\",status=\"dead\"} %llu\n",
+			add(&o,
+			    "timeline_messages{topic=\"%s\",status=\"dead\"} "
+			    "%llu\n",
 			    t, (unsigned long long) v[i].dead);
 		}
 		tli_free(v);
@@ -124,10 +134,12 @@ render(mstate *ms, tlp_buf *o)
 	tlp_buf_append(o, ms->topics.data, ms->topics.len);
 	pthread_mutex_unlock(&ms->mtx);
 
-	add(o, "# HELP timeline_requests_total Requests by operation.\n"
-	       "# TYPE timeline_requests_total counter\n");
-	add(o, "# HELP timeline_items_total Batch items by operation and result.\n"
-	       "# TYPE timeline_items_total counter\n");
+	add(o,
+	    "# HELP timeline_requests_total Requests by operation.\n"
+	    "# TYPE timeline_requests_total counter\n");
+	add(o,
+	    "# HELP timeline_items_total Batch items by operation and result.\n"
+	    "# TYPE timeline_items_total counter\n");
 	for (int op = 1; op < TLP_OP_MAX_; op++) {
 		const char *name = tlp_op_name(op);
 		if (name == NULL || !tlp_op_is_request(op)) {
@@ -137,30 +149,38 @@ render(mstate *ms, tlp_buf *o)
 		    (unsigned long long) atomic_load(&m->ops[op]));
 		add(o, "timeline_items_total{op=\"%s\",result=\"ok\"} %llu\n",
 		    name, (unsigned long long) atomic_load(&m->items_ok[op]));
-		add(o, "timeline_items_total{op=\"%s\",result=\"error\"} %llu\n",
+		add(o,
+		    "timeline_items_total{op=\"%s\",result=\"error\"} %llu\n",
 		    name, (unsigned long long) atomic_load(&m->items_err[op]));
 	}
-	add(o, "# TYPE timeline_leases_total counter\n"
-	       "timeline_leases_total %llu\n",
+	add(o,
+	    "# TYPE timeline_leases_total counter\n"
+	    "timeline_leases_total %llu\n",
 	    (unsigned long long) atomic_load(&m->leases));
-	add(o, "# TYPE timeline_lease_failures_total counter\n"
-	       "timeline_lease_failures_total %llu\n",
+	add(o,
+	    "# TYPE timeline_lease_failures_total counter\n"
+	    "timeline_lease_failures_total %llu\n",
 	    (unsigned long long) atomic_load(&m->lease_fail));
-	add(o, "# TYPE timeline_dead_lettered_total counter\n"
-	       "timeline_dead_lettered_total %llu\n",
+	add(o,
+	    "# TYPE timeline_dead_lettered_total counter\n"
+	    "timeline_dead_lettered_total %llu\n",
 	    (unsigned long long) atomic_load(&m->dead_lettered));
-	add(o, "# TYPE timeline_delivered_total counter\n"
-	       "timeline_delivered_total %llu\n",
+	add(o,
+	    "# TYPE timeline_delivered_total counter\n"
+	    "timeline_delivered_total %llu\n",
 	    (unsigned long long) atomic_load(&m->delivered));
-	add(o, "# TYPE timeline_leases_lost_total counter\n"
-	       "timeline_leases_lost_total %llu\n",
+	add(o,
+	    "# TYPE timeline_leases_lost_total counter\n"
+	    "timeline_leases_lost_total %llu\n",
 	    (unsigned long long) atomic_load(&m->lost));
-	add(o, "# HELP timeline_delivered_early_total Deliveries before their "
-	       "due time (always 0).\n# TYPE timeline_delivered_early_total "
-	       "counter\ntimeline_delivered_early_total %llu\n",
+	add(o,
+	    "# HELP timeline_delivered_early_total Deliveries before their "
+	    "due time (always 0).\n# TYPE timeline_delivered_early_total "
+	    "counter\ntimeline_delivered_early_total %llu\n",
 	    (unsigned long long) atomic_load(&m->early));
-	add(o, "# HELP timeline_lateness_ms Due time to push, milliseconds.\n"
-	       "# TYPE timeline_lateness_ms histogram\n");
+	add(o,
+	    "# HELP timeline_lateness_ms Due time to push, milliseconds.\n"
+	    "# TYPE timeline_lateness_ms histogram\n");
 	for (int i = 0; i < TLB_LAT_BUCKETS; i++) {
 		cum += atomic_load(&m->lat_count[i]);
 		add(o, "timeline_lateness_ms_bucket{le=\"%g\"} %llu\n",
@@ -169,49 +189,59 @@ render(mstate *ms, tlp_buf *o)
 	cum += atomic_load(&m->lat_count[TLB_LAT_BUCKETS]);
 	add(o, "timeline_lateness_ms_bucket{le=\"+Inf\"} %llu\n",
 	    (unsigned long long) cum);
-	add(o, "timeline_lateness_ms_sum %.3f\ntimeline_lateness_ms_count %llu\n",
+	add(o,
+	    "timeline_lateness_ms_sum %.3f\ntimeline_lateness_ms_count %llu\n",
 	    (double) atomic_load(&m->lat_sum_us) / 1000.0,
 	    (unsigned long long) cum);
 
 	tli_store_get_stats(b->store, &st);
-	add(o, "# HELP timeline_commit_batches_total Group commits written.\n"
-	       "# TYPE timeline_commit_batches_total counter\n"
-	       "timeline_commit_batches_total %llu\n",
+	add(o,
+	    "# HELP timeline_commit_batches_total Group commits written.\n"
+	    "# TYPE timeline_commit_batches_total counter\n"
+	    "timeline_commit_batches_total %llu\n",
 	    (unsigned long long) st.batches);
-	add(o, "# TYPE timeline_commit_ops_total counter\n"
-	       "timeline_commit_ops_total %llu\n",
+	add(o,
+	    "# TYPE timeline_commit_ops_total counter\n"
+	    "timeline_commit_ops_total %llu\n",
 	    (unsigned long long) st.ops);
-	add(o, "# HELP timeline_commit_sync_seconds_total Time in write+fsync.\n"
-	       "# TYPE timeline_commit_sync_seconds_total counter\n"
-	       "timeline_commit_sync_seconds_total %.6f\n",
+	add(o,
+	    "# HELP timeline_commit_sync_seconds_total Time in write+fsync.\n"
+	    "# TYPE timeline_commit_sync_seconds_total counter\n"
+	    "timeline_commit_sync_seconds_total %.6f\n",
 	    (double) st.sync_ns_total / 1e9);
-	add(o, "# TYPE timeline_commit_batch_max gauge\n"
-	       "timeline_commit_batch_max %llu\n",
+	add(o,
+	    "# TYPE timeline_commit_batch_max gauge\n"
+	    "timeline_commit_batch_max %llu\n",
 	    (unsigned long long) st.max_batch);
 
 	add(o, "# TYPE timeline_sessions gauge\ntimeline_sessions %llu\n",
 	    (unsigned long long) atomic_load(&m->sessions));
-	add(o, "# TYPE timeline_sessions_total counter\n"
-	       "timeline_sessions_total %llu\n",
+	add(o,
+	    "# TYPE timeline_sessions_total counter\n"
+	    "timeline_sessions_total %llu\n",
 	    (unsigned long long) atomic_load(&m->sessions_total));
-	add(o, "# TYPE timeline_protocol_errors_total counter\n"
-	       "timeline_protocol_errors_total %llu\n",
+	add(o,
+	    "# TYPE timeline_protocol_errors_total counter\n"
+	    "timeline_protocol_errors_total %llu\n",
 	    (unsigned long long) atomic_load(&m->proto_errors));
-	add(o, "# HELP timeline_client_clock_offset_ms Client clock minus the "
-	       "broker's.\n# TYPE timeline_client_clock_offset_ms gauge\n");
+	add(o,
+	    "# HELP timeline_client_clock_offset_ms Client clock minus the "
+	    "broker's.\n# TYPE timeline_client_clock_offset_ms gauge\n");
 	pthread_mutex_lock(&b->sess_mtx);
 	for (tlb_session *s = b->sessions; s != NULL; s = s->next) {
 		if (s->hello) {
-			add(o, "timeline_client_clock_offset_ms{session=\"%llu\","
-			       "client=\"%s\"} %lld\n",
+			add(o,
+			    "timeline_client_clock_offset_ms{session=\"%llu\","
+			    "client=\"%s\"} %lld\n",
 			    (unsigned long long) s->id, s->name,
 			    (long long) atomic_load(&s->clock_offset_ms));
 		}
 	}
 	pthread_mutex_unlock(&b->sess_mtx);
-	add(o, "# TYPE timeline_consumers gauge\n"
-	       "# TYPE timeline_consumer_credit gauge\n"
-	       "# TYPE timeline_consumer_held gauge\n");
+	add(o,
+	    "# TYPE timeline_consumers gauge\n"
+	    "# TYPE timeline_consumer_credit gauge\n"
+	    "# TYPE timeline_consumer_held gauge\n");
 	tlb_dsp_metrics(b, o);
 }
 
@@ -229,8 +259,8 @@ http_cb(nng_aio *aio)
 	}
 	tlp_buf_init(&o);
 	render(ms, &o);
-	nng_http_res_set_header(res, "Content-Type",
-	    "text/plain; version=0.0.4");
+	nng_http_res_set_header(
+	    res, "Content-Type", "text/plain; version=0.0.4");
 	nng_http_res_copy_data(res, o.data, o.len);
 	tlp_buf_fini(&o);
 	nng_aio_set_output(aio, 0, res);
@@ -277,8 +307,8 @@ tlb_metrics_start(tlb_broker *b)
 	refresh_topics(ms);
 	pthread_create(&ms->th, NULL, refresh_main, ms);
 	b->http = ms;
-	tlb_log(TLB_INFO, "M003", "metrics on http://%s/metrics",
-	    b->conf.metrics);
+	tlb_log(
+	    TLB_INFO, "M003", "metrics on http://%s/metrics", b->conf.metrics);
 	return 0;
 }
 

@@ -182,8 +182,10 @@ tlb_send_frame(tlb_session *s, uint8_t op, uint8_t flags, uint32_t reqid,
 	if (tlp_frame_end(&b, 0) == TL_OK) {
 		tlb_session_send(s, b.data, b.len);
 	} else {
-		tlb_log(TLB_ERROR, "S030", "session %llu: reply to %s too large "
-		    "or out of memory", (unsigned long long) s->id,
+		tlb_log(TLB_ERROR, "S030",
+		    "session %llu: reply to %s too large "
+		    "or out of memory",
+		    (unsigned long long) s->id,
 		    tlp_op_name(op) ? tlp_op_name(op) : "?");
 	}
 	tlp_buf_fini(&b);
@@ -202,10 +204,10 @@ enc_err(tlp_w *w, const void *arg)
 }
 
 void
-tlb_send_error(tlb_session *s, uint8_t op, uint32_t reqid, int err,
-    const char *detail)
+tlb_send_error(
+    tlb_session *s, uint8_t op, uint32_t reqid, int err, const char *detail)
 {
-	err_arg e = { err, detail };
+	err_arg e = {err, detail};
 	tlb_send_frame(s, op, TLP_F_REPLY, reqid, enc_err, &e);
 }
 
@@ -251,10 +253,11 @@ rx_cb(void *arg)
 	uint32_t len;
 
 	if (rv != 0) {
-		tlb_session_close(s, rv == NNG_ECLOSED || rv == NNG_ECONNSHUT ||
-		        rv == NNG_ECONNRESET ?
-		        NULL :
-		        "read failed");
+		tlb_session_close(s,
+		    rv == NNG_ECLOSED || rv == NNG_ECONNSHUT ||
+		            rv == NNG_ECONNRESET
+		        ? NULL
+		        : "read failed");
 		tlb_session_rele(s); /* the read loop's reference */
 		return;
 	}
@@ -270,8 +273,8 @@ rx_cb(void *arg)
 			 * be trusted. Say why, then hang up. */
 			atomic_fetch_add(&s->b->m.proto_errors, 1);
 			tlb_send_error(s, 0, 0, rv,
-			    rv == TL_ETOOLARGE ? "frame longer than the limit" :
-			                         "frame shorter than a header");
+			    rv == TL_ETOOLARGE ? "frame longer than the limit"
+			                       : "frame shorter than a header");
 			tlb_session_close(s, "bad frame length");
 			tlb_session_rele(s);
 			return;

@@ -13,8 +13,8 @@ typedef struct {
 } err_row;
 
 static const err_row err_rows[] = {
-	[TL_OK] = { "TL_OK", "success", "Nothing to do." },
-#define TL_ERR(name, num, msg, advice) [num] = { #name, msg, advice },
+    [TL_OK] = {"TL_OK", "success", "Nothing to do."},
+#define TL_ERR(name, num, msg, advice) [num] = {#name, msg, advice},
 #include "timeline/errors.def"
 #undef TL_ERR
 };
@@ -53,5 +53,6 @@ const char *
 tl_erradvice(int err)
 {
 	const err_row *r = err_find(err);
-	return r != NULL ? r->advice : "Unknown error code; upgrade the client.";
+	return r != NULL ? r->advice
+	                 : "Unknown error code; upgrade the client.";
 }

@@ -12,7 +12,7 @@ typedef struct op_row {
 #define REQ 1
 #define PUSH 0
 static const op_row op_rows[TLP_OP_MAX_] = {
-#define TLP_OP(name, code, kind, summary) [code] = { #name, kind },
+#define TLP_OP(name, code, kind, summary) [code] = {#name, kind},
 #include "timeline/ops.def"
 #undef TLP_OP
 };
@@ -32,10 +32,9 @@ tlp_op_is_request(int op)
 }
 
 void
-tlp_frame_begin(tlp_buf *b, tlp_w *w, uint8_t op, uint8_t flags,
-    uint32_t reqid)
+tlp_frame_begin(tlp_buf *b, tlp_w *w, uint8_t op, uint8_t flags, uint32_t reqid)
 {
-	uint8_t h[TLP_LEN_BYTES + TLP_HDR_LEN] = { 0 };
+	uint8_t h[TLP_LEN_BYTES + TLP_HDR_LEN] = {0};
 
 	h[4] = TLP_VERSION;
 	h[5] = op;

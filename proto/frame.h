@@ -59,8 +59,8 @@ int tlp_op_is_request(int op);
 
 /* Start a frame in b: reserve the length field, write the header, and
  * return a writer for the body. Finish with tlp_frame_end. */
-void tlp_frame_begin(tlp_buf *b, tlp_w *w, uint8_t op, uint8_t flags,
-    uint32_t reqid);
+void tlp_frame_begin(
+    tlp_buf *b, tlp_w *w, uint8_t op, uint8_t flags, uint32_t reqid);
 /* Fill in the length of the frame started at offset `start` of b. Returns
  * TL_ETOOLARGE when it exceeds TLP_MAX_FRAME, TL_ENOMEM when the buffer ran
  * out of memory. */

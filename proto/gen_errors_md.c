@@ -14,10 +14,11 @@ gen(char *buf, size_t cap)
 {
 	size_t n = 0;
 
-#define OUT(...)                                                               \
-	do {                                                                   \
-		int w_ = snprintf(buf + n, n < cap ? cap - n : 0, __VA_ARGS__); \
-		n += (size_t) (w_ > 0 ? w_ : 0);                               \
+#define OUT(...)                                                           \
+	do {                                                               \
+		int w_ =                                                   \
+		    snprintf(buf + n, n < cap ? cap - n : 0, __VA_ARGS__); \
+		n += (size_t) (w_ > 0 ? w_ : 0);                           \
 	} while (0)
 
 	OUT("# Error codes\n\n");
@@ -29,7 +30,7 @@ gen(char *buf, size_t cap)
 	OUT("| code | name | meaning | what a client should do |\n");
 	OUT("| ---: | --- | --- | --- |\n");
 	OUT("| 0 | `TL_OK` | success | — |\n");
-#define TL_ERR(name, num, msg, advice)                                        \
+#define TL_ERR(name, num, msg, advice) \
 	OUT("| %d | `%s` | %s | %s |\n", num, #name, msg, advice);
 #include "timeline/errors.def"
 #undef TL_ERR
@@ -53,14 +54,16 @@ main(int argc, char **argv)
 		size_t got;
 
 		if (f == NULL) {
-			fprintf(stderr, "gen_errors_md: cannot open %s\n", argv[2]);
+			fprintf(
+			    stderr, "gen_errors_md: cannot open %s\n", argv[2]);
 			return 1;
 		}
 		got = fread(have, 1, sizeof(have), f);
 		fclose(f);
 		if (got != n || memcmp(have, out, n) != 0) {
-			fprintf(stderr, "gen_errors_md: %s is out of date; "
-			                "regenerate it with the errors-md target\n",
+			fprintf(stderr,
+			    "gen_errors_md: %s is out of date; "
+			    "regenerate it with the errors-md target\n",
 			    argv[2]);
 			return 1;
 		}
@@ -69,7 +72,8 @@ main(int argc, char **argv)
 	if (argc == 2) {
 		FILE *f = fopen(argv[1], "wb");
 		if (f == NULL || fwrite(out, 1, n, f) != n || fclose(f) != 0) {
-			fprintf(stderr, "gen_errors_md: cannot write %s\n", argv[1]);
+			fprintf(stderr, "gen_errors_md: cannot write %s\n",
+			    argv[1]);
 			return 1;
 		}
 		return 0;

@@ -277,10 +277,22 @@ r_integer(tlp_r *r, bool *neg, uint64_t *mag)
 		return TL_OK;
 	}
 	switch (t) {
-	case 0xcc: case 0xd0: n = 1; break;
-	case 0xcd: case 0xd1: n = 2; break;
-	case 0xce: case 0xd2: n = 4; break;
-	case 0xcf: case 0xd3: n = 8; break;
+	case 0xcc:
+	case 0xd0:
+		n = 1;
+		break;
+	case 0xcd:
+	case 0xd1:
+		n = 2;
+		break;
+	case 0xce:
+	case 0xd2:
+		n = 4;
+		break;
+	case 0xcf:
+	case 0xd3:
+		n = 8;
+		break;
 	default:
 		return r_fail(r, TL_EPROTO);
 	}
@@ -299,8 +311,8 @@ r_integer(tlp_r *r, bool *neg, uint64_t *mag)
 		}
 		if (v < 0) {
 			*neg = true;
-			*mag = v == INT64_MIN ? (uint64_t) INT64_MAX + 1 :
-			                        (uint64_t) (-v);
+			*mag = v == INT64_MIN ? (uint64_t) INT64_MAX + 1
+			                      : (uint64_t) (-v);
 		} else {
 			*mag = (uint64_t) v;
 		}
@@ -324,8 +336,9 @@ tlp_r_int(tlp_r *r, int64_t *v)
 	if (neg && mag > (uint64_t) INT64_MAX + 1) {
 		return r_fail(r, TL_ERANGE);
 	}
-	*v = neg ? (mag == (uint64_t) INT64_MAX + 1 ? INT64_MIN : -(int64_t) mag) :
-	           (int64_t) mag;
+	*v = neg
+	    ? (mag == (uint64_t) INT64_MAX + 1 ? INT64_MIN : -(int64_t) mag)
+	    : (int64_t) mag;
 	return TL_OK;
 }
 
@@ -454,16 +467,42 @@ r_skip_depth(tlp_r *r, int depth)
 		return r_bytes(r, SIZE_MAX, true, &p, &n);
 	}
 	switch (t) {
-	case 0xcc: case 0xd0: skip = 2; break;
-	case 0xcd: case 0xd1: skip = 3; break;
-	case 0xca: case 0xce: case 0xd2: skip = 5; break;
-	case 0xcb: case 0xcf: case 0xd3: skip = 9; break;
-	case 0xd4: skip = 3; break;
-	case 0xd5: skip = 4; break;
-	case 0xd6: skip = 6; break;
-	case 0xd7: skip = 10; break;
-	case 0xd8: skip = 18; break;
-	case 0xc7: case 0xc8: case 0xc9: {
+	case 0xcc:
+	case 0xd0:
+		skip = 2;
+		break;
+	case 0xcd:
+	case 0xd1:
+		skip = 3;
+		break;
+	case 0xca:
+	case 0xce:
+	case 0xd2:
+		skip = 5;
+		break;
+	case 0xcb:
+	case 0xcf:
+	case 0xd3:
+		skip = 9;
+		break;
+	case 0xd4:
+		skip = 3;
+		break;
+	case 0xd5:
+		skip = 4;
+		break;
+	case 0xd6:
+		skip = 6;
+		break;
+	case 0xd7:
+		skip = 10;
+		break;
+	case 0xd8:
+		skip = 18;
+		break;
+	case 0xc7:
+	case 0xc8:
+	case 0xc9: {
 		size_t lb = t == 0xc7 ? 1 : t == 0xc8 ? 2 : 4;
 		if (r_len(r, lb, &n) != TL_OK) {
 			return r->err;

@@ -21,16 +21,16 @@ typedef struct tlp_str {
 	size_t n;
 } tlp_str;
 
-#define TLP_STR(s) ((tlp_str) { (s), (s) != NULL ? strlen(s) : 0 })
+#define TLP_STR(s) ((tlp_str){(s), (s) != NULL ? strlen(s) : 0})
 
 /* ---- sessions ---- */
 
 typedef struct tlp_hello {
-	uint64_t proto;      /* TLP_VERSION the client speaks */
-	tlp_str name;        /* client name, for logs and metrics */
-	tlp_str role;        /* "producer", "consumer", "admin" or "" */
-	int64_t client_ms;   /* the client's wall clock */
-	tlp_str token;       /* credentials, or empty */
+	uint64_t proto;    /* TLP_VERSION the client speaks */
+	tlp_str name;      /* client name, for logs and metrics */
+	tlp_str role;      /* "producer", "consumer", "admin" or "" */
+	int64_t client_ms; /* the client's wall clock */
+	tlp_str token;     /* credentials, or empty */
 } tlp_hello;
 
 typedef struct tlp_hello_rep {
@@ -85,9 +85,9 @@ int tlp_dec_topic_list(tlp_r *r, tlp_topic **v, size_t *n);
  * reply [0, [[err, id, version, ts, deliveries]...]] in item order. */
 
 typedef struct tlp_item {
-	tlp_str id;          /* empty on CREATE: the broker generates one */
-	uint64_t version;    /* expected version (0 = any where allowed) */
-	int64_t ts;          /* absolute UTC ms, or a delay when rel */
+	tlp_str id;       /* empty on CREATE: the broker generates one */
+	uint64_t version; /* expected version (0 = any where allowed) */
+	int64_t ts;       /* absolute UTC ms, or a delay when rel */
 	bool rel;
 	const void *body;
 	size_t body_len;
@@ -95,7 +95,7 @@ typedef struct tlp_item {
 
 typedef struct tlp_batch {
 	tlp_str topic;
-	tlp_str who;         /* producer group or consumer id */
+	tlp_str who; /* producer group or consumer id */
 	tlp_item *items;
 	size_t n;
 } tlp_batch;
@@ -138,7 +138,7 @@ int tlp_dec_msg(tlp_r *r, tlp_msg *m);
 
 typedef struct tlp_list {
 	tlp_str topic;
-	tlp_str owner;       /* LIST: the owner; DLQ_LIST: unused */
+	tlp_str owner; /* LIST: the owner; DLQ_LIST: unused */
 	uint32_t limit;
 	bool has_cursor;
 	int64_t cursor_ts;
@@ -170,8 +170,8 @@ int tlp_dec_counts(tlp_r *r, uint64_t *a, uint64_t *wt, uint64_t *p);
 typedef struct tlp_sub {
 	tlp_str topic;
 	tlp_str consumer;
-	int64_t lease_ms;    /* 0 = the topic's default */
-	uint32_t credit;     /* leases held at once, >= 1 */
+	int64_t lease_ms; /* 0 = the topic's default */
+	uint32_t credit;  /* leases held at once, >= 1 */
 } tlp_sub;
 
 /* SUBSCRIBE: [topic, consumer, lease_ms, credit]; UNSUBSCRIBE: [topic,

@@ -516,8 +516,10 @@ rd_frame(nng_stream *s, nng_aio *aio, rd_buf *r, int timeout_ms, tlp_hdr *h,
 			}
 			need = TLP_LEN_BYTES + flen;
 			if (avail >= need) {
-				const uint8_t *f = r->buf + r->off + TLP_LEN_BYTES;
-				if ((rv = tlp_hdr_decode(h, f, flen)) != TL_OK) {
+				const uint8_t *f =
+				    r->buf + r->off + TLP_LEN_BYTES;
+				if ((rv = tlp_hdr_decode(h, f, flen)) !=
+				    TL_OK) {
 					return rv;
 				}
 				*body = f + TLP_HDR_LEN;
@@ -532,7 +534,8 @@ rd_frame(nng_stream *s, nng_aio *aio, rd_buf *r, int timeout_ms, tlp_hdr *h,
 			r->off = 0;
 		}
 		if (r->cap < need || r->cap == r->len) {
-			size_t ncap = r->cap < RD_MIN_CAP ? RD_MIN_CAP : r->cap * 2;
+			size_t ncap =
+			    r->cap < RD_MIN_CAP ? RD_MIN_CAP : r->cap * 2;
 			uint8_t *nb;
 			while (ncap < need) {
 				ncap *= 2;
@@ -569,7 +572,7 @@ conn_dial(tl_client *c, nng_aio *aio, nng_stream **out)
 	nng_aio_wait(aio);
 	if ((rv = nng_aio_result(aio)) != 0) {
 		return client_nng_err(rv) == TL_ETIMEDOUT ? TL_ETIMEDOUT
-		                                           : TL_ECONN;
+		                                          : TL_ECONN;
 	}
 	*out = nng_aio_get_output(aio, 0);
 	return TL_OK;
@@ -600,7 +603,8 @@ conn_hello(tl_client *c, nng_stream *s, nng_aio *aio, rd_buf *r)
 	tlp_frame_begin(&b, &w, TLP_OP_HELLO, 0, 1);
 	tlp_enc_hello(&w, &m);
 	if ((rv = tlp_frame_end(&b, 0)) == TL_OK) {
-		rv = stream_xfer(s, aio, b.data, b.len, true, c->opts.timeout_ms);
+		rv = stream_xfer(
+		    s, aio, b.data, b.len, true, c->opts.timeout_ms);
 	}
 	tlp_buf_fini(&b);
 	if (rv != TL_OK) {
@@ -618,7 +622,8 @@ conn_hello(tl_client *c, nng_stream *s, nng_aio *aio, rd_buf *r)
 		return TL_EPROTO;
 	}
 	if (err != TL_OK) {
-		tli_log(c, TL_LOG_ERROR, "the broker refused the session: %s (%.*s)",
+		tli_log(c, TL_LOG_ERROR,
+		    "the broker refused the session: %s (%.*s)",
 		    tl_strerror(err), (int) detail.n,
 		    detail.p != NULL ? detail.p : "");
 		return err;
@@ -638,8 +643,7 @@ conn_hello(tl_client *c, nng_stream *s, nng_aio *aio, rd_buf *r)
 }
 
 static void
-conn_dispatch(tl_client *c, const tlp_hdr *h, const uint8_t *body,
-    size_t blen)
+conn_dispatch(tl_client *c, const tlp_hdr *h, const uint8_t *body, size_t blen)
 {
 	tli_req *q;
 	tlp_r r;
@@ -652,8 +656,10 @@ conn_dispatch(tl_client *c, const tlp_hdr *h, const uint8_t *body,
 		return;
 	}
 	if ((h->flags & TLP_F_REPLY) == 0) {
-		tli_log(c, TL_LOG_WARN, "ignored a frame that is neither a reply "
-		                        "nor a push (op %d)", h->op);
+		tli_log(c, TL_LOG_WARN,
+		    "ignored a frame that is neither a reply "
+		    "nor a push (op %d)",
+		    h->op);
 		return;
 	}
 	pthread_mutex_lock(&c->mtx);
@@ -723,7 +729,7 @@ conn_main(void *arg)
 {
 	tl_client *c = arg;
 	nng_aio *aio = c->raio;
-	rd_buf r = { 0 };
+	rd_buf r = {0};
 	int backoff = c->opts.backoff_min_ms;
 	bool first = true;
 	int rv;
@@ -773,7 +779,8 @@ conn_main(void *arg)
 		c->gen++;
 		c->next_ping = tli_mono_ms() + TLI_PING_MS;
 		if (!first) {
-			tli_log(c, TL_LOG_INFO, "reconnected to %s", c->opts.url);
+			tli_log(
+			    c, TL_LOG_INFO, "reconnected to %s", c->opts.url);
 			tli_consumer_resubscribe(c);
 		}
 		first = false;

@@ -18,9 +18,9 @@
 #include "internal.h"
 
 static const uint8_t lop_ops[TLI_LOP_N] = {
-	[TLI_LOP_EXTEND] = TLP_OP_EXTEND,
-	[TLI_LOP_RELEASE] = TLP_OP_RELEASE,
-	[TLI_LOP_ACK] = TLP_OP_ACK,
+    [TLI_LOP_EXTEND] = TLP_OP_EXTEND,
+    [TLI_LOP_RELEASE] = TLP_OP_RELEASE,
+    [TLI_LOP_ACK] = TLP_OP_ACK,
 };
 
 /* ---- leases ---- */
@@ -29,8 +29,8 @@ static tl_lease *
 lease_new(const tlp_delivery *d)
 {
 	tl_lease *l;
-	size_t owner_n = d->owner.n > TL_MAX_NAME_LEN ? TL_MAX_NAME_LEN
-	                                               : d->owner.n;
+	size_t owner_n =
+	    d->owner.n > TL_MAX_NAME_LEN ? TL_MAX_NAME_LEN : d->owner.n;
 
 	l = tli_zalloc(sizeof(*l) + d->id.n + 1 + d->body_len + 1);
 	if (l == NULL) {
@@ -332,7 +332,8 @@ lgroup_send(tl_client *c, tl_consumer *k, int kind)
 	tlp_batch bt;
 	tlp_w w;
 
-	for (op = k->pend[kind]; op != NULL && n < TL_MAX_BATCH; op = op->next) {
+	for (op = k->pend[kind]; op != NULL && n < TL_MAX_BATCH;
+	     op = op->next) {
 		n++;
 	}
 	g = tli_zalloc(sizeof(*g) + sizeof(tli_lop *) * n);
@@ -514,8 +515,10 @@ consumer_deliver(tl_client *c, const tlp_deliver *d)
 	size_t dropped = 0;
 
 	if ((ls = tli_zalloc(sizeof(*ls) * (d->n + 1))) == NULL) {
-		tli_log(c, TL_LOG_ERROR, "out of memory for %zu deliveries; "
-		                         "their leases will run out", d->n);
+		tli_log(c, TL_LOG_ERROR,
+		    "out of memory for %zu deliveries; "
+		    "their leases will run out",
+		    d->n);
 		return;
 	}
 	for (size_t i = 0; i < d->n; i++) {
@@ -557,7 +560,8 @@ consumer_lost(tl_client *c, const tlp_deliver *d)
 			tl_lease *l = live_find(k, d->v[i].id.p, d->v[i].id.n);
 			k->lost++;
 			if (l != NULL && l->queued &&
-			    (d->v[i].version == 0 || l->version <= d->v[i].version)) {
+			    (d->v[i].version == 0 ||
+			        l->version <= d->v[i].version)) {
 				queue_remove(k, l);
 				live_remove(k, l);
 				l->qnext = gone;
@@ -682,8 +686,7 @@ consumer_main(void *arg)
 static void
 consumer_unlink(tl_client *c, tl_consumer *k)
 {
-	for (tl_consumer **pp = &c->consumers; *pp != NULL;
-	     pp = &(*pp)->next) {
+	for (tl_consumer **pp = &c->consumers; *pp != NULL; pp = &(*pp)->next) {
 		if (*pp == k) {
 			*pp = k->next;
 			break;
@@ -737,7 +740,8 @@ static char *
 consumer_make_id(void)
 {
 	char buf[48];
-	uint64_t x = (uint64_t) tli_mono_ns() ^ ((uint64_t) tli_wall_ms() << 20);
+	uint64_t x =
+	    (uint64_t) tli_mono_ns() ^ ((uint64_t) tli_wall_ms() << 20);
 
 	x ^= (uint64_t) (uintptr_t) buf;
 	x *= UINT64_C(0x9E3779B97F4A7C15);
@@ -812,8 +816,8 @@ tl_consumer_open(tl_consumer **out, tl_client *c, const tl_consumer_conf *conf)
 }
 
 int
-tl_consumer_poll(tl_consumer *k, tl_lease **out, size_t max, size_t *n,
-    int timeout_ms)
+tl_consumer_poll(
+    tl_consumer *k, tl_lease **out, size_t max, size_t *n, int timeout_ms)
 {
 	tl_client *c;
 	int64_t deadline;
@@ -837,8 +841,8 @@ tl_consumer_poll(tl_consumer *k, tl_lease **out, size_t max, size_t *n,
 		if (tli_mono_ms() >= deadline) {
 			break;
 		}
-		struct timespec ts = { deadline / 1000,
-			(long) (deadline % 1000) * 1000000L };
+		struct timespec ts = {
+		    deadline / 1000, (long) (deadline % 1000) * 1000000L};
 		pthread_cond_timedwait(&k->cv, &c->mtx, &ts);
 	}
 	if (k->closing) {

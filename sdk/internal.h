@@ -63,9 +63,9 @@ struct tli_req {
 	tl_client *c;
 	uint32_t id;
 	uint8_t op;
-	int64_t deadline;    /* monotonic ms */
-	tli_req *hnext;      /* request table chain */
-	tlp_buf frame;       /* the encoded frame until it is queued */
+	int64_t deadline; /* monotonic ms */
+	tli_req *hnext;   /* request table chain */
+	tlp_buf frame;    /* the encoded frame until it is queued */
 	tli_reply_fn on_reply;
 	void *arg;
 };
@@ -92,9 +92,9 @@ typedef enum tli_state {
 typedef struct tli_lop tli_lop;
 
 struct tl_lease {
-	tl_consumer *cons;   /* NULL once the consumer closed */
+	tl_consumer *cons;       /* NULL once the consumer closed */
 	tl_lease *lprev, *lnext; /* the consumer's live handles */
-	tl_lease *qnext;     /* the consumer's delivery queue */
+	tl_lease *qnext;         /* the consumer's delivery queue */
 	bool queued;
 	char *id;
 	size_t id_len;
@@ -125,7 +125,7 @@ enum { TLI_LOP_EXTEND = 0, TLI_LOP_RELEASE, TLI_LOP_ACK, TLI_LOP_N };
 
 struct tl_consumer {
 	tl_client *client;
-	tl_consumer *next;   /* the client's consumers */
+	tl_consumer *next; /* the client's consumers */
 	char *topic;
 	char *id;
 	int64_t lease_ms;
@@ -135,34 +135,34 @@ struct tl_consumer {
 	bool closing;
 	pthread_t thr;
 	bool has_thr;
-	pthread_cond_t cv;   /* the queue became non-empty, or closing */
+	pthread_cond_t cv; /* the queue became non-empty, or closing */
 	tl_lease *qhead, *qtail;
 	size_t qlen;
-	tl_lease *live;      /* handles given out or queued */
+	tl_lease *live; /* handles given out or queued */
 	uint64_t lost;
 	/* lease operations waiting for the send thread, per kind */
 	tli_lop *pend[TLI_LOP_N];
 	tli_lop *pend_tail[TLI_LOP_N];
 	bool dirty;
-	tl_consumer *dnext;  /* the client's dirty list */
+	tl_consumer *dnext; /* the client's dirty list */
 };
 
 struct tl_client {
 	tl_opts opts;
 	pthread_mutex_t mtx;
-	pthread_cond_t cv;       /* state changes, sender work, waiters */
-	pthread_cond_t done_cv;  /* blocking requests completed */
-	pthread_cond_t cb_cv;    /* callback queue */
+	pthread_cond_t cv;      /* state changes, sender work, waiters */
+	pthread_cond_t done_cv; /* blocking requests completed */
+	pthread_cond_t cb_cv;   /* callback queue */
 	tli_state state;
 	bool closing;
-	bool sending;            /* the send thread uses the stream */
-	uint64_t gen;            /* connection generation */
-	int first_err;           /* the first connect's outcome, -1 pending */
+	bool sending;  /* the send thread uses the stream */
+	uint64_t gen;  /* connection generation */
+	int first_err; /* the first connect's outcome, -1 pending */
 	nng_stream_dialer *dialer;
 	nng_stream *stream;
 	pthread_t conn_thr, send_thr, cb_thr;
-	nng_aio *raio;           /* the connection thread's (dial, read) */
-	nng_aio *saio;           /* the send thread's */
+	nng_aio *raio;             /* the connection thread's (dial, read) */
+	nng_aio *saio;             /* the send thread's */
 	bool conn_done, send_done; /* the thread left its loop */
 	uint32_t next_id;
 	tli_req *table[TLI_TABLE_SIZE];
@@ -173,7 +173,7 @@ struct tl_client {
 	tl_consumer *consumers;
 	tl_consumer *dirty;
 	int64_t offset_ms;
-	int64_t next_ping;       /* monotonic ms */
+	int64_t next_ping; /* monotonic ms */
 	uint64_t session_id;
 };
 
@@ -204,19 +204,18 @@ int tli_submit_locked(tl_client *c, tli_req *q);
  * dec (may be NULL) reads a successful reply's fields on the reader thread.
  * Returns the reply's code or a local error. Frees the frame. */
 typedef int (*tli_dec_fn)(void *arg, tlp_r *r);
-int tli_call(tl_client *c, tlp_buf *frame, uint8_t op, tli_dec_fn dec,
-    void *arg);
+int tli_call(
+    tl_client *c, tlp_buf *frame, uint8_t op, tli_dec_fn dec, void *arg);
 
 /* consumers (consumer.c), called by the client */
-void tli_consumer_push(tl_client *c, uint8_t op, const uint8_t *body,
-    size_t len);
+void tli_consumer_push(
+    tl_client *c, uint8_t op, const uint8_t *body, size_t len);
 /* Under c->mtx: build the lease-op frames of the dirty consumers into the
  * send queue. */
 void tli_consumer_flush(tl_client *c);
 /* Under c->mtx: fail pending lease ops whose deadline passed (or all when
  * all is set) into *failed, to be completed without the lock. */
-void tli_consumer_expire(tl_client *c, int64_t now, bool all,
-    tli_lop **failed);
+void tli_consumer_expire(tl_client *c, int64_t now, bool all, tli_lop **failed);
 void tli_lops_finish(tl_client *c, tli_lop *list, int err);
 /* Queue the SUBSCRIBE of every open consumer (after a reconnect). */
 void tli_consumer_resubscribe(tl_client *c);

@@ -157,7 +157,7 @@ tl_topic_list(tl_client *c, tl_topic_info **out, size_t *n)
 {
 	tlp_buf b;
 	tlp_w w;
-	topic_list_res res = { NULL, 0 };
+	topic_list_res res = {NULL, 0};
 	int rv;
 
 	if (c == NULL || out == NULL || n == NULL) {
@@ -187,11 +187,11 @@ tl_free(void *p)
 typedef struct pbatch {
 	tl_client *c;
 	tl_put *puts;
-	size_t remaining;    /* parts not answered yet */
+	size_t remaining; /* parts not answered yet */
 	int err;
 	tl_done_fn done;
 	void *arg;
-	tli_waiter *wait;      /* blocking callers: completed inline */
+	tli_waiter *wait; /* blocking callers: completed inline */
 	tli_cb cb;
 } pbatch;
 
@@ -227,8 +227,8 @@ ppart_decode(ppart *p, tlp_r *r)
 	}
 	for (size_t i = 0; i < n; i++) {
 		tl_put *u = &p->pb->puts[p->first + i];
-		size_t idn = res[i].id.n > TL_MAX_ID_LEN ? TL_MAX_ID_LEN
-		                                          : res[i].id.n;
+		size_t idn =
+		    res[i].id.n > TL_MAX_ID_LEN ? TL_MAX_ID_LEN : res[i].id.n;
 		u->err = res[i].err;
 		if (idn > 0) {
 			memcpy(u->id_out, res[i].id.p, idn);
@@ -303,8 +303,8 @@ put_check(const tl_put *u, size_t *idlen)
 
 /* Encode puts[first..first+n) as one CREATE frame. */
 static ppart *
-ppart_make(pbatch *pb, const char *topic, const char *group, size_t first,
-    size_t n)
+ppart_make(
+    pbatch *pb, const char *topic, const char *group, size_t first, size_t n)
 {
 	ppart *p = tli_zalloc(sizeof(*p));
 	tlp_item *items = tli_zalloc(sizeof(*items) * (n + 1));
@@ -384,8 +384,8 @@ put_start(tl_client *c, const char *topic, const char *group, tl_put *puts,
 	}
 	starts[nparts] = n;
 	for (size_t i = 0; i < nparts && rv == TL_OK; i++) {
-		parts[i] = ppart_make(pb, topic, group, starts[i],
-		    starts[i + 1] - starts[i]);
+		parts[i] = ppart_make(
+		    pb, topic, group, starts[i], starts[i + 1] - starts[i]);
 		if (parts[i] == NULL) {
 			rv = TL_ENOMEM;
 		}
@@ -408,8 +408,8 @@ put_start(tl_client *c, const char *topic, const char *group, tl_put *puts,
 }
 
 static int
-put_validate(tl_client *c, const char *topic, const char *group,
-    tl_put *puts, size_t n)
+put_validate(
+    tl_client *c, const char *topic, const char *group, tl_put *puts, size_t n)
 {
 	if (c == NULL || puts == NULL || n == 0) {
 		return TL_EINVAL;
@@ -433,10 +433,10 @@ put_validate(tl_client *c, const char *topic, const char *group,
 }
 
 int
-tl_put_batch(tl_client *c, const char *topic, const char *group,
-    tl_put *puts, size_t n)
+tl_put_batch(
+    tl_client *c, const char *topic, const char *group, tl_put *puts, size_t n)
 {
-	tli_waiter wt = { false, TL_OK };
+	tli_waiter wt = {false, TL_OK};
 	pbatch *pb;
 	int rv;
 
@@ -613,8 +613,8 @@ tl_delete(tl_client *c, const char *topic, const char *group, const char *id,
 	if (!ops_name_ok(group)) {
 		return ops_name_err(group);
 	}
-	return one_call(c, TLP_OP_DELETE, topic, group, id, version, 0, false,
-	    &o);
+	return one_call(
+	    c, TLP_OP_DELETE, topic, group, id, version, 0, false, &o);
 }
 
 /* ---- reads ---- */
@@ -741,7 +741,7 @@ list_call(tl_client *c, uint8_t op, const char *topic, const char *owner,
 	tlp_buf b;
 	tlp_w w;
 	tlp_list l;
-	list_res res = { NULL, 0, false };
+	list_res res = {NULL, 0, false};
 	int rv;
 
 	if (c == NULL || out == NULL || n == NULL) {
@@ -783,8 +783,8 @@ tl_list(tl_client *c, const char *topic, const char *group, uint32_t limit,
 	if (!ops_name_ok(group)) {
 		return ops_name_err(group);
 	}
-	return list_call(c, TLP_OP_LIST, topic, group, limit, after, out, n,
-	    more);
+	return list_call(
+	    c, TLP_OP_LIST, topic, group, limit, after, out, n, more);
 }
 
 typedef struct count_res {
@@ -799,8 +799,8 @@ count_dec(void *arg, tlp_r *r)
 }
 
 int
-tl_count(tl_client *c, const char *topic, int64_t from, int64_t to,
-    tl_counts *out)
+tl_count(
+    tl_client *c, const char *topic, int64_t from, int64_t to, tl_counts *out)
 {
 	tlp_buf b;
 	tlp_w w;
@@ -828,8 +828,8 @@ int
 tl_dlq_list(tl_client *c, const char *topic, uint32_t limit,
     const tl_entry *after, tl_entry **out, size_t *n, bool *more)
 {
-	return list_call(c, TLP_OP_DLQ_LIST, topic, "", limit, after, out, n,
-	    more);
+	return list_call(
+	    c, TLP_OP_DLQ_LIST, topic, "", limit, after, out, n, more);
 }
 
 int

@@ -27,7 +27,8 @@ opts_set_str(char **dst, const char *s)
 static bool
 opts_url_ok(const char *url)
 {
-	return strncmp(url, "tcp://", 6) == 0 || strncmp(url, "ipc://", 6) == 0 ||
+	return strncmp(url, "tcp://", 6) == 0 ||
+	    strncmp(url, "ipc://", 6) == 0 ||
 	    strncmp(url, "tls+tcp://", 10) == 0 ||
 	    strncmp(url, "tcp4://", 7) == 0 || strncmp(url, "tcp6://", 7) == 0;
 }

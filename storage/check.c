@@ -79,8 +79,8 @@ chk_get(chk *c, int cf, const uint8_t *k, size_t kl, char **v, size_t *vl)
 {
 	char *err = NULL;
 
-	*v = rocksdb_get_cf(c->s->db, c->ro, c->s->cf[cf], (const char *) k, kl,
-	    vl, &err);
+	*v = rocksdb_get_cf(
+	    c->s->db, c->ro, c->s->cf[cf], (const char *) k, kl, vl, &err);
 	if (err != NULL) {
 		problem(c, "read error: %s", err);
 		rocksdb_free(err);
@@ -116,8 +116,8 @@ chk_record(chk *c, uint32_t topic, const char *id, size_t len, rec *r)
 	uint8_t k[5 + TL_MAX_ID_LEN];
 	char *v;
 	size_t vl;
-	int found = chk_get(c, CF_MSG, k, tli_key_msg(k, topic, id, len), &v,
-	    &vl);
+	int found =
+	    chk_get(c, CF_MSG, k, tli_key_msg(k, topic, id, len), &v, &vl);
 
 	if (found > 0) {
 		if (tli_rec_decode(r, (uint8_t *) v, vl) != TL_OK) {
@@ -145,7 +145,8 @@ check_record(chk *c, uint32_t topic, const char *id, size_t len,
 		return;
 	}
 	if (t == NULL) {
-		problem(c, "message %s: record of unknown topic %u", pid, topic);
+		problem(
+		    c, "message %s: record of unknown topic %u", pid, topic);
 		return;
 	}
 	if (r.flags & REC_DEAD) {
@@ -165,17 +166,20 @@ check_record(chk *c, uint32_t topic, const char *id, size_t len,
 		}
 	} else if (bv != NULL) {
 		if (r.flags & REC_INLINE) {
-			problem(c, "message %s: body both inline and apart", pid);
+			problem(
+			    c, "message %s: body both inline and apart", pid);
 		} else if (bl != r.body_len) {
-			problem(c, "message %s: body length %zu, record says %u",
-			    pid, bl, r.body_len);
+			problem(c,
+			    "message %s: body length %zu, record says %u", pid,
+			    bl, r.body_len);
 		}
 		rocksdb_free(bv);
 	}
 	if (r.flags & REC_DEAD) {
 		if (chk_get(c, CF_MSG, k, tli_key_dead(k, topic, id, len), &bv,
 		        &bl) == 0) {
-			problem(c, "dead letter %s: dead index entry missing", pid);
+			problem(
+			    c, "dead letter %s: dead index entry missing", pid);
 		}
 		rocksdb_free(bv);
 		return; /* index_entry() flags any timeline entry it has */
@@ -194,21 +198,22 @@ check_record(chk *c, uint32_t topic, const char *id, size_t len,
 	}
 }
 
-typedef void (*entry_fn)(chk *c, const uint8_t *k, size_t kl,
-    const uint8_t *v, size_t vl);
+typedef void (*entry_fn)(
+    chk *c, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl);
 
 static void
 walk(chk *c, int cf, entry_fn fn)
 {
-	rocksdb_iterator_t *it = rocksdb_create_iterator_cf(c->s->db, c->ro,
-	    c->s->cf[cf]);
+	rocksdb_iterator_t *it =
+	    rocksdb_create_iterator_cf(c->s->db, c->ro, c->s->cf[cf]);
 	char *err = NULL;
 
 	for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it);
 	     rocksdb_iter_next(it)) {
 		size_t kl, vl;
 		const uint8_t *k = (const uint8_t *) rocksdb_iter_key(it, &kl);
-		const uint8_t *v = (const uint8_t *) rocksdb_iter_value(it, &vl);
+		const uint8_t *v =
+		    (const uint8_t *) rocksdb_iter_value(it, &vl);
 		fn(c, k, kl, v, vl);
 	}
 	rocksdb_iter_get_error(it, &err);
@@ -244,7 +249,8 @@ msg_entry(chk *c, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl)
 	} else if (k[4] == 'd') {
 		int found = chk_record(c, topic, id, len, &r);
 		if (found == 0 || (found > 0 && !(r.flags & REC_DEAD))) {
-			problem(c, "dead index entry of %s without a dead letter",
+			problem(c,
+			    "dead index entry of %s without a dead letter",
 			    printable(pid, sizeof(pid), id, len));
 		}
 	} else {
@@ -271,15 +277,17 @@ index_entry(chk *c, const char *what, uint32_t topic, const char *id,
 			problem(c, "%s entry for %s at ts %lld, record at %lld",
 			    what, pid, (long long) ts, (long long) r.ts);
 		}
-		if (want->owner_len > 0 && (r.owner_len != want->owner_len ||
+		if (want->owner_len > 0 &&
+		    (r.owner_len != want->owner_len ||
 		        memcmp(r.owner, want->owner, r.owner_len) != 0)) {
 			problem(c, "%s entry for %s under another owner", what,
 			    pid);
 		}
-		if (want->cons_len > 0 && (r.cons_len != want->cons_len ||
+		if (want->cons_len > 0 &&
+		    (r.cons_len != want->cons_len ||
 		        memcmp(r.cons, want->cons, r.cons_len) != 0)) {
-			problem(c, "%s entry for %s under another consumer", what,
-			    pid);
+			problem(c, "%s entry for %s under another consumer",
+			    what, pid);
 		}
 		if (want->bucket != UINT32_MAX && r.bucket != want->bucket) {
 			problem(c, "%s entry for %s in bucket %u, record in %u",
@@ -347,8 +355,8 @@ check_counters(chk *c)
 		uint8_t k[5];
 		char *v;
 		size_t vl;
-		int found = chk_get(c, CF_DEFAULT, k,
-		    tli_key_meta_counters(k, t->id), &v, &vl);
+		int found = chk_get(
+		    c, CF_DEFAULT, k, tli_key_meta_counters(k, t->id), &v, &vl);
 
 		if (found == 0 || (found > 0 && vl != COUNTERS_LEN)) {
 			problem(c, "topic %u: counters missing", t->id);
@@ -356,7 +364,8 @@ check_counters(chk *c)
 			uint64_t m = tli_get_be64((uint8_t *) v);
 			uint64_t l = tli_get_be64((uint8_t *) v + 8);
 			uint64_t d = tli_get_be64((uint8_t *) v + 16);
-			if (m != t->messages || l != t->locked || d != t->dead) {
+			if (m != t->messages || l != t->locked ||
+			    d != t->dead) {
 				problem(c,
 				    "topic %u: counters say %llu messages, "
 				    "%llu locked, %llu dead; found %llu, %llu, "
@@ -376,11 +385,11 @@ check_counters(chk *c)
 }
 
 int
-tli_store_check(tli_store *s, tli_check_report_fn report, void *arg,
-    uint64_t *problems)
+tli_store_check(
+    tli_store *s, tli_check_report_fn report, void *arg, uint64_t *problems)
 {
 	const rocksdb_snapshot_t *snap;
-	chk c = { .s = s, .report = report, .arg = arg };
+	chk c = {.s = s, .report = report, .arg = arg};
 
 	pthread_rwlock_rdlock(&s->topics_lock);
 	c.topics = tli_zalloc(sizeof(chk_topic) * (s->ntopics + 1));

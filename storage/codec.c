@@ -11,8 +11,8 @@
 #define TAG_DEAD 'd'
 
 static size_t
-key_topic_tag(uint8_t *k, uint32_t topic, uint8_t tag, const char *id,
-    size_t len)
+key_topic_tag(
+    uint8_t *k, uint32_t topic, uint8_t tag, const char *id, size_t len)
 {
 	tli_put_be32(k, topic);
 	k[4] = tag;

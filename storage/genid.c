@@ -14,8 +14,8 @@ static const char b32[] = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 
 static pthread_mutex_t gen_lock = PTHREAD_MUTEX_INITIALIZER;
 static int64_t gen_last_ms = -1;
-static uint16_t gen_hi;  /* top 16 of the 80 random bits */
-static uint64_t gen_lo;  /* low 64 */
+static uint16_t gen_hi; /* top 16 of the 80 random bits */
+static uint64_t gen_lo; /* low 64 */
 
 static void
 gen_fresh_random(void)

@@ -68,11 +68,11 @@ tli_overlay_reset(struct overlay *ov)
 
 /* Find the message's slot, loading it from RocksDB on first touch. */
 static int
-ov_get(tli_store *s, uint32_t topic, const char *id, size_t len,
-    ov_ent **out)
+ov_get(tli_store *s, uint32_t topic, const char *id, size_t len, ov_ent **out)
 {
 	struct overlay *ov = s->ov;
-	uint64_t h = tli_hash64(id, len) ^ ((uint64_t) topic * 0x9e3779b97f4a7c15u);
+	uint64_t h =
+	    tli_hash64(id, len) ^ ((uint64_t) topic * 0x9e3779b97f4a7c15u);
 	size_t i = (size_t) (h & (OV_CAP - 1));
 	uint8_t key[5 + TL_MAX_ID_LEN];
 	char *err = NULL, *v;
@@ -124,12 +124,12 @@ index_delete(tli_store *s, uint32_t topic, const ov_ent *e)
 	tli_stage_del(s, CF_TL, k,
 	    tli_key_tl(k, topic, r->bucket, r->ts, e->id, e->id_len));
 	tli_stage_del(s, CF_OWN, k,
-	    tli_key_own(k, topic, r->owner, r->owner_len, r->ts, e->id,
-	        e->id_len));
+	    tli_key_own(
+	        k, topic, r->owner, r->owner_len, r->ts, e->id, e->id_len));
 	if (r->cons_len > 0) {
 		tli_stage_del(s, CF_CONS, k,
-		    tli_key_cons(k, topic, r->cons, r->cons_len, e->id,
-		        e->id_len));
+		    tli_key_cons(
+		        k, topic, r->cons, r->cons_len, e->id, e->id_len));
 	}
 }
 
@@ -140,22 +140,21 @@ record_put(tli_store *s, uint32_t topic, const ov_ent *e)
 	const rec *r = &e->r;
 	bool locked = r->cons_len > 0;
 
-	tli_stage_put(s, CF_MSG, k,
-	    tli_key_msg(k, topic, e->id, e->id_len), (char *) v,
-	    tli_rec_encode(v, r), false);
+	tli_stage_put(s, CF_MSG, k, tli_key_msg(k, topic, e->id, e->id_len),
+	    (char *) v, tli_rec_encode(v, r), false);
 	tli_val_tl(iv, r->version, locked);
 	tli_stage_put(s, CF_TL, k,
 	    tli_key_tl(k, topic, r->bucket, r->ts, e->id, e->id_len),
 	    (char *) iv, 9, false);
 	tli_stage_put(s, CF_OWN, k,
-	    tli_key_own(k, topic, r->owner, r->owner_len, r->ts, e->id,
-	        e->id_len),
+	    tli_key_own(
+	        k, topic, r->owner, r->owner_len, r->ts, e->id, e->id_len),
 	    (char *) iv, 9, false);
 	if (locked) {
 		tli_val_cons(iv, r->ts, r->version);
 		tli_stage_put(s, CF_CONS, k,
-		    tli_key_cons(k, topic, r->cons, r->cons_len, e->id,
-		        e->id_len),
+		    tli_key_cons(
+		        k, topic, r->cons, r->cons_len, e->id, e->id_len),
 		    (char *) iv, 16, false);
 	}
 }
@@ -177,8 +176,8 @@ is_live(const ov_ent *e)
 
 /* Change ts / lock of a present message: old index entries out, new in. */
 static void
-msg_update(tli_store *s, topic_rt *t, ov_ent *e, int64_t ts,
-    const char *cons, size_t clen)
+msg_update(tli_store *s, topic_rt *t, ov_ent *e, int64_t ts, const char *cons,
+    size_t clen)
 {
 	bool was_locked = e->r.cons_len > 0;
 
@@ -202,15 +201,14 @@ msg_delete(tli_store *s, topic_rt *t, ov_ent *e)
 		index_delete(s, t->id, e);
 		counters_note(t, -1, e->r.cons_len > 0 ? -1 : 0, 0);
 	} else {
-		tli_stage_del(s, CF_MSG, k,
-		    tli_key_dead(k, t->id, e->id, e->id_len));
+		tli_stage_del(
+		    s, CF_MSG, k, tli_key_dead(k, t->id, e->id, e->id_len));
 		counters_note(t, 0, 0, -1);
 	}
-	tli_stage_del(s, CF_MSG, k,
-	    tli_key_msg(k, t->id, e->id, e->id_len));
+	tli_stage_del(s, CF_MSG, k, tli_key_msg(k, t->id, e->id, e->id_len));
 	if (!(e->r.flags & REC_INLINE)) {
-		tli_stage_del(s, CF_MSG, k,
-		    tli_key_body(k, t->id, e->id, e->id_len));
+		tli_stage_del(
+		    s, CF_MSG, k, tli_key_body(k, t->id, e->id, e->id_len));
 	}
 	e->present = false;
 }
@@ -227,12 +225,11 @@ msg_dead_letter(tli_store *s, topic_rt *t, ov_ent *e, int64_t now)
 	e->r.flags |= REC_DEAD;
 	e->r.cons_len = 0;
 	e->r.version++;
-	tli_stage_put(s, CF_MSG, k,
-	    tli_key_msg(k, t->id, e->id, e->id_len), (char *) v,
-	    tli_rec_encode(v, &e->r), false);
+	tli_stage_put(s, CF_MSG, k, tli_key_msg(k, t->id, e->id, e->id_len),
+	    (char *) v, tli_rec_encode(v, &e->r), false);
 	tli_val_cons(dv, now, e->r.version);
-	tli_stage_put(s, CF_MSG, k,
-	    tli_key_dead(k, t->id, e->id, e->id_len), (char *) dv, 16, false);
+	tli_stage_put(s, CF_MSG, k, tli_key_dead(k, t->id, e->id, e->id_len),
+	    (char *) dv, 16, false);
 }
 
 /* Back from the dead-letter list onto the timeline at ts, deliveries 0. */
@@ -241,8 +238,7 @@ msg_kick(tli_store *s, topic_rt *t, ov_ent *e, int64_t ts)
 {
 	uint8_t k[KEY_MAX];
 
-	tli_stage_del(s, CF_MSG, k,
-	    tli_key_dead(k, t->id, e->id, e->id_len));
+	tli_stage_del(s, CF_MSG, k, tli_key_dead(k, t->id, e->id, e->id_len));
 	counters_note(t, 1, 0, -1);
 	e->r.flags &= (uint8_t) ~REC_DEAD;
 	e->r.deliveries = 0;
@@ -252,8 +248,8 @@ msg_kick(tli_store *s, topic_rt *t, ov_ent *e, int64_t ts)
 }
 
 static void
-msg_create(tli_store *s, topic_rt *t, ov_ent *e, const tli_op *op,
-    int64_t ts, int64_t now)
+msg_create(tli_store *s, topic_rt *t, ov_ent *e, const tli_op *op, int64_t ts,
+    int64_t now)
 {
 	uint8_t k[KEY_MAX];
 
@@ -268,7 +264,8 @@ msg_create(tli_store *s, topic_rt *t, ov_ent *e, const tli_op *op,
 	e->present = true;
 	if (op->body_len <= INLINE_MAX) {
 		e->r.flags |= REC_INLINE;
-		memcpy(e->r.body, op->body != NULL ? op->body : "", op->body_len);
+		memcpy(
+		    e->r.body, op->body != NULL ? op->body : "", op->body_len);
 	} else {
 		tli_stage_put(s, CF_MSG, k,
 		    tli_key_body(k, t->id, e->id, e->id_len), op->body,
@@ -331,8 +328,8 @@ resolve_ts(const tli_op *op, int64_t now, int64_t *ts)
 }
 
 static int
-check_time(tli_store *s, const topic_rt *t, tli_op_type type, int64_t ts,
-    int64_t now)
+check_time(
+    tli_store *s, const topic_rt *t, tli_op_type type, int64_t ts, int64_t now)
 {
 	switch (type) {
 	case TLI_OP_LEASE:

@@ -16,8 +16,8 @@ tli_iter(tli_store *s, int cf, const uint8_t *lo, size_t lolen,
 	rocksdb_iterator_t *it;
 
 	*ro = rocksdb_readoptions_create();
-	rocksdb_readoptions_set_iterate_upper_bound(*ro, (const char *) hi,
-	    hilen);
+	rocksdb_readoptions_set_iterate_upper_bound(
+	    *ro, (const char *) hi, hilen);
 	it = rocksdb_create_iterator_cf(s->db, *ro, s->cf[cf]);
 	rocksdb_iter_seek(it, (const char *) lo, lolen);
 	return it;
@@ -130,13 +130,15 @@ tli_store_scan_due(tli_store *s, const char *topic, uint32_t bucket,
 	if (after != NULL && after->valid) {
 		uint8_t ck[KEY_MAX];
 		scan_skip_cursor(&sc, ck,
-		    tli_key_tl(ck, tid, bucket, after->ts, after->id,
-		        after->id_len));
+		    tli_key_tl(
+		        ck, tid, bucket, after->ts, after->id, after->id_len));
 	}
 	for (; rocksdb_iter_valid(sc.it); rocksdb_iter_next(sc.it)) {
 		size_t kl, vl;
-		const uint8_t *k = (const uint8_t *) rocksdb_iter_key(sc.it, &kl);
-		const uint8_t *v = (const uint8_t *) rocksdb_iter_value(sc.it, &vl);
+		const uint8_t *k =
+		    (const uint8_t *) rocksdb_iter_key(sc.it, &kl);
+		const uint8_t *v =
+		    (const uint8_t *) rocksdb_iter_value(sc.it, &vl);
 		tli_entry *e;
 
 		if (got == max) {
@@ -192,8 +194,10 @@ tli_store_scan_consumer(tli_store *s, const char *topic, const char *consumer,
 	}
 	for (; rocksdb_iter_valid(sc.it); rocksdb_iter_next(sc.it)) {
 		size_t kl, vl;
-		const uint8_t *k = (const uint8_t *) rocksdb_iter_key(sc.it, &kl);
-		const uint8_t *v = (const uint8_t *) rocksdb_iter_value(sc.it, &vl);
+		const uint8_t *k =
+		    (const uint8_t *) rocksdb_iter_key(sc.it, &kl);
+		const uint8_t *v =
+		    (const uint8_t *) rocksdb_iter_value(sc.it, &vl);
 		tli_entry *e;
 
 		if (got == max) {
@@ -249,8 +253,10 @@ tli_store_scan_owner(tli_store *s, const char *topic, const char *owner,
 	}
 	for (; rocksdb_iter_valid(sc.it); rocksdb_iter_next(sc.it)) {
 		size_t kl, vl;
-		const uint8_t *k = (const uint8_t *) rocksdb_iter_key(sc.it, &kl);
-		const uint8_t *v = (const uint8_t *) rocksdb_iter_value(sc.it, &vl);
+		const uint8_t *k =
+		    (const uint8_t *) rocksdb_iter_key(sc.it, &kl);
+		const uint8_t *v =
+		    (const uint8_t *) rocksdb_iter_value(sc.it, &vl);
 		tli_entry *e;
 
 		if (got == max) {
@@ -298,13 +304,15 @@ tli_store_scan_dead(tli_store *s, const char *topic, const tli_cursor *after,
 	scan_open(s, &sc, CF_MSG);
 	if (after != NULL && after->valid) {
 		uint8_t ck[KEY_MAX];
-		scan_skip_cursor(&sc, ck,
-		    tli_key_dead(ck, tid, after->id, after->id_len));
+		scan_skip_cursor(
+		    &sc, ck, tli_key_dead(ck, tid, after->id, after->id_len));
 	}
 	for (; rocksdb_iter_valid(sc.it); rocksdb_iter_next(sc.it)) {
 		size_t kl, vl;
-		const uint8_t *k = (const uint8_t *) rocksdb_iter_key(sc.it, &kl);
-		const uint8_t *v = (const uint8_t *) rocksdb_iter_value(sc.it, &vl);
+		const uint8_t *k =
+		    (const uint8_t *) rocksdb_iter_key(sc.it, &kl);
+		const uint8_t *v =
+		    (const uint8_t *) rocksdb_iter_value(sc.it, &vl);
 		tli_entry *e;
 
 		if (got == max) {
@@ -386,8 +394,8 @@ count_range(tli_store *s, uint32_t tid, uint32_t buckets, int64_t from,
 }
 
 int
-tli_store_count(tli_store *s, const char *topic, int64_t from, int64_t to,
-    tli_counts *out)
+tli_store_count(
+    tli_store *s, const char *topic, int64_t from, int64_t to, tli_counts *out)
 {
 	tli_topic_conf conf;
 	uint32_t tid;
@@ -396,8 +404,8 @@ tli_store_count(tli_store *s, const char *topic, int64_t from, int64_t to,
 	if ((rv = tli_topic_lookup(s, topic, &tid, &conf)) != TL_OK) {
 		return rv;
 	}
-	return count_range(s, tid, conf.buckets, from, to,
-	    tli_clock_now(&s->opts.clock), out);
+	return count_range(
+	    s, tid, conf.buckets, from, to, tli_clock_now(&s->opts.clock), out);
 }
 
 /* Totals from the incremental counters plus a scan of the due part only:
@@ -419,7 +427,8 @@ tli_store_totals(tli_store *s, const char *topic, tli_counts *out)
 	for (uint32_t b = 0; b < info.conf.buckets && rv == TL_OK; b++) {
 		scan sc;
 
-		sc.lolen = tli_key_tl(sc.lo, info.topic_id, b, TL_TS_MIN, "", 0);
+		sc.lolen =
+		    tli_key_tl(sc.lo, info.topic_id, b, TL_TS_MIN, "", 0);
 		sc.hilen = tli_key_tl(sc.hi, info.topic_id, b,
 		    (now < TL_TS_MIN ? TL_TS_MIN - 1 : now) + 1, "", 0);
 		scan_open(s, &sc, CF_TL);
@@ -440,9 +449,11 @@ tli_store_totals(tli_store *s, const char *topic, tli_counts *out)
 	/* The counters and the scan are read at slightly different moments
 	 * under concurrent writes; clamp so the figures never underflow. */
 	out->available = avail;
-	out->processing = info.locked > locked_due ? info.locked - locked_due : 0;
-	out->waiting = info.messages > avail + out->processing ?
-	    info.messages - avail - out->processing : 0;
+	out->processing =
+	    info.locked > locked_due ? info.locked - locked_due : 0;
+	out->waiting = info.messages > avail + out->processing
+	    ? info.messages - avail - out->processing
+	    : 0;
 	return TL_OK;
 }
 
@@ -480,16 +491,16 @@ tli_store_get(tli_store *s, const char *topic, const char *id, size_t id_len,
 	 * view, so a concurrent delete cannot split them. */
 	{
 		uint8_t bk[5 + TL_MAX_ID_LEN];
-		const char *keys[2] = { (char *) k, (char *) bk };
-		size_t klens[2] = { tli_key_msg(k, tid, id, id_len),
-			tli_key_body(bk, tid, id, id_len) };
-		const rocksdb_column_family_handle_t *cfs[2] = { s->cf[CF_MSG],
-			s->cf[CF_MSG] };
-		char *vals[2] = { NULL, NULL }, *errs[2] = { NULL, NULL };
-		size_t vlens[2] = { 0, 0 };
+		const char *keys[2] = {(char *) k, (char *) bk};
+		size_t klens[2] = {tli_key_msg(k, tid, id, id_len),
+		    tli_key_body(bk, tid, id, id_len)};
+		const rocksdb_column_family_handle_t *cfs[2] = {
+		    s->cf[CF_MSG], s->cf[CF_MSG]};
+		char *vals[2] = {NULL, NULL}, *errs[2] = {NULL, NULL};
+		size_t vlens[2] = {0, 0};
 
-		rocksdb_multi_get_cf(s->db, s->ropts, cfs, 2, keys, klens, vals,
-		    vlens, errs);
+		rocksdb_multi_get_cf(
+		    s->db, s->ropts, cfs, 2, keys, klens, vals, vlens, errs);
 		v = vals[0];
 		vl = vlens[0];
 		b = vals[1];

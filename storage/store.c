@@ -32,11 +32,10 @@ struct sub {
 	int result;          /* topic subs */
 	tli_store_done_fn done;
 	void *arg;
-	bool heap;           /* allocated by tli_store_submit */
+	bool heap; /* allocated by tli_store_submit */
 };
 
-static const char *cf_names[CF_COUNT] = { "default", "msg", "tl", "cons",
-	"own" };
+static const char *cf_names[CF_COUNT] = {"default", "msg", "tl", "cons", "own"};
 
 void
 tli_store_opts_init(tli_store_opts *o)
@@ -93,8 +92,8 @@ tli_topic_find(tli_store *s, const char *name)
 }
 
 int
-tli_topic_lookup(tli_store *s, const char *name, uint32_t *id,
-    tli_topic_conf *conf)
+tli_topic_lookup(
+    tli_store *s, const char *name, uint32_t *id, tli_topic_conf *conf)
 {
 	topic_rt *t;
 	int rv = TL_ENOTOPIC;
@@ -185,8 +184,9 @@ topic_conf_normalise(tli_topic_conf *c)
 		c->max_lease_ms = TL_DEFAULT_MAX_LEASE_MS;
 	}
 	if (c->default_lease_ms == 0) {
-		c->default_lease_ms = TL_DEFAULT_LEASE_MS < c->max_lease_ms ?
-		    TL_DEFAULT_LEASE_MS : c->max_lease_ms;
+		c->default_lease_ms = TL_DEFAULT_LEASE_MS < c->max_lease_ms
+		    ? TL_DEFAULT_LEASE_MS
+		    : c->max_lease_ms;
 	}
 	if (c->buckets > TL_MAX_BUCKETS || c->max_body > TL_MAX_BODY_LEN ||
 	    c->max_lease_ms < 0 || c->max_lease_ms > TL_MAX_LEASE_MS ||
@@ -318,12 +318,13 @@ stage_flush(tli_store *s)
 		const stage_ent *e = &g->e[i];
 		const char *k = (const char *) g->arena + e->koff;
 		if (e->del) {
-			rocksdb_writebatch_delete_cf(s->wb, s->cf[e->cf], k,
-			    e->klen);
+			rocksdb_writebatch_delete_cf(
+			    s->wb, s->cf[e->cf], k, e->klen);
 		} else {
-			rocksdb_writebatch_put_cf(s->wb, s->cf[e->cf], k, e->klen,
-			    e->vext != NULL ? (const char *) e->vext :
-			                      (const char *) g->arena + e->voff,
+			rocksdb_writebatch_put_cf(s->wb, s->cf[e->cf], k,
+			    e->klen,
+			    e->vext != NULL ? (const char *) e->vext
+			                    : (const char *) g->arena + e->voff,
 			    e->vlen);
 		}
 	}
@@ -379,8 +380,8 @@ interval_sync(tli_store *s, bool force)
 static void
 topic_create_apply(tli_store *s, sub *sb)
 {
-	uint8_t key[1 + TL_MAX_NAME_LEN], val[64], nk[1] = { 'N' }, nv[4];
-	uint8_t ck[5], cv[COUNTERS_LEN] = { 0 };
+	uint8_t key[1 + TL_MAX_NAME_LEN], val[64], nk[1] = {'N'}, nv[4];
+	uint8_t ck[5], cv[COUNTERS_LEN] = {0};
 	topic_rt *t;
 	size_t kl;
 	int rv;
@@ -401,8 +402,8 @@ topic_create_apply(tli_store *s, sub *sb)
 	rocksdb_writebatch_put_cf(s->wb, s->cf[CF_DEFAULT], (char *) key, kl,
 	    (char *) val, tli_topic_encode(val, t));
 	tli_put_be32(nv, t->id + 1);
-	rocksdb_writebatch_put_cf(s->wb, s->cf[CF_DEFAULT], (char *) nk, 1,
-	    (char *) nv, 4);
+	rocksdb_writebatch_put_cf(
+	    s->wb, s->cf[CF_DEFAULT], (char *) nk, 1, (char *) nv, 4);
 	rocksdb_writebatch_put_cf(s->wb, s->cf[CF_DEFAULT], (char *) ck,
 	    tli_key_meta_counters(ck, t->id), (char *) cv, sizeof(cv));
 	if ((rv = write_batch(s)) != TL_OK) {
@@ -441,8 +442,8 @@ topic_delete_apply(tli_store *s, sub *sb)
 	tli_put_be32(lo, t->id);
 	tli_put_be32(hi, t->id + 1);
 	for (int cf = CF_MSG; cf < CF_COUNT; cf++) {
-		rocksdb_writebatch_delete_range_cf(s->wb, s->cf[cf],
-		    (char *) lo, 4, (char *) hi, 4);
+		rocksdb_writebatch_delete_range_cf(
+		    s->wb, s->cf[cf], (char *) lo, 4, (char *) hi, 4);
 	}
 	if ((rv = write_batch(s)) != TL_OK) {
 		sb->result = rv;
@@ -460,12 +461,13 @@ counters_put(tli_store *s, topic_rt *t)
 {
 	uint8_t ck[5], cv[COUNTERS_LEN];
 
-	tli_put_be64(cv, (uint64_t) ((int64_t) atomic_load(&t->messages) +
-	    t->pend_messages));
-	tli_put_be64(cv + 8, (uint64_t) ((int64_t) atomic_load(&t->locked) +
-	    t->pend_locked));
-	tli_put_be64(cv + 16, (uint64_t) ((int64_t) atomic_load(&t->dead) +
-	    t->pend_dead));
+	tli_put_be64(cv,
+	    (uint64_t) ((int64_t) atomic_load(&t->messages) +
+	        t->pend_messages));
+	tli_put_be64(cv + 8,
+	    (uint64_t) ((int64_t) atomic_load(&t->locked) + t->pend_locked));
+	tli_put_be64(cv + 16,
+	    (uint64_t) ((int64_t) atomic_load(&t->dead) + t->pend_dead));
 	rocksdb_writebatch_put_cf(s->wb, s->cf[CF_DEFAULT], (char *) ck,
 	    tli_key_meta_counters(ck, t->id), (char *) cv, sizeof(cv));
 }
@@ -497,7 +499,8 @@ ops_batch_apply(tli_store *s, sub *first, size_t nops)
 			continue;
 		}
 		if (rv == TL_OK) {
-			atomic_fetch_add(&t->messages, (uint64_t) t->pend_messages);
+			atomic_fetch_add(
+			    &t->messages, (uint64_t) t->pend_messages);
 			atomic_fetch_add(&t->locked, (uint64_t) t->pend_locked);
 			atomic_fetch_add(&t->dead, (uint64_t) t->pend_dead);
 		}
@@ -645,8 +648,8 @@ queue_push(tli_store *s, sub *sb)
 /* ---- submissions ---- */
 
 int
-tli_store_submit(tli_store *s, tli_op *ops, size_t n, tli_store_done_fn done,
-    void *arg)
+tli_store_submit(
+    tli_store *s, tli_op *ops, size_t n, tli_store_done_fn done, void *arg)
 {
 	sub *sb;
 	int rv;
@@ -693,7 +696,7 @@ waiter_done(void *arg)
 static int
 submit_wait(tli_store *s, sub *sb)
 {
-	waiter w = { .done = false };
+	waiter w = {.done = false};
 	int rv;
 
 	pthread_mutex_init(&w.mtx, NULL);
@@ -715,7 +718,7 @@ submit_wait(tli_store *s, sub *sb)
 int
 tli_store_apply(tli_store *s, tli_op *ops, size_t n)
 {
-	sub sb = { .kind = SUB_OPS, .ops = ops, .n = n };
+	sub sb = {.kind = SUB_OPS, .ops = ops, .n = n};
 
 	if (s == NULL || (ops == NULL && n > 0)) {
 		return TL_EINVAL;
@@ -729,7 +732,7 @@ tli_store_apply(tli_store *s, tli_op *ops, size_t n)
 int
 tli_store_topic_create(tli_store *s, const tli_topic_conf *c)
 {
-	sub sb = { .kind = SUB_TOPIC_CREATE };
+	sub sb = {.kind = SUB_TOPIC_CREATE};
 	int rv;
 
 	if (s == NULL || c == NULL) {
@@ -748,7 +751,7 @@ tli_store_topic_create(tli_store *s, const tli_topic_conf *c)
 int
 tli_store_topic_delete(tli_store *s, const char *name)
 {
-	sub sb = { .kind = SUB_TOPIC_DELETE };
+	sub sb = {.kind = SUB_TOPIC_DELETE};
 	size_t len = name != NULL ? strlen(name) : 0;
 	int rv;
 
@@ -883,14 +886,16 @@ options_setup(tli_store *s)
 	for (int i = 0; i < CF_COUNT; i++) {
 		s->cfopts[i] = rocksdb_options_create_copy(s->dbopts);
 		s->bbto[i] = rocksdb_block_based_options_create();
-		rocksdb_block_based_options_set_block_cache(s->bbto[i], s->cache);
+		rocksdb_block_based_options_set_block_cache(
+		    s->bbto[i], s->cache);
 		rocksdb_block_based_options_set_cache_index_and_filter_blocks(
 		    s->bbto[i], 1);
 		if (i == CF_MSG) {
 			/* Point lookups (does this id exist?) dominate: bloom
 			 * filters on disk and in the memtable. The policy is
 			 * owned by the table options from here. */
-			rocksdb_block_based_options_set_filter_policy(s->bbto[i],
+			rocksdb_block_based_options_set_filter_policy(
+			    s->bbto[i],
 			    rocksdb_filterpolicy_create_bloom_full(10));
 			rocksdb_options_set_memtable_prefix_bloom_size_ratio(
 			    s->cfopts[i], 0.1);
@@ -899,23 +904,23 @@ options_setup(tli_store *s)
 		} else if (i != CF_DEFAULT) {
 			/* Index entries are small and land at random places:
 			 * smaller memtables keep inserts cache-friendly. */
-			rocksdb_options_set_write_buffer_size(s->cfopts[i],
-			    16u << 20);
+			rocksdb_options_set_write_buffer_size(
+			    s->cfopts[i], 16u << 20);
 			/* Index keys barely compress; spare the flushes the
 			 * CPU (the writer needs it). */
-			rocksdb_options_set_compression(s->cfopts[i],
-			    rocksdb_no_compression);
+			rocksdb_options_set_compression(
+			    s->cfopts[i], rocksdb_no_compression);
 		}
 		if (i == CF_MSG) {
-			rocksdb_options_set_compression(s->cfopts[i],
-			    rocksdb_lz4_compression);
+			rocksdb_options_set_compression(
+			    s->cfopts[i], rocksdb_lz4_compression);
 		}
-		rocksdb_options_set_block_based_table_factory(s->cfopts[i],
-		    s->bbto[i]);
+		rocksdb_options_set_block_based_table_factory(
+		    s->cfopts[i], s->bbto[i]);
 	}
 	s->wopts = rocksdb_writeoptions_create();
-	rocksdb_writeoptions_set_sync(s->wopts,
-	    s->opts.sync_mode == TLI_SYNC_ALWAYS);
+	rocksdb_writeoptions_set_sync(
+	    s->wopts, s->opts.sync_mode == TLI_SYNC_ALWAYS);
 	s->ropts = rocksdb_readoptions_create();
 }
 
@@ -924,8 +929,8 @@ meta_get_u32(tli_store *s, char key, uint32_t *out, bool *found)
 {
 	char *err = NULL;
 	size_t vl = 0;
-	char *v = rocksdb_get_cf(s->db, s->ropts, s->cf[CF_DEFAULT], &key, 1,
-	    &vl, &err);
+	char *v = rocksdb_get_cf(
+	    s->db, s->ropts, s->cf[CF_DEFAULT], &key, 1, &vl, &err);
 
 	if (err != NULL) {
 		return tli_rdb_err(s, err);
@@ -968,9 +973,11 @@ format_check(tli_store *s)
 	/* A new database. */
 	rocksdb_writebatch_clear(s->wb);
 	tli_put_be32(v, TLI_STORE_FORMAT);
-	rocksdb_writebatch_put_cf(s->wb, s->cf[CF_DEFAULT], "F", 1, (char *) v, 4);
+	rocksdb_writebatch_put_cf(
+	    s->wb, s->cf[CF_DEFAULT], "F", 1, (char *) v, 4);
 	tli_put_be32(v, 1);
-	rocksdb_writebatch_put_cf(s->wb, s->cf[CF_DEFAULT], "N", 1, (char *) v, 4);
+	rocksdb_writebatch_put_cf(
+	    s->wb, s->cf[CF_DEFAULT], "N", 1, (char *) v, 4);
 	s->next_topic_id = 1;
 	rocksdb_write(s->db, s->wopts, s->wb, &err);
 	return tli_rdb_err(s, err);
@@ -980,8 +987,8 @@ static int
 topics_load(tli_store *s)
 {
 	rocksdb_readoptions_t *ro = NULL;
-	rocksdb_iterator_t *it = tli_iter(s, CF_DEFAULT, (uint8_t *) "T", 1,
-	    (uint8_t *) "U", 1, &ro);
+	rocksdb_iterator_t *it = tli_iter(
+	    s, CF_DEFAULT, (uint8_t *) "T", 1, (uint8_t *) "U", 1, &ro);
 	char *err = NULL;
 	int rv = TL_OK;
 
@@ -995,8 +1002,8 @@ topics_load(tli_store *s)
 
 		if (kl < 2 || kl > 1 + TL_MAX_NAME_LEN ||
 		    (t = tli_zalloc(sizeof(*t))) == NULL) {
-			rv = kl < 2 || kl > 1 + TL_MAX_NAME_LEN ? TL_ECORRUPT :
-			                                         TL_ENOMEM;
+			rv = kl < 2 || kl > 1 + TL_MAX_NAME_LEN ? TL_ECORRUPT
+			                                        : TL_ENOMEM;
 			break;
 		}
 		memcpy(t->conf.name, k + 1, kl - 1);
@@ -1010,8 +1017,8 @@ topics_load(tli_store *s)
 			} else if (cv == NULL || cl != COUNTERS_LEN) {
 				rv = TL_ECORRUPT;
 			} else {
-				atomic_store(&t->messages,
-				    tli_get_be64((uint8_t *) cv));
+				atomic_store(
+				    &t->messages, tli_get_be64((uint8_t *) cv));
 				atomic_store(&t->locked,
 				    tli_get_be64((uint8_t *) cv + 8));
 				atomic_store(&t->dead,
@@ -1062,7 +1069,8 @@ tli_store_open(tli_store **out, const tli_store_opts *o)
 	}
 	pthread_mutex_init(&s->err_lock, NULL);
 	s->opts = *o;
-	if (s->opts.max_batch_ops == 0 || s->opts.max_batch_ops > TL_MAX_BATCH) {
+	if (s->opts.max_batch_ops == 0 ||
+	    s->opts.max_batch_ops > TL_MAX_BATCH) {
 		s->opts.max_batch_ops = TL_MAX_BATCH;
 	}
 	if (s->opts.sync_interval_ms <= 0) {
@@ -1085,8 +1093,8 @@ tli_store_open(tli_store **out, const tli_store_opts *o)
 	for (int i = 0; i < CF_COUNT; i++) {
 		cfo[i] = s->cfopts[i];
 	}
-	s->db = rocksdb_open_column_families(s->dbopts, s->path, CF_COUNT,
-	    cf_names, cfo, s->cf, &err);
+	s->db = rocksdb_open_column_families(
+	    s->dbopts, s->path, CF_COUNT, cf_names, cfo, s->cf, &err);
 	if (err != NULL) {
 		rv = tli_rdb_err(s, err);
 		goto fail;

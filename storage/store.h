@@ -50,13 +50,14 @@ typedef enum tli_sync_mode {
 } tli_sync_mode;
 
 typedef struct tli_store_opts {
-	const char *path;           /* data directory, created if missing */
-	tli_sync_mode sync_mode;    /* default TLI_SYNC_ALWAYS */
-	int sync_interval_ms;       /* TLI_SYNC_INTERVAL only; default 100 */
-	unsigned max_batch_ops;     /* ops per group commit; default 4096 */
-	int64_t min_lease_gap_ms;   /* lease/extend must end this far ahead; default 1 */
-	size_t cache_bytes;         /* block cache; default 64 MiB */
-	tli_clock clock;            /* default: wall clock */
+	const char *path;         /* data directory, created if missing */
+	tli_sync_mode sync_mode;  /* default TLI_SYNC_ALWAYS */
+	int sync_interval_ms;     /* TLI_SYNC_INTERVAL only; default 100 */
+	unsigned max_batch_ops;   /* ops per group commit; default 4096 */
+	int64_t min_lease_gap_ms; /* lease/extend must end this far ahead;
+	                             default 1 */
+	size_t cache_bytes;       /* block cache; default 64 MiB */
+	tli_clock clock;          /* default: wall clock */
 } tli_store_opts;
 
 /* Fill opts with the defaults. */
@@ -78,11 +79,11 @@ const char *tli_store_last_error(tli_store *s);
 
 typedef struct tli_topic_conf {
 	char name[TL_MAX_NAME_LEN + 1];
-	uint32_t buckets;           /* 1..TL_MAX_BUCKETS; 0 = default */
-	uint32_t max_body;          /* 1..TL_MAX_BODY_LEN; 0 = default */
-	int64_t default_lease_ms;   /* 0 = TL_DEFAULT_LEASE_MS */
-	int64_t max_lease_ms;       /* 0 = TL_DEFAULT_MAX_LEASE_MS */
-	uint32_t max_deliveries;    /* 0 = never dead-letter */
+	uint32_t buckets;         /* 1..TL_MAX_BUCKETS; 0 = default */
+	uint32_t max_body;        /* 1..TL_MAX_BODY_LEN; 0 = default */
+	int64_t default_lease_ms; /* 0 = TL_DEFAULT_LEASE_MS */
+	int64_t max_lease_ms;     /* 0 = TL_DEFAULT_MAX_LEASE_MS */
+	uint32_t max_deliveries;  /* 0 = never dead-letter */
 } tli_topic_conf;
 
 typedef struct tli_counts {
@@ -93,11 +94,11 @@ typedef struct tli_counts {
 
 typedef struct tli_topic_info {
 	tli_topic_conf conf;
-	uint32_t topic_id;   /* internal key prefix; never reused */
+	uint32_t topic_id; /* internal key prefix; never reused */
 	int64_t created_at;
-	uint64_t messages;   /* kept incrementally */
-	uint64_t locked;     /* messages with a lock_consumer (active or run out) */
-	uint64_t dead;       /* dead letters */
+	uint64_t messages; /* kept incrementally */
+	uint64_t locked; /* messages with a lock_consumer (active or run out) */
+	uint64_t dead;   /* dead letters */
 } tli_topic_info;
 
 /* Initialise a topic configuration with the name and every default. Returns
@@ -120,19 +121,20 @@ int tli_store_topic_list(tli_store *s, tli_topic_info **out, size_t *n);
 /* ---- message operations ---- */
 
 typedef enum tli_op_type {
-	TLI_OP_CREATE = 1,       /* producer: id must not exist */
-	TLI_OP_LEASE,            /* broker for a consumer: due, version matches */
-	TLI_OP_EXTEND,           /* lease holder: new ts in the future */
-	TLI_OP_RELEASE,          /* lease holder: new ts not in the past */
-	TLI_OP_DELETE_LEASED,    /* lease holder */
-	TLI_OP_DELETE_OWNED,     /* owner: not under an active lease */
-	TLI_OP_MOVE,             /* owner: not under an active lease */
-	TLI_OP_DLQ_KICK,         /* operator: a dead letter back on the timeline */
+	TLI_OP_CREATE = 1,    /* producer: id must not exist */
+	TLI_OP_LEASE,         /* broker for a consumer: due, version matches */
+	TLI_OP_EXTEND,        /* lease holder: new ts in the future */
+	TLI_OP_RELEASE,       /* lease holder: new ts not in the past */
+	TLI_OP_DELETE_LEASED, /* lease holder */
+	TLI_OP_DELETE_OWNED,  /* owner: not under an active lease */
+	TLI_OP_MOVE,          /* owner: not under an active lease */
+	TLI_OP_DLQ_KICK,      /* operator: a dead letter back on the timeline */
 } tli_op_type;
 
 /* How op.ts is read. */
 #define TLI_TS_ABS 0 /* ts is a timeline time (UTC ms) */
-#define TLI_TS_REL 1 /* ts is a delay, added to the store's now at apply time */
+#define TLI_TS_REL 1 /* ts is a delay, added to the store's now at apply time \
+	              */
 
 /*
  * One operation. The caller fills the inputs and keeps every pointer valid
@@ -162,16 +164,16 @@ typedef struct tli_op {
 	const char *who;
 	size_t who_len;
 	int64_t ts;
-	int ts_mode;            /* TLI_TS_ABS or TLI_TS_REL */
-	uint64_t version;       /* expected version; 0 = any (owner ops only) */
+	int ts_mode;      /* TLI_TS_ABS or TLI_TS_REL */
+	uint64_t version; /* expected version; 0 = any (owner ops only) */
 	const void *body;
 	size_t body_len;
 	/* results */
-	int err;                /* TL_OK or the precise error */
-	uint64_t new_version;   /* version after the operation */
-	int64_t new_ts;         /* resolved timestamp after the operation */
+	int err;              /* TL_OK or the precise error */
+	uint64_t new_version; /* version after the operation */
+	int64_t new_ts;       /* resolved timestamp after the operation */
 	uint32_t bucket;
-	uint32_t deliveries;    /* after a LEASE: how many times leased */
+	uint32_t deliveries; /* after a LEASE: how many times leased */
 	char gen_id[TL_GEN_ID_LEN + 1];
 } tli_op;
 
@@ -183,8 +185,8 @@ typedef void (*tli_store_done_fn)(void *arg);
  * submissions. Returns TL_OK, or TL_ECLOSED / TL_ETOOLARGE (n >
  * TL_MAX_BATCH) / TL_EINVAL synchronously, in which case `done` is never
  * called. */
-int tli_store_submit(tli_store *s, tli_op *ops, size_t n,
-    tli_store_done_fn done, void *arg);
+int tli_store_submit(
+    tli_store *s, tli_op *ops, size_t n, tli_store_done_fn done, void *arg);
 
 /* Submit and wait. Returns the submission error (the per-op errors are in
  * ops[i].err). */
@@ -204,8 +206,8 @@ typedef struct tli_msg {
 	uint64_t version;
 	uint32_t deliveries;
 	int64_t created_at;
-	bool dead;              /* in the dead-letter list */
-	void *body;             /* owned; release with tli_msg_fini */
+	bool dead;  /* in the dead-letter list */
+	void *body; /* owned; release with tli_msg_fini */
 	size_t body_len;
 } tli_msg;
 
@@ -220,7 +222,7 @@ typedef struct tli_entry {
 	int64_t ts;
 	uint64_t version;
 	uint32_t bucket;
-	bool locked;            /* has a lock_consumer (maybe run out) */
+	bool locked; /* has a lock_consumer (maybe run out) */
 	uint8_t id_len;
 	char id[TL_MAX_ID_LEN + 1];
 } tli_entry;
@@ -256,12 +258,11 @@ int tli_store_scan_owner(tli_store *s, const char *topic, const char *owner,
 /* Dead letters of a topic in id order after the cursor (its ts is
  * ignored); entry.ts is when the message was dead-lettered. */
 int tli_store_scan_dead(tli_store *s, const char *topic,
-    const tli_cursor *after, tli_entry *out, size_t max, size_t *n,
-    bool *more);
+    const tli_cursor *after, tli_entry *out, size_t max, size_t *n, bool *more);
 
 /* Count messages with from <= ts < to by status, at the store's now. */
-int tli_store_count(tli_store *s, const char *topic, int64_t from, int64_t to,
-    tli_counts *out);
+int tli_store_count(
+    tli_store *s, const char *topic, int64_t from, int64_t to, tli_counts *out);
 
 /* The status counts of the whole topic, from the incremental counters plus
  * a scan of the due part only. */
@@ -275,16 +276,16 @@ typedef void (*tli_check_report_fn)(void *arg, const char *problem);
  * entry against its record. Calls report (if not NULL) once per problem and
  * stores the count in *problems. Returns TL_OK when the scan itself worked
  * (even if problems were found). */
-int tli_store_check(tli_store *s, tli_check_report_fn report, void *arg,
-    uint64_t *problems);
+int tli_store_check(
+    tli_store *s, tli_check_report_fn report, void *arg, uint64_t *problems);
 
 /* ---- statistics ---- */
 
 typedef struct tli_store_stats {
-	uint64_t batches;        /* group commits written */
-	uint64_t ops;            /* operations applied (ok or failed) */
-	uint64_t sync_ns_total;  /* time spent in write+sync */
-	uint64_t max_batch;      /* largest batch in ops */
+	uint64_t batches;       /* group commits written */
+	uint64_t ops;           /* operations applied (ok or failed) */
+	uint64_t sync_ns_total; /* time spent in write+sync */
+	uint64_t max_batch;     /* largest batch in ops */
 } tli_store_stats;
 
 void tli_store_get_stats(tli_store *s, tli_store_stats *out);

@@ -33,7 +33,7 @@ typedef struct topic_rt {
 	_Atomic uint64_t messages; /* committed counters */
 	_Atomic uint64_t locked;
 	_Atomic uint64_t dead;
-	int64_t pend_messages;     /* writer thread only: this batch's deltas */
+	int64_t pend_messages; /* writer thread only: this batch's deltas */
 	int64_t pend_locked;
 	int64_t pend_dead;
 	bool pend_dirty;
@@ -73,8 +73,8 @@ typedef struct stage_ent {
 	uint16_t klen;
 	uint32_t koff;
 	uint32_t vlen;
-	size_t voff;            /* into the arena, when vext is NULL */
-	const void *vext;       /* a value that outlives the batch (bodies) */
+	size_t voff;      /* into the arena, when vext is NULL */
+	const void *vext; /* a value that outlives the batch (bodies) */
 } stage_ent;
 
 typedef struct stage {
@@ -139,10 +139,10 @@ size_t tli_key_body(uint8_t *k, uint32_t topic, const char *id, size_t len);
 size_t tli_key_dead(uint8_t *k, uint32_t topic, const char *id, size_t len);
 size_t tli_key_tl(uint8_t *k, uint32_t topic, uint32_t bucket, int64_t ts,
     const char *id, size_t len);
-size_t tli_key_cons(uint8_t *k, uint32_t topic, const char *cons,
-    size_t clen, const char *id, size_t len);
-size_t tli_key_own(uint8_t *k, uint32_t topic, const char *owner,
-    size_t olen, int64_t ts, const char *id, size_t len);
+size_t tli_key_cons(uint8_t *k, uint32_t topic, const char *cons, size_t clen,
+    const char *id, size_t len);
+size_t tli_key_own(uint8_t *k, uint32_t topic, const char *owner, size_t olen,
+    int64_t ts, const char *id, size_t len);
 size_t tli_key_meta_topic(uint8_t *k, const char *name, size_t len);
 size_t tli_key_meta_counters(uint8_t *k, uint32_t topic);
 
@@ -166,8 +166,8 @@ int tli_rdb_err(tli_store *s, char *errstr);
 /* Writer thread or with topics_lock held. */
 topic_rt *tli_topic_find(tli_store *s, const char *name);
 /* Copy a topic's id and settings under the read lock. */
-int tli_topic_lookup(tli_store *s, const char *name, uint32_t *id,
-    tli_topic_conf *conf);
+int tli_topic_lookup(
+    tli_store *s, const char *name, uint32_t *id, tli_topic_conf *conf);
 
 /* ---- ops.c: the writer's application of message operations ---- */
 struct overlay *tli_overlay_new(void);

@@ -14,10 +14,10 @@ main(int argc, char **argv)
 	tl_client *client;
 	tl_consumer *consumer;
 	tl_consumer_conf conf = {
-		.topic = "default",
-		.consumer_id = "example-consumer", /* stable: leases come back */
-		.lease_ms = 30000,                 /* time to do the work */
-		.credit = 8,                       /* leases held at once */
+	    .topic = "default",
+	    .consumer_id = "example-consumer", /* stable: leases come back */
+	    .lease_ms = 30000,                 /* time to do the work */
+	    .credit = 8,                       /* leases held at once */
 	};
 	int rv;
 
@@ -27,7 +27,8 @@ main(int argc, char **argv)
 	}
 	rv = tl_client_open(&client, opts);
 	tl_opts_free(opts);
-	if (rv != TL_OK || tl_consumer_open(&consumer, client, &conf) != TL_OK) {
+	if (rv != TL_OK ||
+	    tl_consumer_open(&consumer, client, &conf) != TL_OK) {
 		fprintf(stderr, "cannot consume: %s\n", tl_strerror(rv));
 		return 1;
 	}

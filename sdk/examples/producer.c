@@ -28,8 +28,8 @@ main(int argc, char **argv)
 	}
 
 	/* NULL id: the broker makes one. 5000: due 5 s from now. */
-	rv = tl_put_in(client, "default", "example", NULL, 5000, body,
-	    strlen(body), id);
+	rv = tl_put_in(
+	    client, "default", "example", NULL, 5000, body, strlen(body), id);
 	if (rv != TL_OK) {
 		fprintf(stderr, "put: %s\n", tl_strerror(rv));
 	} else {

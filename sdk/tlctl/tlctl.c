@@ -39,10 +39,10 @@ typedef struct args {
 } args;
 
 /* Options that take a value; the rest are flags. */
-static const char *const valued[] = { "url", "token", "buckets", "max-body",
-	"lease", "max-lease", "max-deliveries", "at", "in", "id", "group",
-	"limit", "from", "to", "consumer", "credit", "count", "timeout", NULL };
-static const char *const flags[] = { "no-ack", "help", NULL };
+static const char *const valued[] = {"url", "token", "buckets", "max-body",
+    "lease", "max-lease", "max-deliveries", "at", "in", "id", "group", "limit",
+    "from", "to", "consumer", "credit", "count", "timeout", NULL};
+static const char *const flags[] = {"no-ack", "help", NULL};
 
 static const char usage_text[] =
     "usage: tlctl [--url URL] [--token TOKEN] COMMAND ...\n"
@@ -123,7 +123,8 @@ tlctl_parse_time(const char *s, int64_t *ms)
 		return 0;
 	}
 	if (sscanf(s, "%4d-%2d-%2d%*[T ]%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi,
-	        &sec, &n) != 6 || n == 0) {
+	        &sec, &n) != 6 ||
+	    n == 0) {
 		return -1;
 	}
 	p = s + n;
@@ -217,7 +218,8 @@ args_parse(args *a, int argc, char **argv)
 
 		if (strncmp(s, "--", 2) != 0 || s[2] == '\0') {
 			if (a->npos == MAX_POS) {
-				return usage(a, "too many arguments (at '%s').", s);
+				return usage(
+				    a, "too many arguments (at '%s').", s);
 			}
 			a->pos[a->npos++] = s;
 			continue;
@@ -232,7 +234,8 @@ args_parse(args *a, int argc, char **argv)
 			} else if (i + 1 < argc) {
 				val = argv[++i];
 			} else {
-				return usage(a, "option --%s needs a value.", name);
+				return usage(
+				    a, "option --%s needs a value.", name);
 			}
 		} else if (!in_list(flags, name) || eq != NULL) {
 			return usage(a, "unknown option --%s.", name);
@@ -274,8 +277,10 @@ opts_allow(args *a, const char *const *allowed)
 {
 	for (int i = 0; i < a->nopts; i++) {
 		if (!in_list(allowed, a->opts[i].name)) {
-			return usage(a, "option --%s does not apply to this "
-			                "command.", a->opts[i].name);
+			return usage(a,
+			    "option --%s does not apply to this "
+			    "command.",
+			    a->opts[i].name);
 		}
 	}
 	return TLCTL_OK;
@@ -311,8 +316,10 @@ opt_dur(args *a, const char *name, int64_t *v)
 	const char *s = opt_get(a, name);
 
 	if (s != NULL && tlctl_parse_duration(s, v) != 0) {
-		fprintf(a->err, "tlctl: --%s wants a duration such as 300ms, "
-		                "5s, 2m or 1h, not '%s'.\n", name, s);
+		fprintf(a->err,
+		    "tlctl: --%s wants a duration such as 300ms, "
+		    "5s, 2m or 1h, not '%s'.\n",
+		    name, s);
 		return TLCTL_USAGE;
 	}
 	return TLCTL_OK;
@@ -324,9 +331,11 @@ opt_time(args *a, const char *name, int64_t *v)
 	const char *s = opt_get(a, name);
 
 	if (s != NULL && tlctl_parse_time(s, v) != 0) {
-		fprintf(a->err, "tlctl: --%s wants UTC milliseconds or an "
-		                "ISO-8601 time such as 2026-11-22T10:00:00Z, not "
-		                "'%s'.\n", name, s);
+		fprintf(a->err,
+		    "tlctl: --%s wants UTC milliseconds or an "
+		    "ISO-8601 time such as 2026-11-22T10:00:00Z, not "
+		    "'%s'.\n",
+		    name, s);
 		return TLCTL_USAGE;
 	}
 	return TLCTL_OK;
@@ -339,8 +348,9 @@ opt_when(args *a, int64_t *ts, bool *rel)
 	bool at = opt_get(a, "at") != NULL, in = opt_get(a, "in") != NULL;
 
 	if (at == in) {
-		return usage(a, "%s", "give exactly one of --at TIME and "
-		                      "--in DURATION.");
+		return usage(a, "%s",
+		    "give exactly one of --at TIME and "
+		    "--in DURATION.");
 	}
 	*rel = in;
 	return in ? opt_dur(a, "in", ts) : opt_time(a, "at", ts);
@@ -365,15 +375,15 @@ need_pos(args *a, int n, const char *what)
 
 static int client_connect(args *a, tl_client **out);
 /* Connect on first use, after the arguments were checked. */
-#define CONNECT(a, c)                                                  \
-	do {                                                           \
-		if ((a)->c == NULL) {                                  \
-			int crv_ = client_connect((a), &(a)->c);       \
-			if (crv_ != TLCTL_OK) {                        \
-				return crv_;                           \
-			}                                              \
-		}                                                      \
-		(c) = (a)->c;                                          \
+#define CONNECT(a, c)                                            \
+	do {                                                     \
+		if ((a)->c == NULL) {                            \
+			int crv_ = client_connect((a), &(a)->c); \
+			if (crv_ != TLCTL_OK) {                  \
+				return crv_;                     \
+			}                                        \
+		}                                                \
+		(c) = (a)->c;                                    \
 	} while (0)
 
 /* ---- commands ---- */
@@ -382,9 +392,9 @@ static int
 cmd_topic(args *a)
 {
 	tl_client *c = NULL;
-	static const char *const create_opts[] = { "buckets", "max-body",
-		"lease", "max-lease", "max-deliveries", NULL };
-	static const char *const none[] = { NULL };
+	static const char *const create_opts[] = {"buckets", "max-body",
+	    "lease", "max-lease", "max-deliveries", NULL};
+	static const char *const none[] = {NULL};
 	const char *sub = a->npos > 1 ? a->pos[1] : "";
 	char what[200];
 	int rv;
@@ -395,10 +405,12 @@ cmd_topic(args *a)
 		int64_t lease = 0, max_lease = 0;
 		if ((rv = need_pos(a, 3, "topic create wants a NAME.")) != 0 ||
 		    (rv = opts_allow(a, create_opts)) != 0 ||
-		    (rv = opt_u64(a, "buckets", TL_MAX_BUCKETS, &buckets)) != 0 ||
+		    (rv = opt_u64(a, "buckets", TL_MAX_BUCKETS, &buckets)) !=
+		        0 ||
 		    (rv = opt_u64(a, "max-body", TL_MAX_BODY_LEN, &max_body)) !=
 		        0 ||
-		    (rv = opt_u64(a, "max-deliveries", UINT32_MAX, &maxdel)) != 0 ||
+		    (rv = opt_u64(a, "max-deliveries", UINT32_MAX, &maxdel)) !=
+		        0 ||
 		    (rv = opt_dur(a, "lease", &lease)) != 0 ||
 		    (rv = opt_dur(a, "max-lease", &max_lease)) != 0) {
 			return rv;
@@ -424,7 +436,8 @@ cmd_topic(args *a)
 	if (strcmp(sub, "list") == 0) {
 		tl_topic_info *v = NULL;
 		size_t n = 0;
-		if ((rv = need_pos(a, 2, "topic list takes no argument.")) != 0) {
+		if ((rv = need_pos(a, 2, "topic list takes no argument.")) !=
+		    0) {
 			return rv;
 		}
 		CONNECT(a, c);
@@ -438,8 +451,9 @@ cmd_topic(args *a)
 			fprintf(a->out,
 			    "%-24s %7u %10" PRIu64 " %10" PRIu64 " %10" PRIu64
 			    " %10" PRIu64 " %8" PRIu64 "\n",
-			    v[i].name, v[i].buckets, v[i].messages, v[i].available,
-			    v[i].waiting, v[i].processing, v[i].dead);
+			    v[i].name, v[i].buckets, v[i].messages,
+			    v[i].available, v[i].waiting, v[i].processing,
+			    v[i].dead);
 		}
 		tl_free(v);
 		return TLCTL_OK;
@@ -455,8 +469,9 @@ cmd_topic(args *a)
 			return fail(a, rv, what);
 		}
 		fprintf(a->out,
-		    "name: %s\nbuckets: %u\nmax_body: %u\ndefault_lease_ms: %" PRId64
-		    "\nmax_lease_ms: %" PRId64 "\nmax_deliveries: %u\n"
+		    "name: %s\nbuckets: %u\nmax_body: %u\ndefault_lease_ms: "
+		    "%" PRId64 "\nmax_lease_ms: %" PRId64
+		    "\nmax_deliveries: %u\n"
 		    "messages: %" PRIu64 "\navailable: %" PRIu64
 		    "\nwaiting: %" PRIu64 "\nprocessing: %" PRIu64
 		    "\ndead: %" PRIu64 "\n",
@@ -489,8 +504,9 @@ read_all(FILE *f, size_t *len)
 	while (buf != NULL && (got = fread(buf + n, 1, cap - n, f)) > 0) {
 		n += got;
 		if (n == cap) {
-			char *nb = n >= TL_MAX_BODY_LEN + 1 ? NULL
-			                                    : realloc(buf, cap * 2);
+			char *nb = n >= TL_MAX_BODY_LEN + 1
+			    ? NULL
+			    : realloc(buf, cap * 2);
 			if (nb == NULL) {
 				free(buf);
 				return NULL;
@@ -507,7 +523,7 @@ static int
 cmd_put(args *a)
 {
 	tl_client *c = NULL;
-	static const char *const allowed[] = { "at", "in", "id", "group", NULL };
+	static const char *const allowed[] = {"at", "in", "id", "group", NULL};
 	const char *group = opt_get(a, "group");
 	char id_out[TL_MAX_ID_LEN + 1], due[40], what[200];
 	tl_put p;
@@ -524,9 +540,10 @@ cmd_put(args *a)
 	}
 	if (a->npos == 3 && strcmp(a->pos[2], "-") == 0) {
 		if ((stdin_body = read_all(stdin, &p.body_len)) == NULL) {
-			fprintf(a->err, "tlctl: could not read the body from "
-			                "standard input (out of memory or over "
-			                "16 MiB).\n");
+			fprintf(a->err,
+			    "tlctl: could not read the body from "
+			    "standard input (out of memory or over "
+			    "16 MiB).\n");
 			return TLCTL_FAILED;
 		}
 		p.body = stdin_body;
@@ -535,8 +552,8 @@ cmd_put(args *a)
 		p.body_len = strlen(a->pos[2]);
 	}
 	p.id = opt_get(a, "id");
-	snprintf(what, sizeof(what), "putting a message on topic '%s'",
-	    a->pos[1]);
+	snprintf(
+	    what, sizeof(what), "putting a message on topic '%s'", a->pos[1]);
 	CONNECT(a, c);
 	rv = tl_put_batch(c, a->pos[1], group != NULL ? group : "tlctl", &p, 1);
 	free(stdin_body);
@@ -554,7 +571,7 @@ static int
 cmd_get(args *a)
 {
 	tl_client *c = NULL;
-	static const char *const none[] = { NULL };
+	static const char *const none[] = {NULL};
 	tl_message *m = NULL;
 	char ts[40], created[40], what[300];
 	int rv;
@@ -563,8 +580,8 @@ cmd_get(args *a)
 	    (rv = opts_allow(a, none)) != 0) {
 		return rv;
 	}
-	snprintf(what, sizeof(what), "looking up '%s' in topic '%s'",
-	    a->pos[2], a->pos[1]);
+	snprintf(what, sizeof(what), "looking up '%s' in topic '%s'", a->pos[2],
+	    a->pos[1]);
 	CONNECT(a, c);
 	if ((rv = tl_get(c, a->pos[1], a->pos[2], &m)) != TL_OK) {
 		return fail(a, rv, what);
@@ -598,7 +615,7 @@ static int
 cmd_list(args *a)
 {
 	tl_client *c = NULL;
-	static const char *const allowed[] = { "group", "limit", NULL };
+	static const char *const allowed[] = {"group", "limit", NULL};
 	const char *group = opt_get(a, "group");
 	uint64_t limit = 100;
 	tl_entry *v = NULL;
@@ -631,7 +648,7 @@ static int
 cmd_count(args *a)
 {
 	tl_client *c = NULL;
-	static const char *const allowed[] = { "from", "to", NULL };
+	static const char *const allowed[] = {"from", "to", NULL};
 	int64_t from = TL_TS_MIN, to = TL_TS_MAX;
 	tl_counts k;
 	char what[200];
@@ -648,8 +665,9 @@ cmd_count(args *a)
 	if ((rv = tl_count(c, a->pos[1], from, to, &k)) != TL_OK) {
 		return fail(a, rv, what);
 	}
-	fprintf(a->out, "available: %" PRIu64 "\nwaiting: %" PRIu64
-	                "\nprocessing: %" PRIu64 "\n",
+	fprintf(a->out,
+	    "available: %" PRIu64 "\nwaiting: %" PRIu64 "\nprocessing: %" PRIu64
+	    "\n",
 	    k.available, k.waiting, k.processing);
 	return TLCTL_OK;
 }
@@ -658,7 +676,7 @@ static int
 cmd_move(args *a)
 {
 	tl_client *c = NULL;
-	static const char *const allowed[] = { "at", "in", "group", NULL };
+	static const char *const allowed[] = {"at", "in", "group", NULL};
 	const char *group = opt_get(a, "group");
 	int64_t ts = 0;
 	bool rel = false;
@@ -687,7 +705,7 @@ static int
 cmd_delete(args *a)
 {
 	tl_client *c = NULL;
-	static const char *const allowed[] = { "group", NULL };
+	static const char *const allowed[] = {"group", NULL};
 	const char *group = opt_get(a, "group");
 	char what[300];
 	int rv;
@@ -696,11 +714,11 @@ cmd_delete(args *a)
 	    (rv = opts_allow(a, allowed)) != 0) {
 		return rv;
 	}
-	snprintf(what, sizeof(what), "deleting '%s' from topic '%s'",
-	    a->pos[2], a->pos[1]);
+	snprintf(what, sizeof(what), "deleting '%s' from topic '%s'", a->pos[2],
+	    a->pos[1]);
 	CONNECT(a, c);
-	rv = tl_delete(c, a->pos[1], group != NULL ? group : "tlctl",
-	    a->pos[2], 0);
+	rv = tl_delete(
+	    c, a->pos[1], group != NULL ? group : "tlctl", a->pos[2], 0);
 	if (rv != TL_OK) {
 		return fail(a, rv, what);
 	}
@@ -718,8 +736,8 @@ consume_one(args *a, tl_client *c, tl_lease *l, bool ack)
 	int rv;
 
 	tlctl_format_time(tl_lease_due(l), due, sizeof(due));
-	fprintf(a->out, "%s\t%s\tlate %" PRId64 " ms\t", tl_lease_id(l), due,
-	    late);
+	fprintf(
+	    a->out, "%s\t%s\tlate %" PRId64 " ms\t", tl_lease_id(l), due, late);
 	fwrite(body, 1, len, a->out);
 	fputc('\n', a->out);
 	fflush(a->out);
@@ -737,8 +755,8 @@ static int
 cmd_consume(args *a)
 {
 	tl_client *c = NULL;
-	static const char *const allowed[] = { "consumer", "lease", "credit",
-		"no-ack", "count", "timeout", NULL };
+	static const char *const allowed[] = {
+	    "consumer", "lease", "credit", "no-ack", "count", "timeout", NULL};
 	tl_consumer_conf conf;
 	tl_consumer *k = NULL;
 	uint64_t credit = 16, count = 0;
@@ -774,7 +792,8 @@ cmd_consume(args *a)
 		size_t n = 0, max = 64;
 		int wait = 1000;
 		if (timeout >= 0) {
-			int64_t left = start + timeout - tl_client_broker_now(c);
+			int64_t left =
+			    start + timeout - tl_client_broker_now(c);
 			if (left <= 0) {
 				break;
 			}
@@ -806,8 +825,8 @@ static int
 cmd_dlq(args *a)
 {
 	tl_client *c = NULL;
-	static const char *const kick_opts[] = { "in", NULL };
-	static const char *const none[] = { NULL };
+	static const char *const kick_opts[] = {"in", NULL};
+	static const char *const none[] = {NULL};
 	const char *sub = a->npos > 1 ? a->pos[1] : "";
 	char what[300];
 	int rv;
@@ -836,7 +855,8 @@ cmd_dlq(args *a)
 	}
 	if (strcmp(sub, "kick") == 0) {
 		int64_t in = 0;
-		if ((rv = need_pos(a, 4, "dlq kick wants TOPIC and ID.")) != 0 ||
+		if ((rv = need_pos(a, 4, "dlq kick wants TOPIC and ID.")) !=
+		        0 ||
 		    (rv = opts_allow(a, kick_opts)) != 0 ||
 		    (rv = opt_dur(a, "in", &in)) != 0) {
 			return rv;
@@ -859,16 +879,16 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
-	{ "topic", cmd_topic },
-	{ "put", cmd_put },
-	{ "get", cmd_get },
-	{ "list", cmd_list },
-	{ "count", cmd_count },
-	{ "move", cmd_move },
-	{ "delete", cmd_delete },
-	{ "consume", cmd_consume },
-	{ "dlq", cmd_dlq },
-	{ NULL, NULL },
+    {"topic", cmd_topic},
+    {"put", cmd_put},
+    {"get", cmd_get},
+    {"list", cmd_list},
+    {"count", cmd_count},
+    {"move", cmd_move},
+    {"delete", cmd_delete},
+    {"consume", cmd_consume},
+    {"dlq", cmd_dlq},
+    {NULL, NULL},
 };
 
 static int
@@ -883,8 +903,10 @@ client_connect(args *a, tl_client **out)
 	tl_opts_set_name(o, "tlctl");
 	if (a->url != NULL && (rv = tl_opts_set_url(o, a->url)) != TL_OK) {
 		tl_opts_free(o);
-		fprintf(a->err, "tlctl: the URL '%s' is not usable: it must look "
-		                "like tcp://HOST:PORT or ipc:///PATH.\n", a->url);
+		fprintf(a->err,
+		    "tlctl: the URL '%s' is not usable: it must look "
+		    "like tcp://HOST:PORT or ipc:///PATH.\n",
+		    a->url);
 		return TLCTL_USAGE;
 	}
 	if (a->token != NULL) {
@@ -892,10 +914,12 @@ client_connect(args *a, tl_client **out)
 	}
 	rv = tl_client_open(out, o);
 	if (rv != TL_OK) {
-		const char *url = a->url != NULL ? a->url : getenv("TIMELINE_URL");
-		fprintf(a->err, "tlctl: cannot open a session with the broker at "
-		                "%s: %s (%s). %s Check that timelined runs there, "
-		                "or pass --url.\n",
+		const char *url =
+		    a->url != NULL ? a->url : getenv("TIMELINE_URL");
+		fprintf(a->err,
+		    "tlctl: cannot open a session with the broker at "
+		    "%s: %s (%s). %s Check that timelined runs there, "
+		    "or pass --url.\n",
 		    url != NULL ? url : "tcp://127.0.0.1:7400", tl_strerror(rv),
 		    tl_errname(rv), tl_erradvice(rv));
 		tl_opts_free(o);

@@ -16,10 +16,12 @@ static void
 usage(void)
 {
 	fprintf(stderr,
-	    "usage: tl-store check DIR           verify every record and index\n"
+	    "usage: tl-store check DIR           verify every record and "
+	    "index\n"
 	    "       tl-store topics DIR          list topics and their counts\n"
 	    "       tl-store create-topic DIR NAME [BUCKETS]\n"
-	    "       tl-store demo DIR            schedule 5 messages and deliver "
+	    "       tl-store demo DIR            schedule 5 messages and "
+	    "deliver "
 	    "them\n");
 }
 
@@ -52,7 +54,8 @@ cmd_check(tli_store *s)
 	int rv = tli_store_check(s, print_problem, NULL, &problems);
 
 	if (rv != TL_OK) {
-		fprintf(stderr, "tl-store: check failed: %s\n", tl_strerror(rv));
+		fprintf(
+		    stderr, "tl-store: check failed: %s\n", tl_strerror(rv));
 		return 2;
 	}
 	printf("%llu problem(s)\n", (unsigned long long) problems);
@@ -73,10 +76,11 @@ cmd_topics(tli_store *s)
 	printf("%-24s %8s %12s %12s %12s %12s\n", "topic", "buckets",
 	    "messages", "available", "waiting", "processing");
 	for (size_t i = 0; i < n; i++) {
-		tli_counts c = { 0 };
+		tli_counts c = {0};
 		tli_store_totals(s, v[i].conf.name, &c);
-		printf("%-24s %8u %12llu %12llu %12llu %12llu\n", v[i].conf.name,
-		    v[i].conf.buckets, (unsigned long long) v[i].messages,
+		printf("%-24s %8u %12llu %12llu %12llu %12llu\n",
+		    v[i].conf.name, v[i].conf.buckets,
+		    (unsigned long long) v[i].messages,
 		    (unsigned long long) c.available,
 		    (unsigned long long) c.waiting,
 		    (unsigned long long) c.processing);
@@ -109,7 +113,7 @@ cmd_create_topic(tli_store *s, const char *name, const char *buckets)
 static void
 sleep_ms(long ms)
 {
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
 	nanosleep(&ts, NULL);
 }
 
@@ -130,17 +134,26 @@ demo_deliver(tli_store *s, tli_topic_info *ti, int *left)
 		for (size_t i = 0; i < n; i++) {
 			tli_op op[2];
 			memset(op, 0, sizeof(op));
-			op[0] = (tli_op) { .type = TLI_OP_LEASE, .topic = "default",
-				.id = e[i].id, .id_len = e[i].id_len,
-				.who = "demo", .who_len = 4, .ts = 30000,
-				.ts_mode = TLI_TS_REL, .version = e[i].version };
-			op[1] = (tli_op) { .type = TLI_OP_DELETE_LEASED,
-				.topic = "default", .id = e[i].id,
-				.id_len = e[i].id_len, .who = "demo",
-				.who_len = 4, .version = e[i].version + 1 };
+			op[0] = (tli_op){.type = TLI_OP_LEASE,
+			    .topic = "default",
+			    .id = e[i].id,
+			    .id_len = e[i].id_len,
+			    .who = "demo",
+			    .who_len = 4,
+			    .ts = 30000,
+			    .ts_mode = TLI_TS_REL,
+			    .version = e[i].version};
+			op[1] = (tli_op){.type = TLI_OP_DELETE_LEASED,
+			    .topic = "default",
+			    .id = e[i].id,
+			    .id_len = e[i].id_len,
+			    .who = "demo",
+			    .who_len = 4,
+			    .version = e[i].version + 1};
 			tli_store_apply(s, op, 2);
 			if (op[0].err == TL_OK && op[1].err == TL_OK) {
-				printf("delivered %.*s due %lld, late by %lld ms\n",
+				printf("delivered %.*s due %lld, late by %lld "
+				       "ms\n",
 				    (int) e[i].id_len, e[i].id,
 				    (long long) e[i].ts,
 				    (long long) (now - e[i].ts));

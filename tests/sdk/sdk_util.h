@@ -47,7 +47,7 @@ sb_broker_path(void)
 static inline void
 sb_nap_ms(int ms)
 {
-	struct timespec ts = { ms / 1000, (long) (ms % 1000) * 1000000L };
+	struct timespec ts = {ms / 1000, (long) (ms % 1000) * 1000000L};
 	nanosleep(&ts, NULL);
 }
 
@@ -105,7 +105,8 @@ sb_spawn(sb_broker *b)
 		if (waitpid(b->pid, &st, WNOHANG) == b->pid) {
 			b->pid = -1;
 			cr_assert_fail("the broker exited before accepting "
-			               "connections (status %d); see %s", st, logp);
+			               "connections (status %d); see %s",
+			    st, logp);
 		}
 		cr_assert(tli_mono_ms() < deadline,
 		    "the broker did not accept connections within 20 s; see %s",
@@ -162,8 +163,8 @@ sb_client(const sb_broker *b)
 	cr_assert_eq(tl_opts_set_reconnect(o, 20, 200), TL_OK);
 	rv = tl_client_open(&c, o);
 	tl_opts_free(o);
-	cr_assert_eq(rv, TL_OK, "tl_client_open(%s): %s", b->url,
-	    tl_strerror(rv));
+	cr_assert_eq(
+	    rv, TL_OK, "tl_client_open(%s): %s", b->url, tl_strerror(rv));
 	return c;
 }
 
@@ -178,8 +179,8 @@ sb_topic(tl_client *c, const char *name, int64_t lease_ms)
 	conf.name = name;
 	conf.default_lease_ms = lease_ms;
 	rv = tl_topic_create(c, &conf);
-	cr_assert_eq(rv, TL_OK, "tl_topic_create(%s): %s", name,
-	    tl_strerror(rv));
+	cr_assert_eq(
+	    rv, TL_OK, "tl_topic_create(%s): %s", name, tl_strerror(rv));
 }
 
 #endif

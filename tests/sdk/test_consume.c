@@ -37,8 +37,8 @@ poll_n(tl_consumer *k, tl_lease **out, size_t want, int timeout_ms)
 		if (left <= 0) {
 			break;
 		}
-		cr_assert_eq(tl_consumer_poll(k, out + got, want - got, &n,
-		                 (int) left),
+		cr_assert_eq(
+		    tl_consumer_poll(k, out + got, want - got, &n, (int) left),
 		    TL_OK);
 		got += n;
 	}
@@ -65,8 +65,8 @@ on_msg(void *arg, tl_lease *l)
 
 	pthread_mutex_lock(&s->m);
 	if (s->n < 16) {
-		snprintf(s->bodies[s->n], sizeof(s->bodies[0]), "%.*s", (int) len,
-		    b);
+		snprintf(s->bodies[s->n], sizeof(s->bodies[0]), "%.*s",
+		    (int) len, b);
 	}
 	s->n++;
 	/* 5 ms of slack for the clock offset estimate */
@@ -80,8 +80,11 @@ on_msg(void *arg, tl_lease *l)
 Test(consume, callback_gets_due_messages_and_deletes)
 {
 	seen s;
-	tl_consumer_conf conf = { .topic = "cb", .consumer_id = "c1",
-		.credit = 4, .on_message = on_msg, .arg = &s };
+	tl_consumer_conf conf = {.topic = "cb",
+	    .consumer_id = "c1",
+	    .credit = 4,
+	    .on_message = on_msg,
+	    .arg = &s};
 	tl_consumer *k = NULL;
 	tl_counts cnt;
 	int64_t deadline = tli_mono_ms() + 15000;
@@ -125,8 +128,8 @@ Test(consume, callback_gets_due_messages_and_deletes)
 
 Test(consume, poll_extend_release_delete)
 {
-	tl_consumer_conf conf = { .topic = "pl", .consumer_id = "c1",
-		.lease_ms = 10000, .credit = 8 };
+	tl_consumer_conf conf = {
+	    .topic = "pl", .consumer_id = "c1", .lease_ms = 10000, .credit = 8};
 	tl_consumer *k = NULL;
 	tl_lease *ls[8];
 	tl_message *m = NULL;
@@ -159,7 +162,8 @@ Test(consume, poll_extend_release_delete)
 	cr_assert_eq(tl_lease_extend(ls[0], 0), TL_EINVAL);
 
 	/* the owner cannot touch a leased message */
-	cr_assert_eq(tl_delete(C, "pl", "p", tl_lease_id(ls[1]), 0), TL_ELEASED);
+	cr_assert_eq(
+	    tl_delete(C, "pl", "p", tl_lease_id(ls[1]), 0), TL_ELEASED);
 
 	/* release: it comes back later with a second delivery */
 	cr_assert_eq(tl_lease_release(ls[1], 100, true), TL_OK);
@@ -185,8 +189,8 @@ Test(consume, poll_extend_release_delete)
 
 Test(consume, expired_lease_is_delivered_again)
 {
-	tl_consumer_conf conf = { .topic = "ex", .consumer_id = "c1",
-		.lease_ms = 300, .credit = 2 };
+	tl_consumer_conf conf = {
+	    .topic = "ex", .consumer_id = "c1", .lease_ms = 300, .credit = 2};
 	tl_consumer *k = NULL;
 	tl_lease *l1 = NULL, *l2 = NULL;
 	int rv;
@@ -211,8 +215,8 @@ Test(consume, expired_lease_is_delivered_again)
 
 Test(consume, credit_bounds_leases_held)
 {
-	tl_consumer_conf conf = { .topic = "cr", .consumer_id = "c1",
-		.lease_ms = 20000, .credit = 2 };
+	tl_consumer_conf conf = {
+	    .topic = "cr", .consumer_id = "c1", .lease_ms = 20000, .credit = 2};
 	tl_consumer *k = NULL;
 	tl_lease *ls[5];
 	size_t n;
@@ -220,7 +224,8 @@ Test(consume, credit_bounds_leases_held)
 	sb_topic(C, "cr", 0);
 	cr_assert_eq(tl_consumer_open(&k, C, &conf), TL_OK);
 	for (int i = 0; i < 5; i++) {
-		cr_assert_eq(tl_put_in(C, "cr", "p", NULL, 0, "z", 1, NULL), TL_OK);
+		cr_assert_eq(
+		    tl_put_in(C, "cr", "p", NULL, 0, "z", 1, NULL), TL_OK);
 	}
 	cr_assert_eq(poll_n(k, ls, 2, 10000), 2);
 	/* nothing more while both are held */
@@ -253,8 +258,8 @@ worker_main(void *arg)
 Test(consume, concurrent_lease_ops_are_batched)
 {
 	enum { N = 32 };
-	tl_consumer_conf conf = { .topic = "co", .consumer_id = "c1",
-		.lease_ms = 20000, .credit = N };
+	tl_consumer_conf conf = {
+	    .topic = "co", .consumer_id = "c1", .lease_ms = 20000, .credit = N};
 	tl_consumer *k = NULL;
 	tl_lease *ls[N];
 	pthread_t th[N];
@@ -264,7 +269,8 @@ Test(consume, concurrent_lease_ops_are_batched)
 	sb_topic(C, "co", 0);
 	cr_assert_eq(tl_consumer_open(&k, C, &conf), TL_OK);
 	for (int i = 0; i < N; i++) {
-		cr_assert_eq(tl_put_in(C, "co", "p", NULL, 0, "z", 1, NULL), TL_OK);
+		cr_assert_eq(
+		    tl_put_in(C, "co", "p", NULL, 0, "z", 1, NULL), TL_OK);
 	}
 	cr_assert_eq(poll_n(k, ls, N, 10000), N);
 	for (int i = 0; i < N; i++) {
@@ -284,7 +290,7 @@ Test(consume, concurrent_lease_ops_are_batched)
 Test(consume, bad_subscriptions)
 {
 	tl_consumer *k = NULL;
-	tl_consumer_conf conf = { .topic = "nosuch", .consumer_id = "c" };
+	tl_consumer_conf conf = {.topic = "nosuch", .consumer_id = "c"};
 
 	cr_assert_eq(tl_consumer_open(&k, C, &conf), TL_ENOTOPIC);
 	cr_assert_null(k);

@@ -25,9 +25,11 @@ Test(reconnect, requests_fail_then_work_and_leases_come_back)
 {
 	tl_client *c;
 	tl_consumer *k = NULL;
-	tl_consumer_conf conf = { .topic = "rc", .consumer_id = "keeper",
-		.lease_ms = 30000, .credit = 4 };
-	tl_lease *ls[2] = { NULL, NULL }, *back = NULL;
+	tl_consumer_conf conf = {.topic = "rc",
+	    .consumer_id = "keeper",
+	    .lease_ms = 30000,
+	    .credit = 4};
+	tl_lease *ls[2] = {NULL, NULL}, *back = NULL;
 	tl_counts cnt;
 	size_t n = 0, got = 0;
 	int64_t deadline;
@@ -42,7 +44,8 @@ Test(reconnect, requests_fail_then_work_and_leases_come_back)
 	cr_assert_eq(tl_put_in(c, "rc", "p", "m2", 0, "two", 3, NULL), TL_OK);
 	deadline = tli_mono_ms() + 10000;
 	while (got < 2 && tli_mono_ms() < deadline) {
-		cr_assert_eq(tl_consumer_poll(k, ls + got, 2 - got, &n, 200), TL_OK);
+		cr_assert_eq(
+		    tl_consumer_poll(k, ls + got, 2 - got, &n, 200), TL_OK);
 		got += n;
 	}
 	cr_assert_eq(got, 2);

@@ -28,7 +28,7 @@ Test(roundtrip, topics)
 {
 	tl_topic_info t, *v = NULL;
 	size_t n = 0;
-	tl_topic_conf conf = { .name = "t1", .buckets = 4, .max_deliveries = 3 };
+	tl_topic_conf conf = {.name = "t1", .buckets = 4, .max_deliveries = 3};
 	bool found = false;
 
 	cr_assert_eq(tl_topic_create(C, &conf), TL_OK);
@@ -63,13 +63,13 @@ Test(roundtrip, put_get_list_count_move_delete)
 	int64_t at = now + 3600000;
 
 	sb_topic(C, "rt", 0);
-	cr_assert_eq(tl_put_at(C, "rt", "g1", "natural-1", at, "abc", 3, id),
-	    TL_OK);
+	cr_assert_eq(
+	    tl_put_at(C, "rt", "g1", "natural-1", at, "abc", 3, id), TL_OK);
 	cr_assert_str_eq(id, "natural-1");
 	cr_assert_eq(tl_put_at(C, "rt", "g1", "natural-1", at, "abc", 3, NULL),
 	    TL_EEXISTS);
-	cr_assert_eq(tl_put_in(C, "rt", "g1", NULL, 7200000, "xy", 2, id),
-	    TL_OK);
+	cr_assert_eq(
+	    tl_put_in(C, "rt", "g1", NULL, 7200000, "xy", 2, id), TL_OK);
 	cr_assert_eq(strlen(id), TL_GEN_ID_LEN, "generated id '%s'", id);
 
 	cr_assert_eq(tl_get(C, "rt", "natural-1", &m), TL_OK);
@@ -94,8 +94,8 @@ Test(roundtrip, put_get_list_count_move_delete)
 	{
 		tl_entry *e2 = NULL;
 		size_t n2 = 0;
-		cr_assert_eq(tl_list(C, "rt", "g1", 10, &e[0], &e2, &n2, &more),
-		    TL_OK);
+		cr_assert_eq(
+		    tl_list(C, "rt", "g1", 10, &e[0], &e2, &n2, &more), TL_OK);
 		cr_assert_eq(n2, 1);
 		cr_assert_str_eq(e2[0].id, id);
 		tl_free(e2);
@@ -113,8 +113,8 @@ Test(roundtrip, put_get_list_count_move_delete)
 	    TL_ENOTOWNER);
 	cr_assert_eq(tl_move(C, "rt", "g1", "natural-1", 7, at, false, &ver),
 	    TL_EVERSION);
-	cr_assert_eq(tl_move(C, "rt", "g1", "natural-1", 1, now - 1000, false,
-	                 &ver),
+	cr_assert_eq(
+	    tl_move(C, "rt", "g1", "natural-1", 1, now - 1000, false, &ver),
 	    TL_OK);
 	cr_assert_eq(ver, 2);
 	cr_assert_eq(tl_count(C, "rt", 0, TL_TS_MAX, &k), TL_OK);
@@ -143,8 +143,8 @@ Test(roundtrip, large_batch_is_split)
 	}
 	cr_assert_eq(tl_put_batch(C, "big", "g", p, n), TL_OK);
 	for (size_t i = 0; i < n; i++) {
-		cr_assert_eq(p[i].err, TL_OK, "item %zu: %s", i,
-		    tl_strerror(p[i].err));
+		cr_assert_eq(
+		    p[i].err, TL_OK, "item %zu: %s", i, tl_strerror(p[i].err));
 		cr_assert_eq(p[i].version, 1);
 		cr_assert(p[i].id_out[0] != '\0');
 	}
@@ -174,8 +174,8 @@ on_done(void *arg, int err)
 Test(roundtrip, async_put)
 {
 	tl_put p[3];
-	async_done d = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0,
-		-1 };
+	async_done d = {
+	    PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, -1};
 
 	sb_topic(C, "as", 0);
 	memset(p, 0, sizeof(p));
@@ -185,7 +185,8 @@ Test(roundtrip, async_put)
 	}
 	p[1].id = "dup";
 	p[2].id = "dup";
-	cr_assert_eq(tl_put_batch_async(C, "as", "g", p, 3, on_done, &d), TL_OK);
+	cr_assert_eq(
+	    tl_put_batch_async(C, "as", "g", p, 3, on_done, &d), TL_OK);
 	pthread_mutex_lock(&d.m);
 	while (d.calls == 0) {
 		pthread_cond_wait(&d.cv, &d.m);
@@ -196,8 +197,8 @@ Test(roundtrip, async_put)
 	cr_assert_eq(p[0].err, TL_OK);
 	cr_assert_eq(p[1].err, TL_OK);
 	cr_assert_eq(p[2].err, TL_EEXISTS);
-	cr_assert_eq(tl_put_batch_async(C, "nosuch", "g", p, 1, NULL, NULL),
-	    TL_EINVAL);
+	cr_assert_eq(
+	    tl_put_batch_async(C, "nosuch", "g", p, 1, NULL, NULL), TL_EINVAL);
 }
 
 Test(roundtrip, clock_and_bad_input)
@@ -210,8 +211,8 @@ Test(roundtrip, clock_and_bad_input)
 	cr_assert(off > -1000 && off < 1000, "offset %lld", (long long) off);
 	int rv = tl_put_in(C, "nosuch", "g", NULL, 10, "", 0, NULL);
 	cr_assert_eq(rv, TL_ENOTOPIC, "%s", tl_errname(rv));
-	cr_assert_eq(tl_put_in(C, "default", "", NULL, 10, "", 0, NULL),
-	    TL_EBADID);
+	cr_assert_eq(
+	    tl_put_in(C, "default", "", NULL, 10, "", 0, NULL), TL_EBADID);
 	tl_opts_alloc(&o);
 	cr_assert_eq(tl_opts_set_url(o, "http://x"), TL_EINVAL);
 	cr_assert_eq(tl_opts_set_url(o, "ipc:///nonexistent/dir/sock"), TL_OK);

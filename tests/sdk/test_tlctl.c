@@ -68,13 +68,13 @@ run(char **out, char **err, const char *const *argv)
 Test(tlctl_syntax, usage_errors_exit_2)
 {
 	char *o = NULL, *e = NULL;
-	const char *a1[] = { "tlctl", NULL };
-	const char *a2[] = { "tlctl", "put", "default", "x", NULL };
-	const char *a3[] = { "tlctl", "put", "default", "x", "--in", "soon",
-		NULL };
-	const char *a4[] = { "tlctl", "frobnicate", NULL };
-	const char *a5[] = { "tlctl", "get", "default", "x", "--limit", "3",
-		NULL };
+	const char *a1[] = {"tlctl", NULL};
+	const char *a2[] = {"tlctl", "put", "default", "x", NULL};
+	const char *a3[] = {
+	    "tlctl", "put", "default", "x", "--in", "soon", NULL};
+	const char *a4[] = {"tlctl", "frobnicate", NULL};
+	const char *a5[] = {
+	    "tlctl", "get", "default", "x", "--limit", "3", NULL};
 
 	cr_assert_eq(run(&o, &e, a1), TLCTL_USAGE);
 	free(o), free(e);
@@ -106,12 +106,12 @@ Test(tlctl, put_in_then_consume)
 	char id[TL_MAX_ID_LEN + 1] = "";
 
 	sb_start(&B, "sdk-ctl");
-	const char *put[] = { "tlctl", "--url", B.url, "put", "default",
-		"hello world", "--in", "300ms", NULL };
-	const char *consume[] = { "tlctl", "--url", B.url, "consume", "default",
-		"--count", "1", "--timeout", "10s", NULL };
-	const char *count[] = { "tlctl", "--url", B.url, "count", "default",
-		NULL };
+	const char *put[] = {"tlctl", "--url", B.url, "put", "default",
+	    "hello world", "--in", "300ms", NULL};
+	const char *consume[] = {"tlctl", "--url", B.url, "consume", "default",
+	    "--count", "1", "--timeout", "10s", NULL};
+	const char *count[] = {
+	    "tlctl", "--url", B.url, "count", "default", NULL};
 
 	cr_assert_eq(run(&o, &e, put), TLCTL_OK, "%s", e);
 	cr_assert_eq(sscanf(o, "%128s due", id), 1, "%s", o);
@@ -135,22 +135,21 @@ Test(tlctl, commands_and_binary_exit_codes)
 	int st;
 
 	sb_start(&B, "sdk-ctl2");
-	const char *mk[] = { "tlctl", "--url", B.url, "topic", "create", "t2",
-		"--buckets", "4", "--lease", "5s", NULL };
-	const char *stats[] = { "tlctl", "--url", B.url, "topic", "stats", "t2",
-		NULL };
-	const char *put[] = { "tlctl", "--url", B.url, "put", "t2", "b",
-		"--at", "2099-01-01T00:00:00Z", "--id", "x1", "--group", "g",
-		NULL };
-	const char *list[] = { "tlctl", "--url", B.url, "list", "t2", "--group",
-		"g", NULL };
-	const char *get[] = { "tlctl", "--url", B.url, "get", "t2", "x1", NULL };
-	const char *mv[] = { "tlctl", "--url", B.url, "move", "t2", "x1", "--in",
-		"1h", "--group", "g", NULL };
-	const char *del[] = { "tlctl", "--url", B.url, "delete", "t2", "x1",
-		"--group", "g", NULL };
-	const char *dlq[] = { "tlctl", "--url", B.url, "dlq", "list", "t2",
-		NULL };
+	const char *mk[] = {"tlctl", "--url", B.url, "topic", "create", "t2",
+	    "--buckets", "4", "--lease", "5s", NULL};
+	const char *stats[] = {
+	    "tlctl", "--url", B.url, "topic", "stats", "t2", NULL};
+	const char *put[] = {"tlctl", "--url", B.url, "put", "t2", "b", "--at",
+	    "2099-01-01T00:00:00Z", "--id", "x1", "--group", "g", NULL};
+	const char *list[] = {
+	    "tlctl", "--url", B.url, "list", "t2", "--group", "g", NULL};
+	const char *get[] = {"tlctl", "--url", B.url, "get", "t2", "x1", NULL};
+	const char *mv[] = {"tlctl", "--url", B.url, "move", "t2", "x1", "--in",
+	    "1h", "--group", "g", NULL};
+	const char *del[] = {"tlctl", "--url", B.url, "delete", "t2", "x1",
+	    "--group", "g", NULL};
+	const char *dlq[] = {
+	    "tlctl", "--url", B.url, "dlq", "list", "t2", NULL};
 
 	cr_assert_eq(run(&o, &e, mk), TLCTL_OK, "%s", e);
 	free(o), free(e);
@@ -159,7 +158,8 @@ Test(tlctl, commands_and_binary_exit_codes)
 	cr_assert(strstr(o, "default_lease_ms: 5000") != NULL, "%s", o);
 	free(o), free(e);
 	cr_assert_eq(run(&o, &e, put), TLCTL_OK, "%s", e);
-	cr_assert(strncmp(o, "x1 due 2099-01-01T00:00:00.000Z", 31) == 0, "%s", o);
+	cr_assert(
+	    strncmp(o, "x1 due 2099-01-01T00:00:00.000Z", 31) == 0, "%s", o);
 	free(o), free(e);
 	cr_assert_eq(run(&o, &e, list), TLCTL_OK, "%s", e);
 	cr_assert(strncmp(o, "x1\t2099-01-01T00:00:00.000Z", 27) == 0, "%s", o);
@@ -172,24 +172,30 @@ Test(tlctl, commands_and_binary_exit_codes)
 	cr_assert_eq(run(&o, &e, del), TLCTL_OK, "%s", e);
 	free(o), free(e);
 	cr_assert_eq(run(&o, &e, del), TLCTL_FAILED);
-	cr_assert(strstr(e, "message not found (TL_ENOTFOUND)") != NULL, "%s", e);
+	cr_assert(
+	    strstr(e, "message not found (TL_ENOTFOUND)") != NULL, "%s", e);
 	free(o), free(e);
 	cr_assert_eq(run(&o, &e, dlq), TLCTL_OK, "%s", e);
 	free(o), free(e);
 
 	/* the installed binary: a failed operation exits 1 with one sentence */
-	snprintf(cmd, sizeof(cmd), "%s/sdk/tlctl --url %s put nosuch x --in 1s "
-	    "2>&1", TL_TEST_BINDIR, B.url);
+	snprintf(cmd, sizeof(cmd),
+	    "%s/sdk/tlctl --url %s put nosuch x --in 1s "
+	    "2>&1",
+	    TL_TEST_BINDIR, B.url);
 	cr_assert_not_null(p = popen(cmd, "r"));
 	while (fgets(line, sizeof(line), p) != NULL) {
 		strncat(all, line, sizeof(all) - strlen(all) - 1);
 	}
 	st = pclose(p);
-	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1, "status %d: %s", st,
-	    all);
-	cr_assert(strstr(all, "unknown topic (TL_ENOTOPIC)") != NULL, "%s", all);
-	snprintf(cmd, sizeof(cmd), "%s/sdk/tlctl --url ipc:///nonexistent/x.sock "
-	    "topic list >/dev/null 2>&1", TL_TEST_BINDIR);
+	cr_assert(
+	    WIFEXITED(st) && WEXITSTATUS(st) == 1, "status %d: %s", st, all);
+	cr_assert(
+	    strstr(all, "unknown topic (TL_ENOTOPIC)") != NULL, "%s", all);
+	snprintf(cmd, sizeof(cmd),
+	    "%s/sdk/tlctl --url ipc:///nonexistent/x.sock "
+	    "topic list >/dev/null 2>&1",
+	    TL_TEST_BINDIR);
 	st = system(cmd);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1, "status %d", st);
 	snprintf(cmd, sizeof(cmd), "%s/sdk/tlctl put >/dev/null 2>&1",

@@ -66,9 +66,9 @@ typedef struct worker {
 	uint64_t batches;
 	char owner[32];
 	char consumer[32];
-	pool_ent due[POOL_MAX];     /* created, due, never leased */
+	pool_ent due[POOL_MAX]; /* created, due, never leased */
 	size_t ndue;
-	pool_ent leased[POOL_MAX];  /* leased by this worker's consumer */
+	pool_ent leased[POOL_MAX]; /* leased by this worker's consumer */
 	size_t nleased;
 	/* the batch being built: ids and bodies must outlive the apply */
 	tli_op ops[MAX_OPS];
@@ -121,8 +121,7 @@ write_all(const char *buf, size_t len)
 	}
 }
 
-static void
-line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static void
 line(const char *fmt, ...)
@@ -216,8 +215,8 @@ batch_add(worker *w, size_t i, const char *tag, int64_t now)
 		op->who = w->owner;
 		/* mostly due at once (so they can be leased), some a day out */
 		if (rng_next(&w->rng) % 100 < 85) {
-			op->ts = now - 1000 -
-			    (int64_t) (rng_next(&w->rng) % 100000);
+			op->ts =
+			    now - 1000 - (int64_t) (rng_next(&w->rng) % 100000);
 		} else {
 			op->ts = now + 86400000 +
 			    (int64_t) (rng_next(&w->rng) % 1000);
@@ -246,8 +245,8 @@ batch_ack(worker *w, size_t n, const char *tag, int64_t now)
 		char c = op_letter(op->type);
 
 		if (op->err != TL_OK) {
-			line("E %s %c %s %s\n", tag, c, id,
-			    tl_errname(op->err));
+			line(
+			    "E %s %c %s %s\n", tag, c, id, tl_errname(op->err));
 			continue;
 		}
 		switch (op->type) {
@@ -281,8 +280,8 @@ worker_main(void *arg)
 		int64_t now = tli_wall_ms();
 		int rv;
 
-		snprintf(tag, sizeof(tag), "%d.%" PRIu64, w->index,
-		    w->batches++);
+		snprintf(
+		    tag, sizeof(tag), "%d.%" PRIu64, w->index, w->batches++);
 		line("B %s %zu\n", tag, n);
 		for (size_t i = 0; i < n; i++) {
 			batch_add(w, i, tag, now);

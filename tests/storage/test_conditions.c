@@ -82,12 +82,12 @@ TestSuite(format, .init = env_open, .fini = env_close);
 
 /* ---- small helpers ---- */
 
-#define assert_err(got, want)                                             \
-	do {                                                              \
-		int got_ = (got);                                         \
-		int want_ = (want);                                       \
-		cr_assert_eq(got_, want_, "expected %s, got %s",          \
-		    tl_errname(want_), tl_errname(got_));                 \
+#define assert_err(got, want)                                    \
+	do {                                                     \
+		int got_ = (got);                                \
+		int want_ = (want);                              \
+		cr_assert_eq(got_, want_, "expected %s, got %s", \
+		    tl_errname(want_), tl_errname(got_));        \
 	} while (0)
 
 static int64_t
@@ -114,6 +114,8 @@ op_name(tli_op_type t)
 		return "delete(owner)";
 	case TLI_OP_MOVE:
 		return "move";
+	case TLI_OP_DLQ_KICK:
+		return "dlq-kick";
 	}
 	return "?";
 }
@@ -185,22 +187,19 @@ create(const char *id, int64_t ts, tli_op *out)
 }
 
 static int
-lease(const char *id, const char *cons, int64_t end, uint64_t ver,
-    tli_op *out)
+lease(const char *id, const char *cons, int64_t end, uint64_t ver, tli_op *out)
 {
 	return run_op(mkop(TLI_OP_LEASE, id, cons, end, ver), out);
 }
 
 static int
-extend(const char *id, const char *cons, int64_t end, uint64_t ver,
-    tli_op *out)
+extend(const char *id, const char *cons, int64_t end, uint64_t ver, tli_op *out)
 {
 	return run_op(mkop(TLI_OP_EXTEND, id, cons, end, ver), out);
 }
 
 static int
-release(const char *id, const char *cons, int64_t ts, uint64_t ver,
-    tli_op *out)
+release(const char *id, const char *cons, int64_t ts, uint64_t ver, tli_op *out)
 {
 	return run_op(mkop(TLI_OP_RELEASE, id, cons, ts, ver), out);
 }
@@ -218,8 +217,7 @@ del_owned(const char *id, const char *owner, uint64_t ver)
 }
 
 static int
-move(const char *id, const char *owner, int64_t ts, uint64_t ver,
-    tli_op *out)
+move(const char *id, const char *owner, int64_t ts, uint64_t ver, tli_op *out)
 {
 	return run_op(mkop(TLI_OP_MOVE, id, owner, ts, ver), out);
 }
@@ -270,8 +268,8 @@ snap_take(snap *sn, const char *id, size_t id_len)
 		memcpy(sn->consumer, m.consumer, m.consumer_len);
 		sn->body_len = m.body_len;
 		memcpy(sn->body, m.body,
-		    m.body_len < sizeof(sn->body) ? m.body_len :
-		                                    sizeof(sn->body));
+		    m.body_len < sizeof(sn->body) ? m.body_len
+		                                  : sizeof(sn->body));
 		sn->body_hash = tli_hash64(m.body, m.body_len);
 		tli_msg_fini(&m);
 	}
@@ -288,10 +286,12 @@ snap_same(int line, const char *what, const snap *a, const snap *b)
 {
 	cr_assert_eq(a->err, b->err, "line %d: %s: lookup went from %s to %s",
 	    line, what, tl_errname(a->err), tl_errname(b->err));
-	cr_assert_eq(a->ts, b->ts, "line %d: %s: ts changed %" PRId64
-	    " -> %" PRId64, line, what, a->ts, b->ts);
-	cr_assert_eq(a->version, b->version, "line %d: %s: version changed %"
-	    PRIu64 " -> %" PRIu64, line, what, a->version, b->version);
+	cr_assert_eq(a->ts, b->ts,
+	    "line %d: %s: ts changed %" PRId64 " -> %" PRId64, line, what,
+	    a->ts, b->ts);
+	cr_assert_eq(a->version, b->version,
+	    "line %d: %s: version changed %" PRIu64 " -> %" PRIu64, line, what,
+	    a->version, b->version);
 	cr_assert_eq(a->deliveries, b->deliveries,
 	    "line %d: %s: deliveries changed", line, what);
 	cr_assert(a->consumer_len == b->consumer_len &&
@@ -303,14 +303,16 @@ snap_same(int line, const char *what, const snap *a, const snap *b)
 	    "line %d: %s: owner changed", line, what);
 	cr_assert(a->body_len == b->body_len && a->body_hash == b->body_hash,
 	    "line %d: %s: body changed", line, what);
-	cr_assert_eq(a->bucket, b->bucket, "line %d: %s: bucket changed",
-	    line, what);
+	cr_assert_eq(
+	    a->bucket, b->bucket, "line %d: %s: bucket changed", line, what);
 	cr_assert_eq(a->created_at, b->created_at,
 	    "line %d: %s: created_at changed", line, what);
-	cr_assert_eq(a->messages, b->messages, "line %d: %s: topic messages %"
-	    PRIu64 " -> %" PRIu64, line, what, a->messages, b->messages);
-	cr_assert_eq(a->locked, b->locked, "line %d: %s: topic locked %" PRIu64
-	    " -> %" PRIu64, line, what, a->locked, b->locked);
+	cr_assert_eq(a->messages, b->messages,
+	    "line %d: %s: topic messages %" PRIu64 " -> %" PRIu64, line, what,
+	    a->messages, b->messages);
+	cr_assert_eq(a->locked, b->locked,
+	    "line %d: %s: topic locked %" PRIu64 " -> %" PRIu64, line, what,
+	    a->locked, b->locked);
 	cr_assert(a->totals.available == b->totals.available &&
 	        a->totals.waiting == b->totals.waiting &&
 	        a->totals.processing == b->totals.processing,
@@ -329,10 +331,12 @@ expect_fail(int line, tli_op op, int want)
 
 	snap_take(&before, op.id, op.id_len);
 	err = run(&op);
-	cr_assert_eq(err, want, "line %d: %s of '%.*s' by '%.*s': expected %s,"
-	    " got %s", line, op_name(op.type), (int) op.id_len,
-	    op.id != NULL ? op.id : "", (int) op.who_len,
-	    op.who != NULL ? op.who : "", tl_errname(want), tl_errname(err));
+	cr_assert_eq(err, want,
+	    "line %d: %s of '%.*s' by '%.*s': expected %s,"
+	    " got %s",
+	    line, op_name(op.type), (int) op.id_len, op.id != NULL ? op.id : "",
+	    (int) op.who_len, op.who != NULL ? op.who : "", tl_errname(want),
+	    tl_errname(err));
 	snap_take(&after, op.id, op.id_len);
 	snap_same(line, op_name(op.type), &before, &after);
 }
@@ -349,18 +353,22 @@ check_msg(int line, const char *id, int64_t ts, uint64_t version,
 	tli_topic_info ti;
 
 	snap_take(&sn, id, strlen(id));
-	cr_assert_eq(sn.err, TL_OK, "line %d: get %s: %s", line, id,
-	    tl_errname(sn.err));
-	cr_assert_eq(sn.ts, ts, "line %d: %s: ts %" PRId64 ", expected %"
-	    PRId64, line, id, sn.ts, ts);
-	cr_assert_eq(sn.version, version, "line %d: %s: version %" PRIu64
-	    ", expected %" PRIu64, line, id, sn.version, version);
+	cr_assert_eq(
+	    sn.err, TL_OK, "line %d: get %s: %s", line, id, tl_errname(sn.err));
+	cr_assert_eq(sn.ts, ts,
+	    "line %d: %s: ts %" PRId64 ", expected %" PRId64, line, id, sn.ts,
+	    ts);
+	cr_assert_eq(sn.version, version,
+	    "line %d: %s: version %" PRIu64 ", expected %" PRIu64, line, id,
+	    sn.version, version);
 	cr_assert(sn.consumer_len == strlen(consumer) &&
 	        memcmp(sn.consumer, consumer, sn.consumer_len) == 0,
 	    "line %d: %s: lock '%s', expected '%s'", line, id, sn.consumer,
 	    consumer);
-	cr_assert_eq(sn.deliveries, deliveries, "line %d: %s: deliveries %u, "
-	    "expected %u", line, id, sn.deliveries, deliveries);
+	cr_assert_eq(sn.deliveries, deliveries,
+	    "line %d: %s: deliveries %u, "
+	    "expected %u",
+	    line, id, sn.deliveries, deliveries);
 	cr_assert(sn.owner_len == strlen(OWNER) &&
 	        memcmp(sn.owner, OWNER, sn.owner_len) == 0,
 	    "line %d: %s: owner '%s'", line, id, sn.owner);
@@ -368,8 +376,8 @@ check_msg(int line, const char *id, int64_t ts, uint64_t version,
 	        memcmp(sn.body, BODY, sn.body_len) == 0,
 	    "line %d: %s: body changed", line, id);
 	cr_assert_eq(tli_store_topic_get(st, topic, &ti), TL_OK);
-	cr_assert_eq(sn.bucket, tli_bucket_of(id, strlen(id),
-	    ti.conf.buckets), "line %d: %s: bucket %u", line, id, sn.bucket);
+	cr_assert_eq(sn.bucket, tli_bucket_of(id, strlen(id), ti.conf.buckets),
+	    "line %d: %s: bucket %u", line, id, sn.bucket);
 }
 
 #define CHECK_GONE(id) check_gone(__LINE__, (id))
@@ -383,8 +391,10 @@ check_gone(int line, const char *id)
 	if (rv == TL_OK) {
 		tli_msg_fini(&m);
 	}
-	cr_assert_eq(rv, TL_ENOTFOUND, "line %d: get %s: %s, expected "
-	    "TL_ENOTFOUND", line, id, tl_errname(rv));
+	cr_assert_eq(rv, TL_ENOTFOUND,
+	    "line %d: get %s: %s, expected "
+	    "TL_ENOTFOUND",
+	    line, id, tl_errname(rv));
 }
 
 #define CHECK_COUNTERS(msgs, lck) check_counters(__LINE__, (msgs), (lck))
@@ -395,12 +405,13 @@ check_counters(int line, uint64_t messages, uint64_t locked)
 	tli_topic_info ti;
 	int rv = tli_store_topic_get(st, topic, &ti);
 
-	cr_assert_eq(rv, TL_OK, "line %d: topic_get: %s", line,
-	    tl_errname(rv));
-	cr_assert_eq(ti.messages, messages, "line %d: messages %" PRIu64
-	    ", expected %" PRIu64, line, ti.messages, messages);
-	cr_assert_eq(ti.locked, locked, "line %d: locked %" PRIu64
-	    ", expected %" PRIu64, line, ti.locked, locked);
+	cr_assert_eq(rv, TL_OK, "line %d: topic_get: %s", line, tl_errname(rv));
+	cr_assert_eq(ti.messages, messages,
+	    "line %d: messages %" PRIu64 ", expected %" PRIu64, line,
+	    ti.messages, messages);
+	cr_assert_eq(ti.locked, locked,
+	    "line %d: locked %" PRIu64 ", expected %" PRIu64, line, ti.locked,
+	    locked);
 }
 
 #define CHECK_TOTALS(a, w, p) check_totals(__LINE__, (a), (w), (p))
@@ -414,16 +425,17 @@ check_totals(int line, uint64_t avail, uint64_t waiting, uint64_t proc)
 	cr_assert_eq(rv, TL_OK, "line %d: totals: %s", line, tl_errname(rv));
 	cr_assert(c.available == avail && c.waiting == waiting &&
 	        c.processing == proc,
-	    "line %d: totals available/waiting/processing = %" PRIu64 "/%"
-	    PRIu64 "/%" PRIu64 ", expected %" PRIu64 "/%" PRIu64 "/%" PRIu64,
+	    "line %d: totals available/waiting/processing = %" PRIu64
+	    "/%" PRIu64 "/%" PRIu64 ", expected %" PRIu64 "/%" PRIu64
+	    "/%" PRIu64,
 	    line, c.available, c.waiting, c.processing, avail, waiting, proc);
 	memset(&c, 0, sizeof(c));
 	rv = tli_store_count(st, topic, 0, TL_TS_MAX, &c);
 	cr_assert_eq(rv, TL_OK, "line %d: count: %s", line, tl_errname(rv));
 	cr_assert(c.available == avail && c.waiting == waiting &&
 	        c.processing == proc,
-	    "line %d: count available/waiting/processing = %" PRIu64 "/%"
-	    PRIu64 "/%" PRIu64 ", expected %" PRIu64 "/%" PRIu64 "/%" PRIu64,
+	    "line %d: count available/waiting/processing = %" PRIu64 "/%" PRIu64
+	    "/%" PRIu64 ", expected %" PRIu64 "/%" PRIu64 "/%" PRIu64,
 	    line, c.available, c.waiting, c.processing, avail, waiting, proc);
 }
 
@@ -443,8 +455,8 @@ due_has(const char *id, tli_entry *e)
 	cr_assert_eq(tli_store_topic_get(st, topic, &ti), TL_OK);
 	b = tli_bucket_of(id, strlen(id), ti.conf.buckets);
 	memset(&cur, 0, sizeof(cur));
-	rv = tli_store_scan_due(st, topic, b, now_ms(), &cur, out, 64, &n,
-	    &more);
+	rv = tli_store_scan_due(
+	    st, topic, b, now_ms(), &cur, out, 64, &n, &more);
 	cr_assert_eq(rv, TL_OK, "scan_due: %s", tl_errname(rv));
 	for (size_t i = 0; i < n; i++) {
 		if (out[i].id_len == strlen(id) &&
@@ -469,8 +481,8 @@ consumer_leases(const char *cons, tli_entry *e)
 	int rv;
 
 	memset(&cur, 0, sizeof(cur));
-	rv = tli_store_scan_consumer(st, topic, cons, strlen(cons), &cur, out,
-	    64, &n, &more);
+	rv = tli_store_scan_consumer(
+	    st, topic, cons, strlen(cons), &cur, out, 64, &n, &more);
 	cr_assert_eq(rv, TL_OK, "scan_consumer: %s", tl_errname(rv));
 	if (n > 0 && e != NULL) {
 		*e = out[0];
@@ -536,8 +548,7 @@ Test(conditions, create_existing_id_fails_eexists)
 	tli_op op;
 
 	assert_err(create("m1", T0 + 5000, NULL), TL_OK);
-	EXPECT_FAIL(mkop(TLI_OP_CREATE, "m1", OWNER, T0 + 5000, 0),
-	    TL_EEXISTS);
+	EXPECT_FAIL(mkop(TLI_OP_CREATE, "m1", OWNER, T0 + 5000, 0), TL_EEXISTS);
 	op = mkop(TLI_OP_CREATE, "m1", OTHER_OWNER, T0 - 1, 0);
 	op.body = "other";
 	op.body_len = 5;
@@ -597,14 +608,13 @@ Test(conditions, lease_due_message_locks_it_for_the_consumer)
 
 Test(conditions, lease_missing_message_fails_enotfound)
 {
-	EXPECT_FAIL(mkop(TLI_OP_LEASE, "nope", CA, T0 + LEASE, 0),
-	    TL_ENOTFOUND);
-	EXPECT_FAIL(mkop(TLI_OP_LEASE, "nope", CA, T0 + LEASE, 1),
-	    TL_ENOTFOUND);
+	EXPECT_FAIL(
+	    mkop(TLI_OP_LEASE, "nope", CA, T0 + LEASE, 0), TL_ENOTFOUND);
+	EXPECT_FAIL(
+	    mkop(TLI_OP_LEASE, "nope", CA, T0 + LEASE, 1), TL_ENOTFOUND);
 	assert_err(create("m1", T0, NULL), TL_OK);
 	assert_err(del_owned("m1", OWNER, 1), TL_OK);
-	EXPECT_FAIL(mkop(TLI_OP_LEASE, "m1", CA, T0 + LEASE, 0),
-	    TL_ENOTFOUND);
+	EXPECT_FAIL(mkop(TLI_OP_LEASE, "m1", CA, T0 + LEASE, 0), TL_ENOTFOUND);
 	CHECK_COUNTERS(0, 0);
 	env_finish();
 }
@@ -633,8 +643,8 @@ Test(conditions, lease_under_active_lease_fails_eleased)
 	EXPECT_FAIL(mkop(TLI_OP_LEASE, "m1", CA, T0 + LEASE, 2), TL_ELEASED);
 	/* still active one millisecond before its end */
 	tt_clock_set(&clk, T0 + LEASE - 1);
-	EXPECT_FAIL(mkop(TLI_OP_LEASE, "m1", CB, now_ms() + LEASE, 0),
-	    TL_ELEASED);
+	EXPECT_FAIL(
+	    mkop(TLI_OP_LEASE, "m1", CB, now_ms() + LEASE, 0), TL_ELEASED);
 	CHECK_MSG("m1", T0 + LEASE, 2, CA, 1);
 	env_finish();
 }
@@ -646,15 +656,15 @@ Test(conditions, lease_waiting_message_fails_enotdue)
 	assert_err(create("m1", T0 + 1000, NULL), TL_OK);
 	EXPECT_FAIL(mkop(TLI_OP_LEASE, "m1", CA, T0 + LEASE, 0), TL_ENOTDUE);
 	tt_clock_set(&clk, T0 + 999);
-	EXPECT_FAIL(mkop(TLI_OP_LEASE, "m1", CA, now_ms() + LEASE, 1),
-	    TL_ENOTDUE);
+	EXPECT_FAIL(
+	    mkop(TLI_OP_LEASE, "m1", CA, now_ms() + LEASE, 1), TL_ENOTDUE);
 	/* due exactly when ts == now */
 	tt_clock_set(&clk, T0 + 1000);
 	assert_err(lease("m1", CA, now_ms() + LEASE, 1, &op), TL_OK);
 	/* released into the future, it is waiting again */
 	assert_err(release("m1", CA, now_ms() + 500, 2, NULL), TL_OK);
-	EXPECT_FAIL(mkop(TLI_OP_LEASE, "m1", CB, now_ms() + LEASE, 3),
-	    TL_ENOTDUE);
+	EXPECT_FAIL(
+	    mkop(TLI_OP_LEASE, "m1", CB, now_ms() + LEASE, 3), TL_ENOTDUE);
 	CHECK_MSG("m1", now_ms() + 500, 3, "", 1);
 	env_finish();
 }
@@ -680,12 +690,14 @@ Test(conditions, lease_ending_too_close_fails_etooclose)
 Test(conditions, lease_longer_than_topic_max_fails_eleaselimit)
 {
 	assert_err(create("m1", T0, NULL), TL_OK);
-	EXPECT_FAIL(mkop(TLI_OP_LEASE, "m1", CA,
-	    T0 + TL_DEFAULT_MAX_LEASE_MS + 1, 0), TL_ELEASELIMIT);
-	EXPECT_FAIL(mkop(TLI_OP_LEASE, "nope", CA,
-	    T0 + TL_DEFAULT_MAX_LEASE_MS + 1, 0), TL_ELEASELIMIT);
-	assert_err(lease("m1", CA, T0 + TL_DEFAULT_MAX_LEASE_MS, 1, NULL),
-	    TL_OK);
+	EXPECT_FAIL(
+	    mkop(TLI_OP_LEASE, "m1", CA, T0 + TL_DEFAULT_MAX_LEASE_MS + 1, 0),
+	    TL_ELEASELIMIT);
+	EXPECT_FAIL(
+	    mkop(TLI_OP_LEASE, "nope", CA, T0 + TL_DEFAULT_MAX_LEASE_MS + 1, 0),
+	    TL_ELEASELIMIT);
+	assert_err(
+	    lease("m1", CA, T0 + TL_DEFAULT_MAX_LEASE_MS, 1, NULL), TL_OK);
 	CHECK_MSG("m1", T0 + TL_DEFAULT_MAX_LEASE_MS, 2, CA, 1);
 	env_finish();
 
@@ -693,8 +705,8 @@ Test(conditions, lease_longer_than_topic_max_fails_eleaselimit)
 	topic_with("short", 0, 0, 1000, 60000);
 	topic = "short";
 	assert_err(create("m1", T0, NULL), TL_OK);
-	EXPECT_FAIL(mkop(TLI_OP_LEASE, "m1", CA, T0 + 60001, 0),
-	    TL_ELEASELIMIT);
+	EXPECT_FAIL(
+	    mkop(TLI_OP_LEASE, "m1", CA, T0 + 60001, 0), TL_ELEASELIMIT);
 	assert_err(lease("m1", CA, T0 + 60000, 0, NULL), TL_OK);
 	CHECK_MSG("m1", T0 + 60000, 2, CA, 1);
 	env_finish();
@@ -781,19 +793,21 @@ Test(conditions, extend_time_checks)
 	assert_err(lease("m1", CA, T0 + LEASE, 0, NULL), TL_OK);
 	tt_clock_advance(&clk, 100);
 	EXPECT_FAIL(mkop(TLI_OP_EXTEND, "m1", CA, now_ms(), 2), TL_ETOOCLOSE);
-	EXPECT_FAIL(mkop(TLI_OP_EXTEND, "m1", CA, now_ms() - 1, 2),
-	    TL_ETOOCLOSE);
+	EXPECT_FAIL(
+	    mkop(TLI_OP_EXTEND, "m1", CA, now_ms() - 1, 2), TL_ETOOCLOSE);
 	EXPECT_FAIL(mkop(TLI_OP_EXTEND, "m1", CA,
-	    now_ms() + TL_DEFAULT_MAX_LEASE_MS + 1, 2), TL_ELEASELIMIT);
+	                now_ms() + TL_DEFAULT_MAX_LEASE_MS + 1, 2),
+	    TL_ELEASELIMIT);
 	/* time before state: not the holder, missing */
 	EXPECT_FAIL(mkop(TLI_OP_EXTEND, "m1", CB, now_ms(), 2), TL_ETOOCLOSE);
-	EXPECT_FAIL(mkop(TLI_OP_EXTEND, "nope", CA, now_ms(), 2),
-	    TL_ETOOCLOSE);
+	EXPECT_FAIL(mkop(TLI_OP_EXTEND, "nope", CA, now_ms(), 2), TL_ETOOCLOSE);
 	EXPECT_FAIL(mkop(TLI_OP_EXTEND, "nope", CA,
-	    now_ms() + TL_DEFAULT_MAX_LEASE_MS + 1, 2), TL_ELEASELIMIT);
+	                now_ms() + TL_DEFAULT_MAX_LEASE_MS + 1, 2),
+	    TL_ELEASELIMIT);
 	assert_err(extend("m1", CA, now_ms() + 1, 2, NULL), TL_OK);
-	assert_err(extend("m1", CA, now_ms() + TL_DEFAULT_MAX_LEASE_MS, 3,
-	    NULL), TL_OK);
+	assert_err(
+	    extend("m1", CA, now_ms() + TL_DEFAULT_MAX_LEASE_MS, 3, NULL),
+	    TL_OK);
 	CHECK_MSG("m1", now_ms() + TL_DEFAULT_MAX_LEASE_MS, 4, CA, 1);
 	env_finish();
 }
@@ -812,8 +826,8 @@ Test(conditions, release_by_holder_unlocks_at_new_ts)
 	CHECK_COUNTERS(1, 0);
 	CHECK_TOTALS(0, 1, 0);
 	cr_assert_eq(consumer_leases(CA, NULL), 0);
-	EXPECT_FAIL(mkop(TLI_OP_LEASE, "m1", CB, now_ms() + LEASE, 0),
-	    TL_ENOTDUE);
+	EXPECT_FAIL(
+	    mkop(TLI_OP_LEASE, "m1", CB, now_ms() + LEASE, 0), TL_ENOTDUE);
 	tt_clock_set(&clk, T0 + 6000);
 	assert_err(lease("m1", CB, now_ms() + LEASE, 3, &op), TL_OK);
 	cr_assert_eq(op.deliveries, 2);
@@ -841,18 +855,18 @@ Test(conditions, release_time_checks)
 	assert_err(create("m1", T0, NULL), TL_OK);
 	assert_err(lease("m1", CA, T0 + LEASE, 0, NULL), TL_OK);
 	tt_clock_advance(&clk, 100);
-	EXPECT_FAIL(mkop(TLI_OP_RELEASE, "m1", CA, now_ms() - 1, 2),
-	    TL_ETOOCLOSE);
-	EXPECT_FAIL(mkop(TLI_OP_RELEASE, "m1", CA, T0 - 5000, 2),
-	    TL_ETOOCLOSE);
+	EXPECT_FAIL(
+	    mkop(TLI_OP_RELEASE, "m1", CA, now_ms() - 1, 2), TL_ETOOCLOSE);
+	EXPECT_FAIL(mkop(TLI_OP_RELEASE, "m1", CA, T0 - 5000, 2), TL_ETOOCLOSE);
 	/* time before state */
-	EXPECT_FAIL(mkop(TLI_OP_RELEASE, "m1", CB, now_ms() - 1, 2),
-	    TL_ETOOCLOSE);
-	EXPECT_FAIL(mkop(TLI_OP_RELEASE, "nope", CA, now_ms() - 1, 2),
-	    TL_ETOOCLOSE);
+	EXPECT_FAIL(
+	    mkop(TLI_OP_RELEASE, "m1", CB, now_ms() - 1, 2), TL_ETOOCLOSE);
+	EXPECT_FAIL(
+	    mkop(TLI_OP_RELEASE, "nope", CA, now_ms() - 1, 2), TL_ETOOCLOSE);
 	/* a release is a retry delay, not a lease: no lease limit */
-	assert_err(release("m1", CA, now_ms() + 10 * TL_DEFAULT_MAX_LEASE_MS,
-	    2, NULL), TL_OK);
+	assert_err(
+	    release("m1", CA, now_ms() + 10 * TL_DEFAULT_MAX_LEASE_MS, 2, NULL),
+	    TL_OK);
 	CHECK_MSG("m1", now_ms() + 10 * TL_DEFAULT_MAX_LEASE_MS, 3, "", 1);
 	env_finish();
 }
@@ -875,8 +889,8 @@ Test(conditions, delete_by_holder_removes_the_message)
 	CHECK_TOTALS(1, 0, 0);
 	cr_assert_eq(consumer_leases(CA, NULL), 0);
 	cr_assert_not(due_has("m1", NULL));
-	EXPECT_FAIL(mkop(TLI_OP_LEASE, "m1", CA, now_ms() + LEASE, 0),
-	    TL_ENOTFOUND);
+	EXPECT_FAIL(
+	    mkop(TLI_OP_LEASE, "m1", CA, now_ms() + LEASE, 0), TL_ENOTFOUND);
 	EXPECT_FAIL(mkop(TLI_OP_DELETE_LEASED, "m1", CA, 0, 2), TL_ENOTFOUND);
 	CHECK_MSG("m2", T0, 1, "", 0);
 	env_finish();
@@ -940,8 +954,8 @@ Test(conditions, delete_by_owner_removes_unleased_or_run_out)
 	cr_assert_eq(consumer_leases(CA, NULL), 0);
 	EXPECT_FAIL(mkop(TLI_OP_EXTEND, "ranout", CA, now_ms() + LEASE, 2),
 	    TL_ENOTFOUND);
-	EXPECT_FAIL(mkop(TLI_OP_DELETE_OWNED, "due", OWNER, 0, 0),
-	    TL_ENOTFOUND);
+	EXPECT_FAIL(
+	    mkop(TLI_OP_DELETE_OWNED, "due", OWNER, 0, 0), TL_ENOTFOUND);
 	env_finish();
 }
 
@@ -993,21 +1007,20 @@ Test(conditions, relative_timestamps_are_added_to_store_now)
 	tli_op op;
 
 	tt_clock_set(&clk, T0 + 777);
-	assert_err(run_op(mkrel(TLI_OP_CREATE, "later", OWNER, 5000, 0), &op),
-	    TL_OK);
+	assert_err(
+	    run_op(mkrel(TLI_OP_CREATE, "later", OWNER, 5000, 0), &op), TL_OK);
 	cr_assert_eq(op.new_ts, T0 + 777 + 5000);
 	CHECK_MSG("later", T0 + 777 + 5000, 1, "", 0);
 	assert_err(run_op(mkrel(TLI_OP_CREATE, "m1", OWNER, 0, 0), &op), TL_OK);
 	CHECK_MSG("m1", T0 + 777, 1, "", 0);
 
 	tt_clock_advance(&clk, 23); /* T0 + 800 */
-	assert_err(run_op(mkrel(TLI_OP_LEASE, "m1", CA, LEASE, 1), &op),
-	    TL_OK);
+	assert_err(run_op(mkrel(TLI_OP_LEASE, "m1", CA, LEASE, 1), &op), TL_OK);
 	cr_assert_eq(op.new_ts, T0 + 800 + LEASE);
 	CHECK_MSG("m1", T0 + 800 + LEASE, 2, CA, 1);
 	tt_clock_advance(&clk, 1000);
-	assert_err(run_op(mkrel(TLI_OP_EXTEND, "m1", CA, LEASE, 2), &op),
-	    TL_OK);
+	assert_err(
+	    run_op(mkrel(TLI_OP_EXTEND, "m1", CA, LEASE, 2), &op), TL_OK);
 	cr_assert_eq(op.new_ts, T0 + 1800 + LEASE);
 	CHECK_MSG("m1", T0 + 1800 + LEASE, 3, CA, 1);
 	assert_err(run_op(mkrel(TLI_OP_RELEASE, "m1", CA, 0, 3), &op), TL_OK);
@@ -1015,11 +1028,11 @@ Test(conditions, relative_timestamps_are_added_to_store_now)
 	CHECK_MSG("m1", T0 + 1800, 4, "", 1);
 	assert_err(run_op(mkrel(TLI_OP_LEASE, "m1", CB, 1, 4), &op), TL_OK);
 	cr_assert_eq(op.new_ts, T0 + 1801);
-	assert_err(run_op(mkrel(TLI_OP_RELEASE, "m1", CB, 2000, 5), &op),
-	    TL_OK);
+	assert_err(
+	    run_op(mkrel(TLI_OP_RELEASE, "m1", CB, 2000, 5), &op), TL_OK);
 	CHECK_MSG("m1", T0 + 3800, 6, "", 2);
-	assert_err(run_op(mkrel(TLI_OP_MOVE, "m1", OWNER, -5000, 6), &op),
-	    TL_OK);
+	assert_err(
+	    run_op(mkrel(TLI_OP_MOVE, "m1", OWNER, -5000, 6), &op), TL_OK);
 	CHECK_MSG("m1", T0 + 1800 - 5000, 7, "", 2);
 	CHECK_TOTALS(1, 1, 0);
 	env_finish();
@@ -1030,13 +1043,17 @@ Test(conditions, relative_timestamps_obey_the_time_checks)
 	assert_err(create("m1", T0, NULL), TL_OK);
 	EXPECT_FAIL(mkrel(TLI_OP_LEASE, "m1", CA, 0, 0), TL_ETOOCLOSE);
 	EXPECT_FAIL(mkrel(TLI_OP_LEASE, "m1", CA, -1, 0), TL_ETOOCLOSE);
-	EXPECT_FAIL(mkrel(TLI_OP_LEASE, "m1", CA, TL_DEFAULT_MAX_LEASE_MS + 1,
-	    0), TL_ELEASELIMIT);
-	assert_err(run_op(mkrel(TLI_OP_LEASE, "m1", CA,
-	    TL_DEFAULT_MAX_LEASE_MS, 0), NULL), TL_OK);
+	EXPECT_FAIL(
+	    mkrel(TLI_OP_LEASE, "m1", CA, TL_DEFAULT_MAX_LEASE_MS + 1, 0),
+	    TL_ELEASELIMIT);
+	assert_err(
+	    run_op(mkrel(TLI_OP_LEASE, "m1", CA, TL_DEFAULT_MAX_LEASE_MS, 0),
+	        NULL),
+	    TL_OK);
 	EXPECT_FAIL(mkrel(TLI_OP_EXTEND, "m1", CA, 0, 2), TL_ETOOCLOSE);
-	EXPECT_FAIL(mkrel(TLI_OP_EXTEND, "m1", CA,
-	    TL_DEFAULT_MAX_LEASE_MS + 1, 2), TL_ELEASELIMIT);
+	EXPECT_FAIL(
+	    mkrel(TLI_OP_EXTEND, "m1", CA, TL_DEFAULT_MAX_LEASE_MS + 1, 2),
+	    TL_ELEASELIMIT);
 	EXPECT_FAIL(mkrel(TLI_OP_RELEASE, "m1", CA, -1, 2), TL_ETOOCLOSE);
 	CHECK_MSG("m1", T0 + TL_DEFAULT_MAX_LEASE_MS, 2, CA, 1);
 	env_finish();
@@ -1095,10 +1112,10 @@ Test(expiry, run_out_lease_makes_message_available_to_others)
 	tt_clock_advance(&clk, 5000);
 	EXPECT_FAIL(mkop(TLI_OP_EXTEND, "m1", CA, now_ms() + LEASE, 2),
 	    TL_ELEASEEXPIRED);
-	EXPECT_FAIL(mkop(TLI_OP_RELEASE, "m1", CA, now_ms() + 10, 2),
-	    TL_ELEASEEXPIRED);
-	EXPECT_FAIL(mkop(TLI_OP_DELETE_LEASED, "m1", CA, 0, 2),
-	    TL_ELEASEEXPIRED);
+	EXPECT_FAIL(
+	    mkop(TLI_OP_RELEASE, "m1", CA, now_ms() + 10, 2), TL_ELEASEEXPIRED);
+	EXPECT_FAIL(
+	    mkop(TLI_OP_DELETE_LEASED, "m1", CA, 0, 2), TL_ELEASEEXPIRED);
 
 	/* another consumer takes it */
 	assert_err(lease("m1", CB, now_ms() + LEASE, 2, &op), TL_OK);
@@ -1111,10 +1128,10 @@ Test(expiry, run_out_lease_makes_message_available_to_others)
 	cr_assert_eq(e.version, 3);
 
 	/* now the old holder meets someone else's lease */
-	EXPECT_FAIL(mkop(TLI_OP_EXTEND, "m1", CA, now_ms() + LEASE, 2),
-	    TL_ELEASED);
-	EXPECT_FAIL(mkop(TLI_OP_EXTEND, "m1", CA, now_ms() + LEASE, 3),
-	    TL_ELEASED);
+	EXPECT_FAIL(
+	    mkop(TLI_OP_EXTEND, "m1", CA, now_ms() + LEASE, 2), TL_ELEASED);
+	EXPECT_FAIL(
+	    mkop(TLI_OP_EXTEND, "m1", CA, now_ms() + LEASE, 3), TL_ELEASED);
 	EXPECT_FAIL(mkop(TLI_OP_RELEASE, "m1", CA, now_ms(), 3), TL_ELEASED);
 	EXPECT_FAIL(mkop(TLI_OP_DELETE_LEASED, "m1", CA, 0, 3), TL_ELEASED);
 
@@ -1161,12 +1178,10 @@ Test(expiry, owner_move_clears_a_run_out_lease)
 	CHECK_COUNTERS(1, 0);
 	CHECK_TOTALS(0, 1, 0);
 	cr_assert_eq(consumer_leases(CA, NULL), 0);
-	EXPECT_FAIL(mkop(TLI_OP_EXTEND, "m1", CA, now_ms() + LEASE, 3),
-	    TL_ENOTLEASED);
-	EXPECT_FAIL(mkop(TLI_OP_RELEASE, "m1", CA, now_ms(), 3),
-	    TL_ENOTLEASED);
-	EXPECT_FAIL(mkop(TLI_OP_DELETE_LEASED, "m1", CA, 0, 3),
-	    TL_ENOTLEASED);
+	EXPECT_FAIL(
+	    mkop(TLI_OP_EXTEND, "m1", CA, now_ms() + LEASE, 3), TL_ENOTLEASED);
+	EXPECT_FAIL(mkop(TLI_OP_RELEASE, "m1", CA, now_ms(), 3), TL_ENOTLEASED);
+	EXPECT_FAIL(mkop(TLI_OP_DELETE_LEASED, "m1", CA, 0, 3), TL_ENOTLEASED);
 	env_finish();
 }
 
@@ -1174,9 +1189,9 @@ Test(expiry, owner_move_clears_a_run_out_lease)
 /* bad input                                                           */
 /* =================================================================== */
 
-static const tli_op_type all_types[] = { TLI_OP_CREATE, TLI_OP_LEASE,
-	TLI_OP_EXTEND, TLI_OP_RELEASE, TLI_OP_DELETE_LEASED,
-	TLI_OP_DELETE_OWNED, TLI_OP_MOVE };
+static const tli_op_type all_types[] = {TLI_OP_CREATE, TLI_OP_LEASE,
+    TLI_OP_EXTEND, TLI_OP_RELEASE, TLI_OP_DELETE_LEASED, TLI_OP_DELETE_OWNED,
+    TLI_OP_MOVE};
 #define NTYPES (sizeof(all_types) / sizeof(all_types[0]))
 
 /* An op that would be valid on "m1" (created and leased by CA at version
@@ -1225,8 +1240,9 @@ input_unchanged(void)
 
 /* Long inputs live in static buffers so that a failed assertion (which
  * leaves the test early) leaks nothing. */
-static char long_buf[(TL_MAX_ID_LEN > TL_MAX_NAME_LEN ? TL_MAX_ID_LEN :
-    TL_MAX_NAME_LEN) + 2];
+static char long_buf[(TL_MAX_ID_LEN > TL_MAX_NAME_LEN ? TL_MAX_ID_LEN
+                                                      : TL_MAX_NAME_LEN) +
+    2];
 static char body_buf[TL_DEFAULT_MAX_BODY + 1];
 
 static char *
@@ -1287,8 +1303,8 @@ Test(input, empty_owner_or_consumer_fails_ebadid)
 {
 	input_setup();
 	for (size_t i = 0; i < NTYPES; i++) {
-		tli_op op = sample_op(all_types[i],
-		    all_types[i] == TLI_OP_CREATE ? "n1" : "m1");
+		tli_op op = sample_op(
+		    all_types[i], all_types[i] == TLI_OP_CREATE ? "n1" : "m1");
 
 		op.who = "";
 		op.who_len = 0;
@@ -1335,8 +1351,8 @@ Test(input, oversized_owner_or_consumer_fails_etoolarge)
 
 	input_setup();
 	for (size_t i = 0; i < NTYPES; i++) {
-		op = sample_op(all_types[i],
-		    all_types[i] == TLI_OP_CREATE ? "n1" : "m1");
+		op = sample_op(
+		    all_types[i], all_types[i] == TLI_OP_CREATE ? "n1" : "m1");
 		op.who = big;
 		op.who_len = TL_MAX_NAME_LEN + 1;
 		EXPECT_FAIL(op, TL_ETOOLARGE);
@@ -1400,34 +1416,33 @@ Test(input, body_over_topic_max_body_fails_etoolarge)
 
 Test(input, timestamps_out_of_range_fail_erange)
 {
-	static const int64_t bad[] = { -1, TL_TS_MAX + 1, INT64_MIN,
-		INT64_MAX };
+	static const int64_t bad[] = {-1, TL_TS_MAX + 1, INT64_MIN, INT64_MAX};
 	tli_op op;
 
 	input_setup();
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		EXPECT_FAIL(mkop(TLI_OP_CREATE, "n1", OWNER, bad[i], 0),
-		    TL_ERANGE);
-		EXPECT_FAIL(mkop(TLI_OP_CREATE, NULL, OWNER, bad[i], 0),
-		    TL_ERANGE);
+		EXPECT_FAIL(
+		    mkop(TLI_OP_CREATE, "n1", OWNER, bad[i], 0), TL_ERANGE);
+		EXPECT_FAIL(
+		    mkop(TLI_OP_CREATE, NULL, OWNER, bad[i], 0), TL_ERANGE);
 		/* the range is checked before the time checks and state */
 		EXPECT_FAIL(mkop(TLI_OP_LEASE, "m1", CB, bad[i], 0), TL_ERANGE);
-		EXPECT_FAIL(mkop(TLI_OP_EXTEND, "m1", CA, bad[i], 2),
-		    TL_ERANGE);
-		EXPECT_FAIL(mkop(TLI_OP_RELEASE, "m1", CA, bad[i], 2),
-		    TL_ERANGE);
-		EXPECT_FAIL(mkop(TLI_OP_MOVE, "m1", OWNER, bad[i], 2),
-		    TL_ERANGE);
+		EXPECT_FAIL(
+		    mkop(TLI_OP_EXTEND, "m1", CA, bad[i], 2), TL_ERANGE);
+		EXPECT_FAIL(
+		    mkop(TLI_OP_RELEASE, "m1", CA, bad[i], 2), TL_ERANGE);
+		EXPECT_FAIL(
+		    mkop(TLI_OP_MOVE, "m1", OWNER, bad[i], 2), TL_ERANGE);
 		CHECK_GONE("n1");
 	}
 	/* relative timestamps are checked once resolved */
 	EXPECT_FAIL(mkrel(TLI_OP_CREATE, "n1", OWNER, TL_TS_MAX - T0 + 1, 0),
 	    TL_ERANGE);
 	EXPECT_FAIL(mkrel(TLI_OP_CREATE, "n1", OWNER, -T0 - 1, 0), TL_ERANGE);
-	EXPECT_FAIL(mkrel(TLI_OP_MOVE, "m1", OWNER, TL_TS_MAX - T0 + 1, 0),
-	    TL_ERANGE);
-	EXPECT_FAIL(mkrel(TLI_OP_RELEASE, "m1", CA, TL_TS_MAX - T0 + 1, 2),
-	    TL_ERANGE);
+	EXPECT_FAIL(
+	    mkrel(TLI_OP_MOVE, "m1", OWNER, TL_TS_MAX - T0 + 1, 0), TL_ERANGE);
+	EXPECT_FAIL(
+	    mkrel(TLI_OP_RELEASE, "m1", CA, TL_TS_MAX - T0 + 1, 2), TL_ERANGE);
 	CHECK_GONE("n1");
 	input_unchanged();
 
@@ -1435,11 +1450,13 @@ Test(input, timestamps_out_of_range_fail_erange)
 	assert_err(create("max", TL_TS_MAX, &op), TL_OK);
 	cr_assert_eq(op.new_ts, TL_TS_MAX);
 	assert_err(create("zero", 0, NULL), TL_OK);
-	assert_err(run_op(mkrel(TLI_OP_CREATE, "relmax", OWNER,
-	    TL_TS_MAX - T0, 0), &op), TL_OK);
-	cr_assert_eq(op.new_ts, TL_TS_MAX);
-	assert_err(run_op(mkrel(TLI_OP_CREATE, "relzero", OWNER, -T0, 0), &op),
+	assert_err(
+	    run_op(
+	        mkrel(TLI_OP_CREATE, "relmax", OWNER, TL_TS_MAX - T0, 0), &op),
 	    TL_OK);
+	cr_assert_eq(op.new_ts, TL_TS_MAX);
+	assert_err(
+	    run_op(mkrel(TLI_OP_CREATE, "relzero", OWNER, -T0, 0), &op), TL_OK);
 	cr_assert_eq(op.new_ts, 0);
 	CHECK_MSG("max", TL_TS_MAX, 1, "", 0);
 	CHECK_MSG("zero", 0, 1, "", 0);
@@ -1473,10 +1490,9 @@ Test(input, checks_come_in_the_documented_order)
 	EXPECT_FAIL(op, TL_ETOOLARGE);
 	/* ERANGE before the time checks, time before state */
 	EXPECT_FAIL(mkop(TLI_OP_LEASE, "nope", CA, -1, 0), TL_ERANGE);
-	EXPECT_FAIL(mkop(TLI_OP_LEASE, "nope", CA, now_ms(), 0),
-	    TL_ETOOCLOSE);
-	EXPECT_FAIL(mkop(TLI_OP_RELEASE, "nope", CA, now_ms() - 1, 1),
-	    TL_ETOOCLOSE);
+	EXPECT_FAIL(mkop(TLI_OP_LEASE, "nope", CA, now_ms(), 0), TL_ETOOCLOSE);
+	EXPECT_FAIL(
+	    mkop(TLI_OP_RELEASE, "nope", CA, now_ms() - 1, 1), TL_ETOOCLOSE);
 	CHECK_GONE("n1");
 	CHECK_GONE("nope");
 	input_unchanged();
@@ -1491,8 +1507,8 @@ Test(input, oversized_id_is_reported_before_empty_consumer)
 	char *big = long_str('x', TL_MAX_ID_LEN + 1);
 
 	input_setup();
-	EXPECT_FAIL(mkop(TLI_OP_LEASE, big, "", now_ms() + LEASE, 0),
-	    TL_ETOOLARGE);
+	EXPECT_FAIL(
+	    mkop(TLI_OP_LEASE, big, "", now_ms() + LEASE, 0), TL_ETOOLARGE);
 	EXPECT_FAIL(mkop(TLI_OP_DELETE_OWNED, big, "", 0, 0), TL_ETOOLARGE);
 	EXPECT_FAIL(mkop(TLI_OP_DELETE_OWNED, "", big, 0, 0), TL_EBADID);
 	input_unchanged();
@@ -1523,13 +1539,13 @@ Test(gen_id, create_without_id_generates_a_26_char_id)
 
 	op = mkop(TLI_OP_CREATE, NULL, OWNER, T0 + 10, 0);
 	assert_err(run(&op), TL_OK);
-	cr_assert_eq(strlen(op.gen_id), TL_GEN_ID_LEN, "gen_id '%s'",
-	    op.gen_id);
+	cr_assert_eq(
+	    strlen(op.gen_id), TL_GEN_ID_LEN, "gen_id '%s'", op.gen_id);
 	cr_assert(crockford(op.gen_id, TL_GEN_ID_LEN),
 	    "gen_id '%s' is not Crockford base32", op.gen_id);
 	cr_assert_eq(op.new_version, 1);
-	cr_assert_eq(op.bucket, tli_bucket_of(op.gen_id, TL_GEN_ID_LEN,
-	    TL_DEFAULT_BUCKETS));
+	cr_assert_eq(op.bucket,
+	    tli_bucket_of(op.gen_id, TL_GEN_ID_LEN, TL_DEFAULT_BUCKETS));
 	CHECK_MSG(op.gen_id, T0 + 10, 1, "", 0);
 	snap_take(&sn, op.gen_id, TL_GEN_ID_LEN);
 	cr_assert_eq(sn.created_at, T0);
@@ -1632,10 +1648,11 @@ Test(gen_id, retried_create_fails_eexists_in_the_same_bucket)
 		tli_entry out[4];
 
 		memset(&cur, 0, sizeof(cur));
-		assert_err(tli_store_scan_due(st, topic, b, now_ms(), &cur, out,
-		    4, &n, &more), TL_OK);
-		cr_assert_eq(n, b == h % 7 ? 1u : 0u, "bucket %u has %zu", b,
-		    n);
+		assert_err(tli_store_scan_due(
+		               st, topic, b, now_ms(), &cur, out, 4, &n, &more),
+		    TL_OK);
+		cr_assert_eq(
+		    n, b == h % 7 ? 1u : 0u, "bucket %u has %zu", b, n);
 	}
 	CHECK_COUNTERS(1, 0);
 	env_finish();
@@ -1679,9 +1696,9 @@ check_list(const char *const *names, size_t n)
 
 Test(topics, create_get_list_delete)
 {
-	static const char *const sorted[] = { "Zulu", "alpha", "alphabet",
-		"beta" };
-	static const char *const after[] = { "Zulu", "alpha", "alphabet" };
+	static const char *const sorted[] = {
+	    "Zulu", "alpha", "alphabet", "beta"};
+	static const char *const after[] = {"Zulu", "alpha", "alphabet"};
 	tli_topic_conf beta;
 	tli_topic_info ti, ti2;
 	tli_msg m;
@@ -1730,7 +1747,7 @@ Test(topics, duplicate_name_fails_etopicexists)
 {
 	tli_topic_conf c;
 	tli_topic_info ti;
-	static const char *const one[] = { "t" };
+	static const char *const one[] = {"t"};
 
 	tt_topic(st, "t", 4);
 	assert_err(tli_topic_conf_init(&c, "t"), TL_OK);
@@ -1784,12 +1801,14 @@ try_topic(int line, const tli_topic_conf *c, int want)
 	tli_topic_info ti;
 	int rv = tli_store_topic_create(st, c);
 
-	cr_assert_eq(rv, want, "line %d: topic '%s': expected %s, got %s",
-	    line, c->name, tl_errname(want), tl_errname(rv));
+	cr_assert_eq(rv, want, "line %d: topic '%s': expected %s, got %s", line,
+	    c->name, tl_errname(want), tl_errname(rv));
 	if (want != TL_OK) {
 		rv = tli_store_topic_get(st, c->name, &ti);
-		cr_assert_eq(rv, TL_ENOTOPIC, "line %d: refused topic '%s' "
-		    "exists (%s)", line, c->name, tl_errname(rv));
+		cr_assert_eq(rv, TL_ENOTOPIC,
+		    "line %d: refused topic '%s' "
+		    "exists (%s)",
+		    line, c->name, tl_errname(rv));
 	}
 }
 
@@ -1878,8 +1897,8 @@ Test(topics, delete_removes_its_messages)
 
 	tt_topic(st, "t", 4);
 	assert_err(tli_store_topic_get(st, "t", &fresh), TL_OK);
-	cr_assert_neq(fresh.topic_id, old.topic_id,
-	    "a topic id must never be reused");
+	cr_assert_neq(
+	    fresh.topic_id, old.topic_id, "a topic id must never be reused");
 	cr_assert_eq(fresh.messages, 0);
 	cr_assert_eq(fresh.locked, 0);
 	CHECK_GONE("waiting");
@@ -1889,8 +1908,9 @@ Test(topics, delete_removes_its_messages)
 	cr_assert_eq(consumer_leases(CA, NULL), 0);
 	for (uint32_t b = 0; b < 4; b++) {
 		memset(&cur, 0, sizeof(cur));
-		assert_err(tli_store_scan_due(st, "t", b, TL_TS_MAX, &cur, out,
-		    8, &n, &more), TL_OK);
+		assert_err(tli_store_scan_due(
+		               st, "t", b, TL_TS_MAX, &cur, out, 8, &n, &more),
+		    TL_OK);
 		total += n;
 	}
 	cr_assert_eq(total, 0, "old entries resurfaced in the timeline");
@@ -1903,11 +1923,11 @@ Test(topics, delete_removes_its_messages)
 
 Test(topics, topics_and_messages_persist_across_reopen)
 {
-	static const char *const names[] = { "a", "b" };
+	static const char *const names[] = {"a", "b"};
 	tli_topic_conf ca;
 	tli_topic_info ia, ib, igone, ic, ra, rb;
 	snap before[4], after[4];
-	static const char *const ids[] = { "m1", "m2", "m3", "gen" };
+	static const char *const ids[] = {"m1", "m2", "m3", "gen"};
 	char gen[TL_GEN_ID_LEN + 1];
 	tli_op op;
 
@@ -1966,8 +1986,8 @@ Test(topics, topics_and_messages_persist_across_reopen)
 	}
 	CHECK_MSG("m2", T0 + LEASE, 2, CA, 1);
 	/* the lease is still in force */
-	EXPECT_FAIL(mkop(TLI_OP_LEASE, "m2", CB, now_ms() + LEASE, 0),
-	    TL_ELEASED);
+	EXPECT_FAIL(
+	    mkop(TLI_OP_LEASE, "m2", CB, now_ms() + LEASE, 0), TL_ELEASED);
 	assert_err(extend("m2", CA, now_ms() + LEASE + 5, 2, NULL), TL_OK);
 	/* topic ids are not reused after a reopen either */
 	tt_topic(st, "c", 0);
@@ -1994,8 +2014,8 @@ static void
 raw_open(rawdb *r, const char *path)
 {
 	const rocksdb_options_t *cfopts[16];
-	static const char *const want[] = { "default", "msg", "tl", "cons",
-		"own" };
+	static const char *const want[] = {
+	    "default", "msg", "tl", "cons", "own"};
 	char *err = NULL;
 
 	memset(r, 0, sizeof(*r));
@@ -2136,8 +2156,8 @@ Test(format, other_format_version_is_refused_and_untouched)
 		tli_store_close(s2);
 	}
 	assert_err(rv, TL_EFORMAT);
-	cr_assert_eq(s2, (tli_store *) &sentinel,
-	    "*out must be untouched on failure");
+	cr_assert_eq(
+	    s2, (tli_store *) &sentinel, "*out must be untouched on failure");
 
 	/* nothing was written, and the database was let go */
 	raw_open(&r, dir);

@@ -35,7 +35,8 @@ lease_n(tli_store *s, tt_clock *clk, const char *id, int n, tli_op *last)
 	for (int i = 0; i < n && rv == TL_OK; i++) {
 		tli_msg m;
 
-		cr_assert_eq(tli_store_get(s, "jobs", id, strlen(id), &m), TL_OK);
+		cr_assert_eq(
+		    tli_store_get(s, "jobs", id, strlen(id), &m), TL_OK);
 		tli_msg_fini(&m);
 		rv = tt_op(s, TLI_OP_LEASE, "jobs", id, "w",
 		    atomic_load(&clk->now) + 1000, m.version, last);
@@ -63,9 +64,9 @@ Test(dead, lease_past_max_deliveries_dead_letters_the_message)
 	for (int i = 0; i < 3; i++) {
 		cr_assert_eq(tli_store_get(s, "jobs", "poison", 6, &m), TL_OK);
 		tli_msg_fini(&m);
-		cr_assert_eq(tt_op(s, TLI_OP_LEASE, "jobs", "poison", "w",
-		                 atomic_load(&clk.now) + 1000,
-		                 m.version, &last),
+		cr_assert_eq(
+		    tt_op(s, TLI_OP_LEASE, "jobs", "poison", "w",
+		        atomic_load(&clk.now) + 1000, m.version, &last),
 		    TL_OK, "lease %d", i + 1);
 		cr_assert_eq(last.deliveries, (uint32_t) i + 1);
 		tt_clock_advance(&clk, 1001);
@@ -77,8 +78,8 @@ Test(dead, lease_past_max_deliveries_dead_letters_the_message)
 	    TL_EDEAD, "%s", tl_errname(last.err));
 
 	/* Off the timeline: not due, not counted, not leasable. */
-	cr_assert_eq(tli_store_scan_due(s, "jobs", last.bucket, TL_TS_MAX, NULL, e,
-	                 4, &n, &more),
+	cr_assert_eq(tli_store_scan_due(s, "jobs", last.bucket, TL_TS_MAX, NULL,
+	                 e, 4, &n, &more),
 	    TL_OK);
 	cr_assert_eq(n, 0);
 	cr_assert_eq(tli_store_topic_get(s, "jobs", &ti), TL_OK);
@@ -94,15 +95,16 @@ Test(dead, lease_past_max_deliveries_dead_letters_the_message)
 	                 atomic_load(&clk.now), 0, NULL),
 	    TL_ENOTFOUND);
 	/* Still known: a create with the same id is refused, get shows it. */
-	cr_assert_eq(tt_create(s, "jobs", "poison", "g", T0, "y", NULL),
-	    TL_EEXISTS);
+	cr_assert_eq(
+	    tt_create(s, "jobs", "poison", "g", T0, "y", NULL), TL_EEXISTS);
 	cr_assert_eq(tli_store_get(s, "jobs", "poison", 6, &m), TL_OK);
 	cr_assert(m.dead);
 	cr_assert_eq(m.body_len, 1);
 	tli_msg_fini(&m);
 
 	/* Listed in the dead-letter list. */
-	cr_assert_eq(tli_store_scan_dead(s, "jobs", NULL, e, 4, &n, &more), TL_OK);
+	cr_assert_eq(
+	    tli_store_scan_dead(s, "jobs", NULL, e, 4, &n, &more), TL_OK);
 	cr_assert_eq(n, 1);
 	cr_assert_str_eq(e[0].id, "poison");
 	cr_assert_eq(tt_check(s), 0);
@@ -116,7 +118,8 @@ Test(dead, lease_past_max_deliveries_dead_letters_the_message)
 	cr_assert_eq(m.deliveries, 0);
 	cr_assert_eq(m.ts, atomic_load(&clk.now) + 50);
 	tli_msg_fini(&m);
-	cr_assert_eq(tli_store_scan_dead(s, "jobs", NULL, e, 4, &n, &more), TL_OK);
+	cr_assert_eq(
+	    tli_store_scan_dead(s, "jobs", NULL, e, 4, &n, &more), TL_OK);
 	cr_assert_eq(n, 0);
 	cr_assert_eq(tli_store_topic_get(s, "jobs", &ti), TL_OK);
 	cr_assert_eq(ti.messages, 1);
@@ -148,11 +151,11 @@ Test(dead, owner_deletes_a_dead_letter_and_counters_survive_reopen)
 	s = tt_store_open(dir, &clk);
 	cr_assert_eq(tli_store_topic_get(s, "jobs", &ti), TL_OK);
 	cr_assert_eq(ti.dead, 2);
-	cr_assert_eq(tt_op(s, TLI_OP_DELETE_OWNED, "jobs", "a", "other", 0, 0,
-	                 NULL),
+	cr_assert_eq(
+	    tt_op(s, TLI_OP_DELETE_OWNED, "jobs", "a", "other", 0, 0, NULL),
 	    TL_ENOTOWNER);
-	cr_assert_eq(tt_op(s, TLI_OP_DELETE_OWNED, "jobs", "a", "g", 0, 0, NULL),
-	    TL_OK);
+	cr_assert_eq(
+	    tt_op(s, TLI_OP_DELETE_OWNED, "jobs", "a", "g", 0, 0, NULL), TL_OK);
 	cr_assert_eq(tli_store_topic_get(s, "jobs", &ti), TL_OK);
 	cr_assert_eq(ti.dead, 1);
 	cr_assert_eq(ti.messages, 0);

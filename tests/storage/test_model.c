@@ -27,11 +27,11 @@
 #include "testutil.h"
 
 #define NTOPIC 2
-#define NFIXED 12       /* fixed ids; generated ids are appended per sequence */
+#define NFIXED 12 /* fixed ids; generated ids are appended per sequence */
 #define MAXIDS 40
-#define NWHO 3          /* owners, and consumers */
-#define MAXBODY 100     /* the largest max_body among the topics */
-#define MAXB 24         /* operations per step */
+#define NWHO 3      /* owners, and consumers */
+#define MAXBODY 100 /* the largest max_body among the topics */
+#define MAXB 24     /* operations per step */
 #define MAXSCAN 64
 #define RECYCLE_EVERY 25 /* sequences on one database */
 #define UNKNOWN_TOPIC "tz-never-created"
@@ -44,19 +44,18 @@ static const struct {
 	const char *s;
 	size_t n;
 } fixed_ids[NFIXED] = {
-	{ "a", 1 }, { "aa", 2 }, { "ab", 2 }, { "b", 1 }, { "ba", 2 },
-	{ "c", 1 }, { "m-01", 4 }, { "m-02", 4 }, { "zz", 2 },
-	{ "\xff", 1 }, { "n\0ul", 4 },
-	{ NULL, TL_MAX_ID_LEN }, /* 128 x: the longest valid id */
+    {"a", 1}, {"aa", 2}, {"ab", 2}, {"b", 1}, {"ba", 2}, {"c", 1}, {"m-01", 4},
+    {"m-02", 4}, {"zz", 2}, {"\xff", 1}, {"n\0ul", 4},
+    {NULL, TL_MAX_ID_LEN}, /* 128 x: the longest valid id */
 };
 
 /* Names that are prefixes of one another, so that a scan of one owner or
  * consumer that ran into another would show. */
-static const char *owners[NWHO] = { "o", "o1", "oo" };
-static const char *consumers[NWHO] = { "c", "c1", "cc" };
+static const char *owners[NWHO] = {"o", "o1", "oo"};
+static const char *consumers[NWHO] = {"c", "c1", "cc"};
 
-static char long_id[TL_MAX_ID_LEN + 1];     /* 129 bytes: too long */
-static char long_who[TL_MAX_NAME_LEN + 1];  /* 129 bytes: too long */
+static char long_id[TL_MAX_ID_LEN + 1];    /* 129 bytes: too long */
+static char long_who[TL_MAX_NAME_LEN + 1]; /* 129 bytes: too long */
 
 typedef struct mid {
 	char s[TL_MAX_ID_LEN + 1];
@@ -66,12 +65,12 @@ typedef struct mid {
 typedef struct mmsg {
 	bool live;
 	int owner;
-	int cons;               /* -1: no lock_consumer */
+	int cons; /* -1: no lock_consumer */
 	int64_t ts;
 	uint64_t version;
 	uint32_t deliveries;
 	uint32_t bucket;
-	int64_t created_now;    /* the store's now when it was created */
+	int64_t created_now; /* the store's now when it was created */
 	uint8_t body[MAXBODY];
 	size_t body_len;
 } mmsg;
@@ -89,9 +88,9 @@ typedef struct mtopic {
 
 /* One generated operation: what the model needs besides the tli_op. */
 typedef struct gop {
-	int topic;      /* index, or -1 for a topic that does not exist */
-	int idx;        /* id index in the topic, ID_EMPTY or ID_LONG */
-	int who;        /* owner or consumer index, W_EMPTY or W_LONG */
+	int topic; /* index, or -1 for a topic that does not exist */
+	int idx;   /* id index in the topic, ID_EMPTY or ID_LONG */
+	int who;   /* owner or consumer index, W_EMPTY or W_LONG */
 	uint8_t body[MAXBODY + 2];
 } gop;
 
@@ -105,10 +104,10 @@ typedef struct mctx {
 	uint64_t rng;
 	int opno;
 	int step;
-	int max_ops;            /* most operations in one step */
-	int max_groups;         /* most concurrent submissions in one step */
-	int fault_pct;          /* % of empty, and of too long, ids and names */
-	bool combine_faults;    /* a bad id and a bad name in the same op */
+	int max_ops;         /* most operations in one step */
+	int max_groups;      /* most concurrent submissions in one step */
+	int fault_pct;       /* % of empty, and of too long, ids and names */
+	bool combine_faults; /* a bad id and a bad name in the same op */
 	bool trace;
 	mtopic topics[NTOPIC];
 	char *log;
@@ -186,18 +185,19 @@ mfail(mctx *c, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "---- log of seed %" PRIu64 " (replay: TL_MODEL_SEED=%"
-	    PRIu64 ") ----\n%s---- end of log ----\n", c->seed, c->seed,
-	    c->log != NULL ? c->log : "");
+	fprintf(stderr,
+	    "---- log of seed %" PRIu64 " (replay: TL_MODEL_SEED=%" PRIu64
+	    ") ----\n%s---- end of log ----\n",
+	    c->seed, c->seed, c->log != NULL ? c->log : "");
 	cr_assert_fail("seed %" PRIu64 ", op %d, step %d, now %" PRId64 ": %s",
 	    c->seed, c->opno, c->step, now_of(c), msg);
 }
 
-#define MCHECK(c, cond, ...)                    \
-	do {                                    \
-		if (!(cond)) {                  \
+#define MCHECK(c, cond, ...)                     \
+	do {                                     \
+		if (!(cond)) {                   \
 			mfail((c), __VA_ARGS__); \
-		}                               \
+		}                                \
 	} while (0)
 
 static const char *
@@ -248,8 +248,8 @@ op_name(tli_op_type t)
 static bool
 is_holder_side(tli_op_type t)
 {
-	return t == TLI_OP_LEASE || t == TLI_OP_EXTEND ||
-	    t == TLI_OP_RELEASE || t == TLI_OP_DELETE_LEASED;
+	return t == TLI_OP_LEASE || t == TLI_OP_EXTEND || t == TLI_OP_RELEASE ||
+	    t == TLI_OP_DELETE_LEASED;
 }
 
 static bool
@@ -301,8 +301,8 @@ topic_reset(mctx *c, int ti)
 	 * to version and lock), so every lease follows the table. */
 	conf.max_deliveries = 0;
 	rv = tli_store_topic_create(c->s, &conf);
-	MCHECK(c, rv == TL_OK, "topic_create(%s): %s", tp->name,
-	    tl_errname(rv));
+	MCHECK(
+	    c, rv == TL_OK, "topic_create(%s): %s", tp->name, tl_errname(rv));
 
 	memset(tp->ids, 0, sizeof(tp->ids));
 	memset(tp->msgs, 0, sizeof(tp->msgs));
@@ -393,8 +393,8 @@ model_fini(void)
 /* The answer docs/storage.md gives for op at `now`; *tres gets the resolved
  * timestamp. Checks run in the documented order: input, time, state. */
 static int
-model_eval(const mctx *c, const gop *g, const tli_op *op, int64_t now,
-    int64_t *tres)
+model_eval(
+    const mctx *c, const gop *g, const tli_op *op, int64_t now, int64_t *tres)
 {
 	const mtopic *tp;
 	const mmsg *m;
@@ -504,8 +504,8 @@ model_eval(const mctx *c, const gop *g, const tli_op *op, int64_t now,
 static bool
 crockford(char ch)
 {
-	return ch != '\0' && strchr("0123456789ABCDEFGHJKMNPQRSTVWXYZ", ch) !=
-	    NULL;
+	return ch != '\0' &&
+	    strchr("0123456789ABCDEFGHJKMNPQRSTVWXYZ", ch) != NULL;
 }
 
 /* A create without an id succeeded: check the generated id and add it to
@@ -516,15 +516,20 @@ model_add_gen_id(mctx *c, mtopic *tp, const tli_op *op)
 	size_t len = strnlen(op->gen_id, sizeof(op->gen_id));
 	mid *d;
 
-	MCHECK(c, len == TL_GEN_ID_LEN, "generated id has %zu characters, "
-	    "expected %d", len, TL_GEN_ID_LEN);
+	MCHECK(c, len == TL_GEN_ID_LEN,
+	    "generated id has %zu characters, "
+	    "expected %d",
+	    len, TL_GEN_ID_LEN);
 	for (size_t i = 0; i < len; i++) {
-		MCHECK(c, crockford(op->gen_id[i]), "generated id %s is not "
-		    "Crockford base32", op->gen_id);
+		MCHECK(c, crockford(op->gen_id[i]),
+		    "generated id %s is not "
+		    "Crockford base32",
+		    op->gen_id);
 	}
 	for (int i = 0; i < tp->nids; i++) {
-		MCHECK(c, tp->ids[i].len != len ||
-		    memcmp(tp->ids[i].s, op->gen_id, len) != 0,
+		MCHECK(c,
+		    tp->ids[i].len != len ||
+		        memcmp(tp->ids[i].s, op->gen_id, len) != 0,
 		    "generated id %s repeats an id already used in %s",
 		    op->gen_id, tp->name);
 	}
@@ -554,8 +559,9 @@ model_apply(mctx *c, const gop *g, const tli_op *op, int64_t now, int64_t t)
 		m->ts = t;
 		m->version = 1;
 		m->deliveries = 0;
-		m->bucket = (uint32_t) (tli_hash64(tp->ids[i].s,
-		    tp->ids[i].len) % tp->buckets);
+		m->bucket =
+		    (uint32_t) (tli_hash64(tp->ids[i].s, tp->ids[i].len) %
+		        tp->buckets);
 		m->created_now = now;
 		memcpy(m->body, op->body, op->body_len);
 		m->body_len = op->body_len;
@@ -597,9 +603,10 @@ check_op(mctx *c, const gop *g, const tli_op *op, int64_t now)
 	int exp = model_eval(c, g, op, now, &t);
 	const mmsg *m = NULL;
 
-	mlog(c, "op %d now=%" PRId64 " %s %s id=%s who=%s ts=%s%" PRId64
-	    " v=%" PRIu64 " body=%zu -> expect %s, got %s\n", c->opno, now,
-	    op_name(op->type), op->topic,
+	mlog(c,
+	    "op %d now=%" PRId64 " %s %s id=%s who=%s ts=%s%" PRId64
+	    " v=%" PRIu64 " body=%zu -> expect %s, got %s\n",
+	    c->opno, now, op_name(op->type), op->topic,
 	    fmt_bytes(idb, sizeof(idb), op->id, op->id_len),
 	    op->who_len > 24 ? "<long>" : op->who,
 	    op->ts_mode == TLI_TS_REL ? "+" : "", op->ts, op->version,
@@ -616,24 +623,28 @@ check_op(mctx *c, const gop *g, const tli_op *op, int64_t now)
 	}
 	switch (op->type) {
 	case TLI_OP_CREATE:
-		MCHECK(c, op->new_version == 1, "create: new_version %" PRIu64
-		    ", expected 1", op->new_version);
-		MCHECK(c, op->new_ts == t, "create: new_ts %" PRId64
-		    ", expected %" PRId64, op->new_ts, t);
+		MCHECK(c, op->new_version == 1,
+		    "create: new_version %" PRIu64 ", expected 1",
+		    op->new_version);
+		MCHECK(c, op->new_ts == t,
+		    "create: new_ts %" PRId64 ", expected %" PRId64, op->new_ts,
+		    t);
 		break;
 	case TLI_OP_LEASE:
-		MCHECK(c, op->deliveries == m->deliveries + 1, "lease: "
+		MCHECK(c, op->deliveries == m->deliveries + 1,
+		    "lease: "
 		    "deliveries %" PRIu32 ", expected %" PRIu32,
 		    op->deliveries, m->deliveries + 1);
 		/* FALLTHROUGH */
 	case TLI_OP_EXTEND:
 	case TLI_OP_RELEASE:
 	case TLI_OP_MOVE:
-		MCHECK(c, op->new_version == m->version + 1, "%s: new_version %"
-		    PRIu64 ", expected %" PRIu64, op_name(op->type),
-		    op->new_version, m->version + 1);
-		MCHECK(c, op->new_ts == t, "%s: new_ts %" PRId64
-		    ", expected %" PRId64, op_name(op->type), op->new_ts, t);
+		MCHECK(c, op->new_version == m->version + 1,
+		    "%s: new_version %" PRIu64 ", expected %" PRIu64,
+		    op_name(op->type), op->new_version, m->version + 1);
+		MCHECK(c, op->new_ts == t,
+		    "%s: new_ts %" PRId64 ", expected %" PRId64,
+		    op_name(op->type), op->new_ts, t);
 		break;
 	default:
 		break;
@@ -642,8 +653,8 @@ check_op(mctx *c, const gop *g, const tli_op *op, int64_t now)
 	if (op->type == TLI_OP_CREATE) {
 		const mtopic *tp = &c->topics[g->topic];
 		int i = g->idx >= 0 ? g->idx : tp->nids - 1;
-		MCHECK(c, op->bucket == tp->msgs[i].bucket, "create: bucket %"
-		    PRIu32 ", expected %" PRIu32, op->bucket,
+		MCHECK(c, op->bucket == tp->msgs[i].bucket,
+		    "create: bucket %" PRIu32 ", expected %" PRIu32, op->bucket,
 		    tp->msgs[i].bucket);
 	}
 	c->opno++;
@@ -665,50 +676,65 @@ compare_msg(mctx *c, int ti, int i)
 	fmt_bytes(idb, sizeof(idb), d->s, d->len);
 	rv = tli_store_get(c->s, tp->name, d->s, d->len, &got);
 	if (!m->live) {
-		MCHECK(c, rv == TL_ENOTFOUND, "get %s/%s: expected TL_ENOTFOUND"
-		    ", got %s", tp->name, idb, tl_errname(rv));
+		MCHECK(c, rv == TL_ENOTFOUND,
+		    "get %s/%s: expected TL_ENOTFOUND"
+		    ", got %s",
+		    tp->name, idb, tl_errname(rv));
 		return;
 	}
 	MCHECK(c, rv == TL_OK, "get %s/%s: expected TL_OK, got %s", tp->name,
 	    idb, tl_errname(rv));
 	MCHECK(c, got.id_len == d->len && memcmp(got.id, d->s, d->len) == 0,
 	    "get %s/%s: wrong id", tp->name, idb);
-	MCHECK(c, got.ts == m->ts, "get %s/%s: ts %" PRId64 ", expected %"
-	    PRId64, tp->name, idb, got.ts, m->ts);
-	MCHECK(c, got.version == m->version, "get %s/%s: version %" PRIu64
-	    ", expected %" PRIu64, tp->name, idb, got.version, m->version);
-	MCHECK(c, got.deliveries == m->deliveries, "get %s/%s: deliveries %"
-	    PRIu32 ", expected %" PRIu32, tp->name, idb, got.deliveries,
-	    m->deliveries);
-	MCHECK(c, got.bucket == m->bucket, "get %s/%s: bucket %" PRIu32
-	    ", expected %" PRIu32, tp->name, idb, got.bucket, m->bucket);
+	MCHECK(c, got.ts == m->ts,
+	    "get %s/%s: ts %" PRId64 ", expected %" PRId64, tp->name, idb,
+	    got.ts, m->ts);
+	MCHECK(c, got.version == m->version,
+	    "get %s/%s: version %" PRIu64 ", expected %" PRIu64, tp->name, idb,
+	    got.version, m->version);
+	MCHECK(c, got.deliveries == m->deliveries,
+	    "get %s/%s: deliveries %" PRIu32 ", expected %" PRIu32, tp->name,
+	    idb, got.deliveries, m->deliveries);
+	MCHECK(c, got.bucket == m->bucket,
+	    "get %s/%s: bucket %" PRIu32 ", expected %" PRIu32, tp->name, idb,
+	    got.bucket, m->bucket);
 	MCHECK(c, got.bucket == tli_bucket_of(d->s, d->len, tp->buckets),
 	    "get %s/%s: bucket %" PRIu32 " differs from tli_bucket_of",
 	    tp->name, idb, got.bucket);
-	MCHECK(c, got.owner_len == strlen(owners[m->owner]) &&
-	    memcmp(got.owner, owners[m->owner], got.owner_len) == 0,
+	MCHECK(c,
+	    got.owner_len == strlen(owners[m->owner]) &&
+	        memcmp(got.owner, owners[m->owner], got.owner_len) == 0,
 	    "get %s/%s: owner '%.*s', expected '%s'", tp->name, idb,
 	    (int) got.owner_len, got.owner, owners[m->owner]);
 	if (m->cons < 0) {
-		MCHECK(c, got.consumer_len == 0, "get %s/%s: lock_consumer "
-		    "'%.*s', expected none", tp->name, idb,
-		    (int) got.consumer_len, got.consumer);
+		MCHECK(c, got.consumer_len == 0,
+		    "get %s/%s: lock_consumer "
+		    "'%.*s', expected none",
+		    tp->name, idb, (int) got.consumer_len, got.consumer);
 	} else {
-		MCHECK(c, got.consumer_len == strlen(consumers[m->cons]) &&
-		    memcmp(got.consumer, consumers[m->cons],
-		    got.consumer_len) == 0, "get %s/%s: lock_consumer '%.*s',"
-		    " expected '%s'", tp->name, idb, (int) got.consumer_len,
-		    got.consumer, consumers[m->cons]);
+		MCHECK(c,
+		    got.consumer_len == strlen(consumers[m->cons]) &&
+		        memcmp(got.consumer, consumers[m->cons],
+		            got.consumer_len) == 0,
+		    "get %s/%s: lock_consumer '%.*s',"
+		    " expected '%s'",
+		    tp->name, idb, (int) got.consumer_len, got.consumer,
+		    consumers[m->cons]);
 	}
-	MCHECK(c, !got.dead, "get %s/%s: a dead letter, but the topic never "
-	    "dead-letters", tp->name, idb);
-	MCHECK(c, got.created_at == m->created_now, "get %s/%s: created_at %"
-	    PRId64 ", expected the store's now at creation %" PRId64,
+	MCHECK(c, !got.dead,
+	    "get %s/%s: a dead letter, but the topic never "
+	    "dead-letters",
+	    tp->name, idb);
+	MCHECK(c, got.created_at == m->created_now,
+	    "get %s/%s: created_at %" PRId64
+	    ", expected the store's now at creation %" PRId64,
 	    tp->name, idb, got.created_at, m->created_now);
-	MCHECK(c, got.body_len == m->body_len && (m->body_len == 0 ||
-	    memcmp(got.body, m->body, m->body_len) == 0),
-	    "get %s/%s: body differs (%zu bytes, expected %zu)", tp->name,
-	    idb, got.body_len, m->body_len);
+	MCHECK(c,
+	    got.body_len == m->body_len &&
+	        (m->body_len == 0 ||
+	            memcmp(got.body, m->body, m->body_len) == 0),
+	    "get %s/%s: body differs (%zu bytes, expected %zu)", tp->name, idb,
+	    got.body_len, m->body_len);
 	tli_msg_fini(&got);
 }
 
@@ -768,16 +794,15 @@ model_list(const mctx *c, int ti, int kind, int who, uint32_t bucket,
 }
 
 static int
-store_scan(mctx *c, int ti, int kind, int who, uint32_t bucket,
-    int64_t up_to, const tli_cursor *cur, tli_entry *out, size_t max,
-    size_t *n, bool *more)
+store_scan(mctx *c, int ti, int kind, int who, uint32_t bucket, int64_t up_to,
+    const tli_cursor *cur, tli_entry *out, size_t max, size_t *n, bool *more)
 {
 	const char *topic = c->topics[ti].name;
 
 	switch (kind) {
 	case SCAN_DUE:
-		return tli_store_scan_due(c->s, topic, bucket, up_to, cur, out,
-		    max, n, more);
+		return tli_store_scan_due(
+		    c->s, topic, bucket, up_to, cur, out, max, n, more);
 	case SCAN_CONS:
 		return tli_store_scan_consumer(c->s, topic, consumers[who],
 		    strlen(consumers[who]), cur, out, max, n, more);
@@ -790,25 +815,27 @@ store_scan(mctx *c, int ti, int kind, int who, uint32_t bucket,
 /* Run a scan page by page and compare it with the model, entry by entry,
  * including `more` on every page. */
 static void
-compare_scan(mctx *c, int ti, int kind, int who, uint32_t bucket,
-    int64_t up_to)
+compare_scan(mctx *c, int ti, int kind, int who, uint32_t bucket, int64_t up_to)
 {
-	static const char *kinds[] = { "scan_due", "scan_consumer",
-		"scan_owner" };
+	static const char *kinds[] = {
+	    "scan_due", "scan_consumer", "scan_owner"};
 	const mtopic *tp = &c->topics[ti];
 	int want[MAXIDS];
 	int nw = model_list(c, ti, kind, who, bucket, up_to, want);
-	static const size_t pages[] = { 1, 2, 3, MAXSCAN };
+	static const size_t pages[] = {1, 2, 3, MAXSCAN};
 	size_t page = pages[rnd(c, 4)];
 	tli_entry got[MAXSCAN];
 	tli_cursor cur;
 	size_t total = 0;
 	char desc[96];
 
-	snprintf(desc, sizeof(desc), "%s %s %s bucket %" PRIu32 " up_to %"
-	    PRId64 " page %zu", kinds[kind], tp->name,
-	    kind == SCAN_CONS ? consumers[who] : kind == SCAN_OWNER ?
-	    owners[who] : "-", bucket, up_to, page);
+	snprintf(desc, sizeof(desc),
+	    "%s %s %s bucket %" PRIu32 " up_to %" PRId64 " page %zu",
+	    kinds[kind], tp->name,
+	    kind == SCAN_CONS        ? consumers[who]
+	        : kind == SCAN_OWNER ? owners[who]
+	                             : "-",
+	    bucket, up_to, page);
 	memset(&cur, 0, sizeof(cur));
 	for (int round = 0;; round++) {
 		size_t n = 0;
@@ -821,8 +848,10 @@ compare_scan(mctx *c, int ti, int kind, int who, uint32_t bucket,
 		MCHECK(c, rv == TL_OK, "%s: %s", desc, tl_errname(rv));
 		MCHECK(c, n <= page, "%s: %zu entries on a page of %zu", desc,
 		    n, page);
-		MCHECK(c, total + n <= (size_t) nw, "%s: more than the %d "
-		    "expected entries", desc, nw);
+		MCHECK(c, total + n <= (size_t) nw,
+		    "%s: more than the %d "
+		    "expected entries",
+		    desc, nw);
 		for (size_t k = 0; k < n; k++) {
 			const tli_entry *e = &got[k];
 			const mid *d = &tp->ids[want[total + k]];
@@ -830,27 +859,36 @@ compare_scan(mctx *c, int ti, int kind, int who, uint32_t bucket,
 			char idb[64];
 
 			fmt_bytes(idb, sizeof(idb), d->s, d->len);
-			MCHECK(c, e->id_len == d->len &&
-			    memcmp(e->id, d->s, d->len) == 0, "%s: entry %zu "
-			    "is not %s", desc, total + k, idb);
-			MCHECK(c, e->ts == m->ts, "%s: %s ts %" PRId64
-			    ", expected %" PRId64, desc, idb, e->ts, m->ts);
-			MCHECK(c, e->version == m->version, "%s: %s version %"
-			    PRIu64 ", expected %" PRIu64, desc, idb, e->version,
-			    m->version);
+			MCHECK(c,
+			    e->id_len == d->len &&
+			        memcmp(e->id, d->s, d->len) == 0,
+			    "%s: entry %zu "
+			    "is not %s",
+			    desc, total + k, idb);
+			MCHECK(c, e->ts == m->ts,
+			    "%s: %s ts %" PRId64 ", expected %" PRId64, desc,
+			    idb, e->ts, m->ts);
+			MCHECK(c, e->version == m->version,
+			    "%s: %s version %" PRIu64 ", expected %" PRIu64,
+			    desc, idb, e->version, m->version);
 			if (kind != SCAN_CONS) {
-				MCHECK(c, e->locked == (m->cons >= 0), "%s: %s "
-				    "locked %d, expected %d", desc, idb,
-				    e->locked, m->cons >= 0);
+				MCHECK(c, e->locked == (m->cons >= 0),
+				    "%s: %s "
+				    "locked %d, expected %d",
+				    desc, idb, e->locked, m->cons >= 0);
 			}
 			if (kind == SCAN_DUE) {
-				MCHECK(c, e->bucket == m->bucket, "%s: %s "
-				    "bucket %" PRIu32, desc, idb, e->bucket);
+				MCHECK(c, e->bucket == m->bucket,
+				    "%s: %s "
+				    "bucket %" PRIu32,
+				    desc, idb, e->bucket);
 			}
 		}
 		total += n;
-		MCHECK(c, more == (total < (size_t) nw), "%s: more=%d after %zu"
-		    " of %d entries", desc, more, total, nw);
+		MCHECK(c, more == (total < (size_t) nw),
+		    "%s: more=%d after %zu"
+		    " of %d entries",
+		    desc, more, total, nw);
 		if (!more) {
 			break;
 		}
@@ -884,15 +922,18 @@ model_counts(const mctx *c, int ti, int64_t from, int64_t to, int64_t now,
 }
 
 static void
-compare_counts(mctx *c, const char *what, const tli_counts *got,
-    const tli_counts *want)
+compare_counts(
+    mctx *c, const char *what, const tli_counts *got, const tli_counts *want)
 {
-	MCHECK(c, got->available == want->available &&
-	    got->waiting == want->waiting &&
-	    got->processing == want->processing, "%s: available/waiting/"
+	MCHECK(c,
+	    got->available == want->available &&
+	        got->waiting == want->waiting &&
+	        got->processing == want->processing,
+	    "%s: available/waiting/"
 	    "processing %" PRIu64 "/%" PRIu64 "/%" PRIu64 ", expected %" PRIu64
-	    "/%" PRIu64 "/%" PRIu64, what, got->available, got->waiting,
-	    got->processing, want->available, want->waiting, want->processing);
+	    "/%" PRIu64 "/%" PRIu64,
+	    what, got->available, got->waiting, got->processing,
+	    want->available, want->waiting, want->processing);
 }
 
 static void
@@ -917,12 +958,16 @@ compare_topic(mctx *c, int ti)
 
 	rv = tli_store_topic_get(c->s, tp->name, &info);
 	MCHECK(c, rv == TL_OK, "topic_get %s: %s", tp->name, tl_errname(rv));
-	MCHECK(c, info.messages == live, "topic %s: messages %" PRIu64
-	    ", expected %" PRIu64, tp->name, info.messages, live);
-	MCHECK(c, info.locked == locked, "topic %s: locked %" PRIu64
-	    ", expected %" PRIu64, tp->name, info.locked, locked);
-	MCHECK(c, info.dead == 0, "topic %s: %" PRIu64 " dead letters, "
-	    "expected none", tp->name, info.dead);
+	MCHECK(c, info.messages == live,
+	    "topic %s: messages %" PRIu64 ", expected %" PRIu64, tp->name,
+	    info.messages, live);
+	MCHECK(c, info.locked == locked,
+	    "topic %s: locked %" PRIu64 ", expected %" PRIu64, tp->name,
+	    info.locked, locked);
+	MCHECK(c, info.dead == 0,
+	    "topic %s: %" PRIu64 " dead letters, "
+	    "expected none",
+	    tp->name, info.dead);
 
 	rv = tli_store_totals(c->s, tp->name, &got);
 	MCHECK(c, rv == TL_OK, "totals %s: %s", tp->name, tl_errname(rv));
@@ -951,20 +996,21 @@ compare_topic(mctx *c, int ti)
 		}
 	}
 	for (int r = 0; r < 5; r++) {
-		rv = tli_store_count(c->s, tp->name, ranges[r][0], ranges[r][1],
-		    &got);
-		MCHECK(c, rv == TL_OK, "count %s: %s", tp->name,
-		    tl_errname(rv));
+		rv = tli_store_count(
+		    c->s, tp->name, ranges[r][0], ranges[r][1], &got);
+		MCHECK(
+		    c, rv == TL_OK, "count %s: %s", tp->name, tl_errname(rv));
 		model_counts(c, ti, ranges[r][0], ranges[r][1], now, &want);
-		snprintf(what, sizeof(what), "count %s [%" PRId64 ", %" PRId64
-		    ")", tp->name, ranges[r][0], ranges[r][1]);
+		snprintf(what, sizeof(what),
+		    "count %s [%" PRId64 ", %" PRId64 ")", tp->name,
+		    ranges[r][0], ranges[r][1]);
 		compare_counts(c, what, &got, &want);
 	}
 
 	for (uint32_t b = 0; b < tp->buckets; b++) {
 		compare_scan(c, ti, SCAN_DUE, 0, b, now);
-		compare_scan(c, ti, SCAN_DUE, 0, b, now + rnd_in(c, -100,
-		    70000));
+		compare_scan(
+		    c, ti, SCAN_DUE, 0, b, now + rnd_in(c, -100, 70000));
 	}
 	for (int w = 0; w < NWHO; w++) {
 		compare_scan(c, ti, SCAN_CONS, w, 0, 0);
@@ -1043,7 +1089,8 @@ gen_ts(mctx *c, tli_op *op, int64_t now, int64_t max_lease)
 			op->ts_mode = TLI_TS_REL;
 			break;
 		case 3:
-			op->ts = TL_TS_MAX - now + 1; /* resolves past the end */
+			op->ts =
+			    TL_TS_MAX - now + 1; /* resolves past the end */
 			op->ts_mode = TLI_TS_REL;
 			break;
 		case 4:
@@ -1059,8 +1106,8 @@ gen_ts(mctx *c, tli_op *op, int64_t now, int64_t max_lease)
 	}
 	if ((type == TLI_OP_LEASE || type == TLI_OP_EXTEND) &&
 	    rnd(c, 100) < 50) {
-		d = rnd(c, 2) ? rnd_in(c, c->gap, max_lease) :
-		    rnd_in(c, c->gap, 3000);
+		d = rnd(c, 2) ? rnd_in(c, c->gap, max_lease)
+		              : rnd_in(c, c->gap, 3000);
 	} else if (r < 14) {
 		d = -rnd_in(c, 1, 3000);
 	} else if (r < 22) {
@@ -1153,8 +1200,8 @@ gen_op(mctx *c, gop *g, tli_op *op, int64_t now, int *pending_gen)
 				(*pending_gen)++;
 			}
 		}
-	} else if (r < (op->type == TLI_OP_CREATE ? 10 + c->fault_pct :
-	    2 * c->fault_pct)) {
+	} else if (r < (op->type == TLI_OP_CREATE ? 10 + c->fault_pct
+	                                          : 2 * c->fault_pct)) {
 		g->idx = ID_LONG;
 	} else {
 		int n = g->topic < 0 ? NFIXED : tp->nids;
@@ -1191,8 +1238,9 @@ gen_op(mctx *c, gop *g, tli_op *op, int64_t now, int *pending_gen)
 	 * set, a bad id comes with a good name, so that one input fault is
 	 * the only one. */
 	r = (int) rnd(c, 100);
-	if (!c->combine_faults && (g->idx == ID_LONG ||
-	    (g->idx == ID_EMPTY && op->type != TLI_OP_CREATE))) {
+	if (!c->combine_faults &&
+	    (g->idx == ID_LONG ||
+	        (g->idx == ID_EMPTY && op->type != TLI_OP_CREATE))) {
 		r = 100;
 	}
 	if (r < c->fault_pct) {
@@ -1202,15 +1250,14 @@ gen_op(mctx *c, gop *g, tli_op *op, int64_t now, int *pending_gen)
 	} else if (m != NULL && is_holder_side(op->type) && m->cons >= 0 &&
 	    rnd(c, 100) < 75) {
 		g->who = m->cons;
-	} else if (m != NULL && !is_holder_side(op->type) &&
-	    rnd(c, 100) < 80) {
+	} else if (m != NULL && !is_holder_side(op->type) && rnd(c, 100) < 80) {
 		g->who = m->owner;
 	} else {
 		g->who = (int) rnd(c, NWHO);
 	}
 	if (g->who >= 0) {
-		op->who = is_holder_side(op->type) ? consumers[g->who] :
-		    owners[g->who];
+		op->who = is_holder_side(op->type) ? consumers[g->who]
+		                                   : owners[g->who];
 		op->who_len = strlen(op->who);
 	} else if (g->who == W_LONG) {
 		op->who = long_who;
@@ -1310,13 +1357,13 @@ run_step(mctx *c, int n, int groups)
 		mlog(c, "step %d: %d op(s) in %d concurrent submissions\n",
 		    c->step, n, groups);
 		for (int k = 0; k < groups; k++) {
-			int cnt = k == groups - 1 ? n - at : (n - at) /
-			    (groups - k);
+			int cnt =
+			    k == groups - 1 ? n - at : (n - at) / (groups - k);
 			if (cnt < 1) {
 				cnt = 1;
 			}
-			rv = tli_store_submit(c->s, &ops[at], (size_t) cnt,
-			    waiter_done, &w);
+			rv = tli_store_submit(
+			    c->s, &ops[at], (size_t) cnt, waiter_done, &w);
 			MCHECK(c, rv == TL_OK, "submit: %s", tl_errname(rv));
 			at += cnt;
 		}
@@ -1397,8 +1444,8 @@ run_sequence(mctx *c, uint64_t seed, int nops, bool with_reopen)
 		c->log[0] = '\0';
 	}
 	reopen_at = with_reopen ? (int) rnd_in(c, nops / 4, 3 * nops / 4) : -1;
-	tt_clock_set(&c->clk, INT64_C(1700000000000) + (int64_t) rnd(c,
-	    INT64_C(1) << 40));
+	tt_clock_set(&c->clk,
+	    INT64_C(1700000000000) + (int64_t) rnd(c, INT64_C(1) << 40));
 	for (int ti = 0; ti < NTOPIC; ti++) {
 		topic_reset(c, ti);
 	}
@@ -1447,8 +1494,8 @@ run_seeds(mctx *c, uint64_t first, int count, int nops, bool with_reopen)
 			if (k > 0 && k % RECYCLE_EVERY == 0) {
 				ctx_recycle(c);
 			}
-			run_sequence(c, first + (uint64_t) k, nops,
-			    with_reopen);
+			run_sequence(
+			    c, first + (uint64_t) k, nops, with_reopen);
 		}
 	}
 }
@@ -1476,8 +1523,7 @@ Test(store_model, a_wider_lease_gap_follows_the_rules, .fini = model_fini)
 	run_seeds(c, 200001, 650, 50, false);
 }
 
-Test(store_model, state_survives_a_reopen_mid_sequence,
-    .fini = model_fini)
+Test(store_model, state_survives_a_reopen_mid_sequence, .fini = model_fini)
 {
 	mctx *c = ctx_new("model-d", 1, 6, 3);
 

@@ -177,8 +177,8 @@ stats_ops(tli_store *s)
 /* Create every model message, in random order, in submissions of up to
  * TL_MAX_BATCH operations (the first one full). */
 static void
-create_all(tli_store *s, const char *topic, tmsg *m, size_t n,
-    uint32_t buckets, uint64_t *rng)
+create_all(tli_store *s, const char *topic, tmsg *m, size_t n, uint32_t buckets,
+    uint64_t *rng)
 {
 	size_t *ix = shuffled(n, rng);
 	tli_op *ops = calloc(TL_MAX_BATCH, sizeof(*ops));
@@ -255,8 +255,8 @@ scan_page(tli_store *s, const scan_spec *sp, const tli_cursor *cur,
  * say more, the last must not, and no page may be empty after a "more". At
  * most cap entries are expected; more is a failure. */
 static size_t
-scan_all(tli_store *s, const scan_spec *sp, size_t page, tli_entry *out,
-    size_t cap)
+scan_all(
+    tli_store *s, const scan_spec *sp, size_t page, tli_entry *out, size_t cap)
 {
 	tli_entry *buf = calloc(page, sizeof(*buf));
 	tli_cursor cur;
@@ -273,8 +273,10 @@ scan_all(tli_store *s, const scan_spec *sp, size_t page, tli_entry *out,
 		cr_assert_eq(rv, TL_OK, "scan: %s", tl_errname(rv));
 		cr_assert_leq(n, page, "page of %zu entries, max %zu", n, page);
 		if (pages > 0) {
-			cr_assert_gt(n, 0, "page %zu is empty although the "
-			    "previous page said more", pages);
+			cr_assert_gt(n, 0,
+			    "page %zu is empty although the "
+			    "previous page said more",
+			    pages);
 		}
 		cr_assert_leq(total + n, cap,
 		    "scan returned more than the %zu expected entries", cap);
@@ -296,11 +298,11 @@ enum { CHK_BUCKET = 1, CHK_LOCKED = 2 };
 /* The scan result must be exactly the expected messages, in that order,
  * with their current ts and version (and bucket, locked if asked). */
 static void
-expect_entries(const tli_entry *e, size_t n, tmsg *const *want, size_t nwant,
-    int checks)
+expect_entries(
+    const tli_entry *e, size_t n, tmsg *const *want, size_t nwant, int checks)
 {
-	cr_assert_eq(n, nwant, "scan returned %zu entries, expected %zu", n,
-	    nwant);
+	cr_assert_eq(
+	    n, nwant, "scan returned %zu entries, expected %zu", n, nwant);
 	for (size_t i = 0; i < n; i++) {
 		const tmsg *w = want[i];
 
@@ -316,8 +318,8 @@ expect_entries(const tli_entry *e, size_t n, tmsg *const *want, size_t nwant,
 		    (int) w->id_len, w->id, (unsigned long long) e[i].version,
 		    (unsigned long long) w->version);
 		if (checks & CHK_BUCKET) {
-			cr_assert_eq(e[i].bucket, w->bucket,
-			    "entry %zu: bucket", i);
+			cr_assert_eq(
+			    e[i].bucket, w->bucket, "entry %zu: bucket", i);
 		}
 		if (checks & CHK_LOCKED) {
 			cr_assert_eq(e[i].locked, w->consumer != NULL,
@@ -372,8 +374,8 @@ keep_consumer(const tmsg *m, const void *arg)
 
 /* Check a full scan against the model. */
 static void
-expect_scan(tli_store *s, const scan_spec *sp, size_t page, tmsg *m,
-    size_t n, bool (*keep)(const tmsg *, const void *), const void *arg,
+expect_scan(tli_store *s, const scan_spec *sp, size_t page, tmsg *m, size_t n,
+    bool (*keep)(const tmsg *, const void *), const void *arg,
     int (*cmp)(const void *, const void *), int checks)
 {
 	size_t nwant;
@@ -432,8 +434,8 @@ make_big(uint64_t *rng)
 	for (size_t i = 0; i < NBIG; i++) {
 		char id[32];
 
-		snprintf(id, sizeof(id), "%cm%zu", i % 7 == 3 ? '\xc3' : 'm',
-		    i);
+		snprintf(
+		    id, sizeof(id), "%cm%zu", i % 7 == 3 ? '\xc3' : 'm', i);
 		tmsg_set_id(&m[i], id);
 		m[i].owner = "g";
 		m[i].ts = 1000 + 37 * (int64_t) rng_below(rng, 200);
@@ -462,7 +464,7 @@ Test(scan, due_pages_return_every_message_once_in_ts_then_id_order)
 	env e;
 	tmsg *m = make_big(&rng);
 	int64_t top = max_ts(m, NBIG);
-	scan_spec sp = { SCAN_DUE, "t", 0, top, NULL };
+	scan_spec sp = {SCAN_DUE, "t", 0, top, NULL};
 	tli_entry *got = calloc(NBIG, sizeof(*got));
 	size_t n;
 
@@ -475,11 +477,12 @@ Test(scan, due_pages_return_every_message_once_in_ts_then_id_order)
 	for (size_t i = 1; i < n; i++) {
 		cr_assert(got[i - 1].ts < got[i].ts ||
 		        (got[i - 1].ts == got[i].ts &&
-		            id_cmp(got[i - 1].id, got[i - 1].id_len,
-		                got[i].id, got[i].id_len) < 0),
+		            id_cmp(got[i - 1].id, got[i - 1].id_len, got[i].id,
+		                got[i].id_len) < 0),
 		    "entries %zu and %zu out of (ts, id) order", i - 1, i);
 	}
-	/* Strictly increasing (ts, id) plus the exact list: each exactly once. */
+	/* Strictly increasing (ts, id) plus the exact list: each exactly once.
+	 */
 	expect_scan(e.s, &sp, 97, m, NBIG, NULL, NULL, tmsg_cmp_ts_id,
 	    CHK_BUCKET | CHK_LOCKED);
 	/* One page holding everything says there is nothing more. */
@@ -505,14 +508,14 @@ Test(scan, due_stops_at_up_to_inclusive)
 	tt_topic(e.s, "t", 1);
 	create_all(e.s, "t", m, NBIG, 1, &rng);
 
-	cuts[0] = lo - 1;                 /* nothing */
-	cuts[1] = lo;                     /* the first timestamp only */
-	cuts[2] = m[NBIG / 2].ts;         /* an existing ts: all of it */
-	cuts[3] = m[NBIG / 2].ts - 1;     /* just before it */
-	cuts[4] = 1000 + 37 * 100 + 5;    /* between two timestamps */
+	cuts[0] = lo - 1;              /* nothing */
+	cuts[1] = lo;                  /* the first timestamp only */
+	cuts[2] = m[NBIG / 2].ts;      /* an existing ts: all of it */
+	cuts[3] = m[NBIG / 2].ts - 1;  /* just before it */
+	cuts[4] = 1000 + 37 * 100 + 5; /* between two timestamps */
 	cuts[5] = max_ts(m, NBIG) - 1;
 	for (size_t c = 0; c < 6; c++) {
-		scan_spec sp = { SCAN_DUE, "t", 0, cuts[c], NULL };
+		scan_spec sp = {SCAN_DUE, "t", 0, cuts[c], NULL};
 
 		expect_scan(e.s, &sp, 97, m, NBIG, keep_up_to, &cuts[c],
 		    tmsg_cmp_ts_id, CHK_BUCKET);
@@ -535,10 +538,10 @@ Test(scan, due_scan_of_a_bucket_holds_only_that_buckets_messages)
 	create_all(e.s, "t8", m, NBIG, 8, &rng);
 
 	for (uint32_t b = 0; b < 8; b++) {
-		scan_spec sp = { SCAN_DUE, "t8", b, TL_TS_MAX, NULL };
+		scan_spec sp = {SCAN_DUE, "t8", b, TL_TS_MAX, NULL};
 		size_t nwant;
-		tmsg **want = select_sorted(m, NBIG, keep_bucket, &b,
-		    tmsg_cmp_ts_id, &nwant);
+		tmsg **want = select_sorted(
+		    m, NBIG, keep_bucket, &b, tmsg_cmp_ts_id, &nwant);
 		size_t n = scan_all(e.s, &sp, 97, got, NBIG);
 
 		cr_assert_gt(nwant, 0, "bucket %u should not be empty", b);
@@ -552,8 +555,8 @@ Test(scan, due_scan_of_a_bucket_holds_only_that_buckets_messages)
 		total += n;
 		free(want);
 	}
-	cr_assert_eq(total, NBIG, "the buckets together hold %zu of %d",
-	    total, NBIG);
+	cr_assert_eq(
+	    total, NBIG, "the buckets together hold %zu of %d", total, NBIG);
 
 	free(got);
 	free(m);
@@ -661,16 +664,16 @@ Test(scan, batch_create_then_owner_delete_leaves_nothing)
 	op_fill(&ops[3], TLI_OP_DELETE_OWNED, "t", "y", 1, "g", 0, 1);
 	apply_ok(e.s, ops, 4);
 	for (int i = 0; i < 4; i++) {
-		cr_assert_eq(ops[i].err, TL_OK, "op %d: %s", i,
-		    tl_errname(ops[i].err));
+		cr_assert_eq(
+		    ops[i].err, TL_OK, "op %d: %s", i, tl_errname(ops[i].err));
 	}
 	cr_assert_eq(stats_batches(e.s) - b0, 1);
 
 	cr_assert_eq(tli_store_get(e.s, "t", "x", 1, &msg), TL_ENOTFOUND);
 	cr_assert_eq(tli_store_get(e.s, "t", "y", 1, &msg), TL_ENOTFOUND);
 	memset(&cur, 0, sizeof(cur));
-	cr_assert_eq(tli_store_scan_due(e.s, "t", 0, TL_TS_MAX, &cur, ent, 4,
-	                 &n, &more),
+	cr_assert_eq(
+	    tli_store_scan_due(e.s, "t", 0, TL_TS_MAX, &cur, ent, 4, &n, &more),
 	    TL_OK);
 	cr_assert_eq(n, 0, "deleted messages still on the timeline");
 	cr_assert_not(more);
@@ -691,10 +694,10 @@ Test(scan, batch_second_lease_of_the_same_message_fails)
 
 	env_open(&e, "scan-b4", NOW0);
 	tt_topic(e.s, "t", 0);
-	cr_assert_eq(tt_create(e.s, "t", "x", "g", NOW0 - 10, "b", NULL),
-	    TL_OK);
-	cr_assert_eq(tt_create(e.s, "t", "y", "g", NOW0 - 10, "b", NULL),
-	    TL_OK);
+	cr_assert_eq(
+	    tt_create(e.s, "t", "x", "g", NOW0 - 10, "b", NULL), TL_OK);
+	cr_assert_eq(
+	    tt_create(e.s, "t", "y", "g", NOW0 - 10, "b", NULL), TL_OK);
 
 	/* With the version: the first lease made it 2, so the second sees
 	 * TL_EVERSION (checked before the lease state). */
@@ -763,8 +766,8 @@ Test(scan, batch_failed_op_changes_nothing_later_ops_see)
 	op_fill(&ops[3], TLI_OP_RELEASE, "t", "h", 1, "c", NOW0 + 300, 3);
 	apply_ok(e.s, ops, 4);
 	for (int i = 0; i < 4; i++) {
-		cr_assert_eq(ops[i].err, TL_OK, "op %d: %s", i,
-		    tl_errname(ops[i].err));
+		cr_assert_eq(
+		    ops[i].err, TL_OK, "op %d: %s", i, tl_errname(ops[i].err));
 		cr_assert_eq(ops[i].new_version, (uint64_t) i + 1);
 	}
 	get_ok(e.s, "t", "h", &msg);
@@ -822,18 +825,19 @@ Test(scan, concurrent_submitters_are_grouped_into_fewer_batches)
 	tt_topic(e.s, "t", 0);
 	tli_store_get_stats(e.s, &st0);
 	for (int i = 0; i < NTHREADS; i++) {
-		w[i] = (submitter) { e.s, i, 0, TL_OK };
-		cr_assert_eq(pthread_create(&th[i], NULL, submitter_main,
-		                 &w[i]),
-		    0);
+		w[i] = (submitter){e.s, i, 0, TL_OK};
+		cr_assert_eq(
+		    pthread_create(&th[i], NULL, submitter_main, &w[i]), 0);
 	}
 	for (int i = 0; i < NTHREADS; i++) {
 		pthread_join(th[i], NULL);
 	}
 	tli_store_get_stats(e.s, &st1);
 	for (int i = 0; i < NTHREADS; i++) {
-		cr_assert_eq(w[i].failures, 0, "thread %d: %d creates failed "
-		    "(last %s)", i, w[i].failures, tl_errname(w[i].last_err));
+		cr_assert_eq(w[i].failures, 0,
+		    "thread %d: %d creates failed "
+		    "(last %s)",
+		    i, w[i].failures, tl_errname(w[i].last_err));
 	}
 	cr_assert_eq(st1.ops - st0.ops, NTHREADS * PER_THREAD);
 	cr_assert_lt(st1.batches - st0.batches, NTHREADS * PER_THREAD,
@@ -869,9 +873,9 @@ Test(scan, consumer_scan_returns_exactly_that_consumers_leases)
 	static const char *A = "c1", *B = "c10";
 	env e;
 	tmsg m[NCONS];
-	scan_spec sa = { SCAN_CONSUMER, "t", 0, 0, "c1" };
-	scan_spec sb = { SCAN_CONSUMER, "t", 0, 0, "c10" };
-	scan_spec sc = { SCAN_CONSUMER, "t", 0, 0, "c" };
+	scan_spec sa = {SCAN_CONSUMER, "t", 0, 0, "c1"};
+	scan_spec sb = {SCAN_CONSUMER, "t", 0, 0, "c10"};
+	scan_spec sc = {SCAN_CONSUMER, "t", 0, 0, "c"};
 	tli_entry none[2];
 	tli_msg msg;
 	tli_op op;
@@ -887,8 +891,8 @@ Test(scan, consumer_scan_returns_exactly_that_consumers_leases)
 		tmsg_set_id(&m[i], id);
 		m[i].owner = "g";
 		m[i].ts = NOW0 - 100 - i;
-		cr_assert_eq(tt_create(e.s, "t", id, "g", m[i].ts, "b", NULL),
-		    TL_OK);
+		cr_assert_eq(
+		    tt_create(e.s, "t", id, "g", m[i].ts, "b", NULL), TL_OK);
 		m[i].version = 1;
 	}
 	/* A leases every third message, B the next ones; k3's lease is short
@@ -915,8 +919,8 @@ Test(scan, consumer_scan_returns_exactly_that_consumers_leases)
 
 	expect_scan(e.s, &sa, 4, m, NCONS, keep_consumer, A, tmsg_cmp_id, 0);
 	expect_scan(e.s, &sb, 4, m, NCONS, keep_consumer, B, tmsg_cmp_id, 0);
-	cr_assert_eq(scan_all(e.s, &sc, 2, none, 0), 0,
-	    "consumer \"c\" holds nothing");
+	cr_assert_eq(
+	    scan_all(e.s, &sc, 2, none, 0), 0, "consumer \"c\" holds nothing");
 
 	/* A deletes k0 and releases k6; B takes over the run-out k3. */
 	apply_one(e.s, TLI_OP_DELETE_LEASED, "t", &m[0], A, 0, 2);
@@ -943,11 +947,11 @@ Test(scan, consumer_scan_returns_exactly_that_consumers_leases)
 
 Test(scan, owner_scan_returns_only_that_owners_messages_in_order)
 {
-	static const char *owners[3] = { "g1", "g2", "g10" };
+	static const char *owners[3] = {"g1", "g2", "g10"};
 	uint64_t rng = 0x5eed0004;
 	env e;
 	tmsg *m = calloc(NOWN, sizeof(*m));
-	scan_spec sp = { SCAN_OWNER, "t", 0, 0, NULL };
+	scan_spec sp = {SCAN_OWNER, "t", 0, 0, NULL};
 	tli_entry none[2];
 
 	cr_assert_not_null(m);
@@ -979,8 +983,8 @@ Test(scan, owner_scan_returns_only_that_owners_messages_in_order)
 		    tmsg_cmp_ts_id, CHK_LOCKED);
 	}
 	sp.who = "g";
-	cr_assert_eq(scan_all(e.s, &sp, 2, none, 0), 0,
-	    "owner \"g\" has no messages");
+	cr_assert_eq(
+	    scan_all(e.s, &sp, 2, none, 0), 0, "owner \"g\" has no messages");
 
 	free(m);
 	env_fini(&e);
@@ -991,7 +995,7 @@ Test(scan, owner_scan_returns_only_that_owners_messages_in_order)
 static tli_counts
 model_count(const tmsg *m, size_t n, int64_t now, int64_t from, int64_t to)
 {
-	tli_counts c = { 0, 0, 0 };
+	tli_counts c = {0, 0, 0};
 
 	for (size_t i = 0; i < n; i++) {
 		if (m[i].gone || m[i].ts < from || m[i].ts >= to) {
@@ -1030,13 +1034,13 @@ static void
 check_all_counts(tli_store *s, const tmsg *m, int64_t now, uint64_t *rng)
 {
 	int64_t fixed[][2] = {
-		{ 0, TL_TS_MAX + 1 },
-		{ now, now + 1 },
-		{ now + 1, now + 100000 },
-		{ 0, now },
-		{ 0, now + 1 },
-		{ now - 2500, now + 2500 },
-		{ now + 7, now + 7 },
+	    {0, TL_TS_MAX + 1},
+	    {now, now + 1},
+	    {now + 1, now + 100000},
+	    {0, now},
+	    {0, now + 1},
+	    {now - 2500, now + 2500},
+	    {now + 7, now + 7},
 	};
 	char what[96];
 	tli_counts got, tot;
@@ -1044,14 +1048,15 @@ check_all_counts(tli_store *s, const tmsg *m, int64_t now, uint64_t *rng)
 	tli_topic_info ti;
 
 	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
-		int rv = tli_store_count(s, "t", fixed[i][0], fixed[i][1], &got);
+		int rv =
+		    tli_store_count(s, "t", fixed[i][0], fixed[i][1], &got);
 
 		cr_assert_eq(rv, TL_OK, "count: %s", tl_errname(rv));
 		snprintf(what, sizeof(what), "count [%lld, %lld) at now %lld",
 		    (long long) fixed[i][0], (long long) fixed[i][1],
 		    (long long) now);
-		expect_counts(what,
-		    got, model_count(m, NCOUNT, now, fixed[i][0], fixed[i][1]));
+		expect_counts(what, got,
+		    model_count(m, NCOUNT, now, fixed[i][0], fixed[i][1]));
 	}
 	for (int k = 0; k < 60; k++) {
 		int64_t a = NOW0 - 6000 + (int64_t) rng_below(rng, 40000);
@@ -1064,8 +1069,8 @@ check_all_counts(tli_store *s, const tmsg *m, int64_t now, uint64_t *rng)
 		expect_counts(what, got, model_count(m, NCOUNT, now, a, b));
 	}
 	cr_assert_eq(tli_store_totals(s, "t", &tot), TL_OK);
-	expect_counts("totals", tot,
-	    model_count(m, NCOUNT, now, INT64_MIN, INT64_MAX));
+	expect_counts(
+	    "totals", tot, model_count(m, NCOUNT, now, INT64_MIN, INT64_MAX));
 
 	for (size_t i = 0; i < NCOUNT; i++) {
 		live += !m[i].gone;
@@ -1095,8 +1100,9 @@ Test(scan, counts_and_totals_are_exact_by_status)
 		snprintf(id, sizeof(id), "n%zu", i);
 		tmsg_set_id(&m[i], id);
 		m[i].owner = "g";
-		m[i].ts = i % 25 == 0 ? NOW0 :
-		    NOW0 - 5000 + (int64_t) rng_below(&rng, 10001);
+		m[i].ts = i % 25 == 0
+		    ? NOW0
+		    : NOW0 - 5000 + (int64_t) rng_below(&rng, 10001);
 	}
 	env_open(&e, "scan-count", NOW0);
 	tt_topic(e.s, "t", 8);
@@ -1107,10 +1113,11 @@ Test(scan, counts_and_totals_are_exact_by_status)
 	k = 0;
 	for (size_t i = 0; i < NCOUNT; i++) {
 		if (i % 3 == 0 && m[i].ts <= now) {
-			int64_t end = now + 1 + (int64_t) rng_below(&rng, 20000);
+			int64_t end =
+			    now + 1 + (int64_t) rng_below(&rng, 20000);
 
-			op_fill_msg(&ops[k++], TLI_OP_LEASE, "t", &m[i], "c",
-			    end, 1);
+			op_fill_msg(
+			    &ops[k++], TLI_OP_LEASE, "t", &m[i], "c", end, 1);
 			m[i].ts = end;
 			m[i].version = 2;
 			m[i].consumer = "c";
@@ -1118,8 +1125,8 @@ Test(scan, counts_and_totals_are_exact_by_status)
 	}
 	apply_ok(e.s, ops, k);
 	for (size_t i = 0; i < k; i++) {
-		cr_assert_eq(ops[i].err, TL_OK, "lease: %s",
-		    tl_errname(ops[i].err));
+		cr_assert_eq(
+		    ops[i].err, TL_OK, "lease: %s", tl_errname(ops[i].err));
 	}
 	/* Release some leases, to now (available) or later (waiting), and
 	 * delete a few messages. */
@@ -1128,8 +1135,8 @@ Test(scan, counts_and_totals_are_exact_by_status)
 		if (m[i].consumer != NULL && i % 2 == 0) {
 			int64_t to = now + (int64_t) rng_below(&rng, 3) * 1500;
 
-			op_fill_msg(&ops[k++], TLI_OP_RELEASE, "t", &m[i], "c",
-			    to, 2);
+			op_fill_msg(
+			    &ops[k++], TLI_OP_RELEASE, "t", &m[i], "c", to, 2);
 			m[i].ts = to;
 			m[i].version = 3;
 			m[i].consumer = NULL;
@@ -1141,8 +1148,8 @@ Test(scan, counts_and_totals_are_exact_by_status)
 	}
 	apply_ok(e.s, ops, k);
 	for (size_t i = 0; i < k; i++) {
-		cr_assert_eq(ops[i].err, TL_OK, "op %zu: %s", i,
-		    tl_errname(ops[i].err));
+		cr_assert_eq(
+		    ops[i].err, TL_OK, "op %zu: %s", i, tl_errname(ops[i].err));
 	}
 	check_all_counts(e.s, m, now, &rng);
 	before = model_count(m, NCOUNT, now, INT64_MIN, INT64_MAX);
@@ -1154,8 +1161,8 @@ Test(scan, counts_and_totals_are_exact_by_status)
 	tt_clock_advance(&e.clk, 10000);
 	now += 10000;
 	for (size_t i = 0; i < NCOUNT; i++) {
-		ran_out += !m[i].gone && m[i].consumer != NULL &&
-		    m[i].ts <= now;
+		ran_out +=
+		    !m[i].gone && m[i].consumer != NULL && m[i].ts <= now;
 	}
 	cr_assert_gt(ran_out, 0, "the test should let some leases run out");
 	check_all_counts(e.s, m, now, &rng);
@@ -1167,8 +1174,8 @@ Test(scan, counts_and_totals_are_exact_by_status)
 	check_all_counts(e.s, m, now, &rng);
 	for (size_t i = 0; i < NCOUNT; i++) {
 		if (!m[i].gone && m[i].consumer == NULL) {
-			apply_one(e.s, TLI_OP_DELETE_OWNED, "t", &m[i], "g", 0,
-			    0);
+			apply_one(
+			    e.s, TLI_OP_DELETE_OWNED, "t", &m[i], "g", 0, 0);
 			m[i].gone = true;
 			break;
 		}
@@ -1183,7 +1190,7 @@ Test(scan, counts_and_totals_are_exact_by_status)
 
 /* ---- 6. the consistency checker ---- */
 
-static const char *cf_names[5] = { "default", "msg", "tl", "cons", "own" };
+static const char *cf_names[5] = {"default", "msg", "tl", "cons", "own"};
 
 /* Open the closed store's RocksDB directly and delete, in one column family,
  * either its first key (suffix NULL) or every key ending in suffix (all the
@@ -1209,12 +1216,12 @@ raw_delete(const char *path, const char *cf, const char *suffix)
 			idx = i;
 		}
 	}
-	db = rocksdb_open_column_families(opts, path, 5, cf_names, cfopts, h,
-	    &err);
+	db = rocksdb_open_column_families(
+	    opts, path, 5, cf_names, cfopts, h, &err);
 	cr_assert_null(err, "raw open of %s: %s", path, err);
 	if (idx >= 0) {
-		rocksdb_iterator_t *it = rocksdb_create_iterator_cf(db, ro,
-		    h[idx]);
+		rocksdb_iterator_t *it =
+		    rocksdb_create_iterator_cf(db, ro, h[idx]);
 		size_t slen = suffix != NULL ? strlen(suffix) : 0;
 
 		for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it);
@@ -1222,8 +1229,9 @@ raw_delete(const char *path, const char *cf, const char *suffix)
 			size_t klen;
 			const char *key = rocksdb_iter_key(it, &klen);
 
-			if (suffix != NULL && (klen < slen ||
-			    memcmp(key + klen - slen, suffix, slen) != 0)) {
+			if (suffix != NULL &&
+			    (klen < slen ||
+			        memcmp(key + klen - slen, suffix, slen) != 0)) {
 				continue;
 			}
 			rocksdb_writebatch_delete_cf(wb, h[idx], key, klen);

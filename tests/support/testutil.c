@@ -37,7 +37,7 @@ tt_clock_read(void *arg)
 tli_clock
 tt_clock_as_tli(tt_clock *c)
 {
-	tli_clock k = { tt_clock_read, c };
+	tli_clock k = {tt_clock_read, c};
 	return k;
 }
 
@@ -87,7 +87,8 @@ tt_store_open(const char *path, tt_clock *clk)
 	}
 	rv = tli_store_open(&s, &o);
 	if (rv != TL_OK) {
-		fprintf(stderr, "tt_store_open(%s): %s\n", path, tl_strerror(rv));
+		fprintf(
+		    stderr, "tt_store_open(%s): %s\n", path, tl_strerror(rv));
 		abort();
 	}
 	return s;

@@ -97,11 +97,11 @@ TL_API int64_t tl_client_broker_now(tl_client *c);
 
 typedef struct tl_topic_conf {
 	const char *name;
-	uint32_t buckets;          /* 0 = default (16) */
-	uint32_t max_body;         /* 0 = default (256 KiB) */
-	int64_t default_lease_ms;  /* 0 = default (30 s) */
-	int64_t max_lease_ms;      /* 0 = default (12 h) */
-	uint32_t max_deliveries;   /* 0 = never dead-letter */
+	uint32_t buckets;         /* 0 = default (16) */
+	uint32_t max_body;        /* 0 = default (256 KiB) */
+	int64_t default_lease_ms; /* 0 = default (30 s) */
+	int64_t max_lease_ms;     /* 0 = default (12 h) */
+	uint32_t max_deliveries;  /* 0 = never dead-letter */
 } tl_topic_conf;
 
 typedef struct tl_topic_info {
@@ -111,11 +111,11 @@ typedef struct tl_topic_info {
 	int64_t default_lease_ms;
 	int64_t max_lease_ms;
 	uint32_t max_deliveries;
-	uint64_t messages;         /* on the timeline */
-	uint64_t available;        /* due now */
-	uint64_t waiting;          /* due later, not leased */
-	uint64_t processing;       /* leased */
-	uint64_t dead;             /* in the dead-letter list */
+	uint64_t messages;   /* on the timeline */
+	uint64_t available;  /* due now */
+	uint64_t waiting;    /* due later, not leased */
+	uint64_t processing; /* leased */
+	uint64_t dead;       /* in the dead-letter list */
 } tl_topic_info;
 
 /* Errors: TL_ETOPICEXISTS, TL_EBADID, TL_ETOOLARGE, TL_EINVAL. */
@@ -134,25 +134,25 @@ TL_API void tl_free(void *p);
 
 /* One message to create. Fill the inputs; the library fills the results. */
 typedef struct tl_put {
-	const char *id;            /* natural id, or NULL: the broker makes one */
-	size_t id_len;             /* 0 with a non-NULL id: strlen(id) */
-	int64_t ts;                /* UTC ms, or a delay when rel */
-	bool rel;                  /* ts is "in ts ms" on the broker's clock */
+	const char *id; /* natural id, or NULL: the broker makes one */
+	size_t id_len;  /* 0 with a non-NULL id: strlen(id) */
+	int64_t ts;     /* UTC ms, or a delay when rel */
+	bool rel;       /* ts is "in ts ms" on the broker's clock */
 	const void *body;
 	size_t body_len;
 	/* results */
-	int err;                   /* TL_OK, TL_EEXISTS, TL_ETOOLARGE, ... */
+	int err; /* TL_OK, TL_EEXISTS, TL_ETOOLARGE, ... */
 	char id_out[TL_MAX_ID_LEN + 1]; /* the id (natural or generated) */
 	uint64_t version;
-	int64_t due;               /* the resolved due time */
+	int64_t due; /* the resolved due time */
 } tl_put;
 
 /* Create n messages in topic as producer group `group`; returns when every
  * one is durably stored or failed (each with its own err). Returns TL_OK
  * when the batch was answered (check each put->err), or the error that
  * failed the whole batch (TL_ENOTOPIC, TL_ECONN, TL_ETIMEDOUT, ...). */
-TL_API int tl_put_batch(tl_client *c, const char *topic, const char *group,
-    tl_put *puts, size_t n);
+TL_API int tl_put_batch(
+    tl_client *c, const char *topic, const char *group, tl_put *puts, size_t n);
 
 typedef void (*tl_done_fn)(void *arg, int err);
 
@@ -169,8 +169,7 @@ TL_API int tl_put_at(tl_client *c, const char *topic, const char *group,
     const char *id, int64_t at, const void *body, size_t len, char *id_out);
 /* One message due `in_ms` from now on the broker's clock. */
 TL_API int tl_put_in(tl_client *c, const char *topic, const char *group,
-    const char *id, int64_t in_ms, const void *body, size_t len,
-    char *id_out);
+    const char *id, int64_t in_ms, const void *body, size_t len, char *id_out);
 
 /* Owner operations. version 0 means "whatever the current version".
  * Errors: TL_ENOTFOUND, TL_ENOTOWNER, TL_ELEASED (an active lease: the
@@ -197,8 +196,8 @@ typedef struct tl_message {
 } tl_message;
 
 /* Look a message up; free with tl_message_free. Errors: TL_ENOTFOUND. */
-TL_API int tl_get(tl_client *c, const char *topic, const char *id,
-    tl_message **out);
+TL_API int tl_get(
+    tl_client *c, const char *topic, const char *id, tl_message **out);
 TL_API void tl_message_free(tl_message *m);
 
 typedef struct tl_entry {
@@ -222,8 +221,8 @@ typedef struct tl_counts {
 } tl_counts;
 
 /* Messages with from <= ts < to, by status, at the broker's now. */
-TL_API int tl_count(tl_client *c, const char *topic, int64_t from, int64_t to,
-    tl_counts *out);
+TL_API int tl_count(
+    tl_client *c, const char *topic, int64_t from, int64_t to, tl_counts *out);
 
 /* ---- consumer ---- */
 
@@ -237,23 +236,23 @@ typedef void (*tl_deliver_fn)(void *arg, tl_lease *lease);
 
 typedef struct tl_consumer_conf {
 	const char *topic;
-	const char *consumer_id;   /* stable across restarts: leases come back */
-	int64_t lease_ms;          /* 0 = the topic's default */
-	uint32_t credit;           /* leases held at once; 0 = 1 */
-	tl_deliver_fn on_message;  /* NULL: use tl_consumer_poll */
+	const char *consumer_id;  /* stable across restarts: leases come back */
+	int64_t lease_ms;         /* 0 = the topic's default */
+	uint32_t credit;          /* leases held at once; 0 = 1 */
+	tl_deliver_fn on_message; /* NULL: use tl_consumer_poll */
 	void *arg;
 } tl_consumer_conf;
 
 /* Subscribe. Leases this consumer id still holds (e.g. after a restart)
  * are delivered again first. Errors: TL_ENOTOPIC, TL_EINVAL,
  * TL_ELEASELIMIT (lease_ms over the topic's maximum). */
-TL_API int tl_consumer_open(tl_consumer **out, tl_client *c,
-    const tl_consumer_conf *conf);
+TL_API int tl_consumer_open(
+    tl_consumer **out, tl_client *c, const tl_consumer_conf *conf);
 /* Wait up to timeout_ms (0 = don't wait, -1 = forever) for delivered
  * messages; stores up to max leases in out[] and their count in *n (0 on
  * timeout). Only without on_message. Errors: TL_ECLOSED. */
-TL_API int tl_consumer_poll(tl_consumer *c, tl_lease **out, size_t max,
-    size_t *n, int timeout_ms);
+TL_API int tl_consumer_poll(
+    tl_consumer *c, tl_lease **out, size_t max, size_t *n, int timeout_ms);
 /* Unsubscribe and free. Leases held stay held until they run out. */
 TL_API void tl_consumer_close(tl_consumer *c);
 /* Leases reported lost by the broker (run out, taken over) so far. */
@@ -291,8 +290,8 @@ TL_API int tl_dlq_list(tl_client *c, const char *topic, uint32_t limit,
     const tl_entry *after, tl_entry **out, size_t *n, bool *more);
 /* Put a dead letter back on the timeline, due in_ms from now, with its
  * delivery count reset. Errors: TL_ENOTFOUND. */
-TL_API int tl_dlq_kick(tl_client *c, const char *topic, const char *id,
-    int64_t in_ms);
+TL_API int tl_dlq_kick(
+    tl_client *c, const char *topic, const char *id, int64_t in_ms);
 
 #ifdef __cplusplus
 }
