@@ -585,6 +585,19 @@ frontier(const dtopic *t)
 	return f;
 }
 
+/* Send the collected LEASE_LOST notices and free their ids. */
+static void
+lost_flush(dsub *d, const char *topic, tlp_delivery *lost, size_t *nl)
+{
+	if (*nl > 0) {
+		send_push(d->s, TLP_OP_LEASE_LOST, topic, d, lost, *nl);
+	}
+	for (size_t k = 0; k < *nl; k++) {
+		tli_free((char *) lost[k].id.p);
+	}
+	*nl = 0;
+}
+
 /* Expire held leases whose time ran out; collect LEASE_LOST notices. */
 static void
 expire_held(tlb_dsp *p, dtopic *t, int64_t now, int64_t *wake)
@@ -604,13 +617,12 @@ expire_held(tlb_dsp *p, dtopic *t, int64_t now, int64_t *wake)
 					continue;
 				}
 				if (nl == 64) {
-					send_push(d->s, TLP_OP_LEASE_LOST,
-					    t->name, d, lost, nl);
-					nl = 0;
+					lost_flush(d, t->name, lost, &nl);
 				}
 				/* The notice carries the id; copy it out of h,
 				 * which is freed now. Notices are sent below
 				 * before the buffer goes away. */
+				memset(&lost[nl], 0, sizeof(lost[nl]));
 				lost[nl].id.p = tli_strndup(h->id, h->id_len);
 				lost[nl].id.n = h->id_len;
 				lost[nl].version = h->version;
@@ -623,13 +635,7 @@ expire_held(tlb_dsp *p, dtopic *t, int64_t now, int64_t *wake)
 				atomic_fetch_add(&p->b->m.lost, 1);
 			}
 		}
-		if (nl > 0) {
-			send_push(
-			    d->s, TLP_OP_LEASE_LOST, t->name, d, lost, nl);
-			for (size_t k = 0; k < nl; k++) {
-				tli_free((char *) lost[k].id.p);
-			}
-		}
+		lost_flush(d, t->name, lost, &nl);
 	}
 }
 
