@@ -882,6 +882,12 @@ options_setup(tli_store *s)
 	rocksdb_options_increase_parallelism(s->dbopts, 2);
 	rocksdb_options_set_max_background_jobs(s->dbopts, 2);
 	rocksdb_options_set_keep_log_file_num(s->dbopts, 4);
+	/* RocksDB's own LOG file: with the Debian build, a logger whose file
+	 * hit a write error aborts the process (an assertion) on its next
+	 * line, and on a full disk RocksDB logs the error it is handling.
+	 * Only fatal lines and the header go to LOG; our own log says the
+	 * rest (tli_store_last_error). */
+	rocksdb_options_set_info_log_level(s->dbopts, 4 /* FATAL */);
 	s->cache = rocksdb_cache_create_lru(s->opts.cache_bytes);
 	for (int i = 0; i < CF_COUNT; i++) {
 		s->cfopts[i] = rocksdb_options_create_copy(s->dbopts);
