@@ -12,8 +12,6 @@
 
 #include "broker.h"
 
-void tlb_dsp_free(tlb_broker *b);
-
 static int
 create_topics(tlb_broker *b)
 {
@@ -108,11 +106,18 @@ tlb_run(int argc, char **argv)
 	tlb_log(TLB_INFO, "B003",
 	    "authentication is off: any client may act "
 	    "as any producer group or consumer (local development only)");
-	if (create_topics(b) != 0 || tlb_dsp_start(b) != TL_OK ||
-	    tlb_server_start(b) != 0) {
+	if (create_topics(b) != 0 || tlb_dsp_start(b) != TL_OK) {
+		tlb_dsp_stop(b);
+		tli_store_close(b->store);
+		tlb_dsp_free(b);
+		return 1;
+	}
+	if (tlb_server_start(b) != 0) {
 		tlb_server_stop(b);
 		tlb_dsp_stop(b);
 		tli_store_close(b->store);
+		tlb_server_wait(b);
+		tlb_dsp_free(b);
 		return 1;
 	}
 	if (tlb_metrics_start(b) != 0) {

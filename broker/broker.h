@@ -97,6 +97,7 @@ typedef struct tlb_metrics {
 } tlb_metrics;
 
 void tlb_metrics_lateness(tlb_metrics *m, int64_t late_us);
+void tlb_label_escape(char *out, size_t cap, const char *in);
 
 /* ---- sessions ---- */
 
@@ -163,7 +164,8 @@ void tlb_dsp_stop(tlb_broker *b);
 void tlb_dsp_note(tlb_broker *b, const char *topic, uint32_t bucket, int64_t ts,
     const char *id, size_t id_len, uint64_t version);
 /* Consumer bookkeeping. subscribe answers the request itself. */
-int tlb_dsp_subscribe(tlb_broker *b, tlb_session *s, const tlp_sub *sub);
+int tlb_dsp_subscribe(
+    tlb_broker *b, tlb_session *s, const tlp_sub *sub, uint32_t reqid);
 int tlb_dsp_unsubscribe(tlb_broker *b, tlb_session *s, const tlp_sub *sub);
 void tlb_dsp_session_gone(tlb_broker *b, tlb_session *s);
 /* A lease op finished: ACK/RELEASE end the lease (credit back), EXTEND
@@ -199,6 +201,7 @@ struct tlb_broker {
 	tlb_job *wq_head;
 	tlb_job *wq_tail;
 	pthread_t worker;
+	bool worker_started;
 	bool worker_stop;
 
 	tlb_dsp *dsp;
@@ -208,6 +211,7 @@ struct tlb_broker {
 int tlb_server_start(tlb_broker *b);
 void tlb_server_stop(tlb_broker *b);
 void tlb_server_wait(tlb_broker *b);
+void tlb_dsp_free(tlb_broker *b);
 int tlb_metrics_start(tlb_broker *b);
 void tlb_metrics_stop(tlb_broker *b);
 

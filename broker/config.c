@@ -263,12 +263,21 @@ tlb_conf_load(tlb_conf *c, int argc, char **argv)
 	int o, rv = 0;
 
 	/* The config file first, so flags override it. */
-	for (int i = 1; i + 1 < argc; i++) {
-		if (strcmp(argv[i], "-c") == 0 ||
-		    strcmp(argv[i], "--config") == 0) {
-			if (load_file(c, argv[i + 1]) != 0) {
-				return 1;
-			}
+	for (int i = 1; i < argc; i++) {
+		const char *file = NULL;
+
+		if ((strcmp(argv[i], "-c") == 0 ||
+		        strcmp(argv[i], "--config") == 0) &&
+		    i + 1 < argc) {
+			file = argv[i + 1];
+		} else if (strncmp(argv[i], "--config=", 9) == 0) {
+			file = argv[i] + 9;
+		} else if (strncmp(argv[i], "-c", 2) == 0 &&
+		    argv[i][2] != '\0') {
+			file = argv[i] + 2;
+		}
+		if (file != NULL && load_file(c, file) != 0) {
+			return 1;
 		}
 	}
 	optind = 1;

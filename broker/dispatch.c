@@ -457,7 +457,14 @@ lease_done(void *arg)
 					}
 				}
 			}
-			if (d->gone || dv == NULL) {
+			if (d->gone) {
+				continue;
+			}
+			if (dv == NULL) {
+				/* Cannot push it: the lease runs out and the
+				 * message comes back; the credit returns now.
+				 */
+				d->inflight--;
 				continue;
 			}
 			held_put(d, it->e->id, it->e->id_len, o->new_version,
@@ -885,7 +892,6 @@ tlb_dsp_stop(tlb_broker *b)
 
 /* Free the dispatcher's state after the store is closed (no completion
  * can run any more). */
-void tlb_dsp_free(tlb_broker *b);
 void
 tlb_dsp_free(tlb_broker *b)
 {
@@ -1029,8 +1035,16 @@ recover_leases(tlb_broker *b, tlb_session *s, const char *topic, dsub *d)
 	tli_free(v);
 }
 
+static void
+enc_ok(tlp_w *w, const void *arg)
+{
+	(void) arg;
+	tlp_enc_ok(w);
+}
+
 int
-tlb_dsp_subscribe(tlb_broker *b, tlb_session *s, const tlp_sub *sub)
+tlb_dsp_subscribe(
+    tlb_broker *b, tlb_session *s, const tlp_sub *sub, uint32_t reqid)
 {
 	tlb_dsp *p = b->dsp;
 	char topic[TL_MAX_NAME_LEN + 1];
@@ -1048,6 +1062,10 @@ tlb_dsp_subscribe(tlb_broker *b, tlb_session *s, const tlp_sub *sub)
 	}
 	if (sub->consumer.n > TL_MAX_NAME_LEN) {
 		return TL_ETOOLARGE;
+	}
+	if (memchr(sub->topic.p, '\0', sub->topic.n) != NULL ||
+	    memchr(sub->consumer.p, '\0', sub->consumer.n) != NULL) {
+		return TL_EINVAL;
 	}
 	memcpy(topic, sub->topic.p, sub->topic.n);
 	topic[sub->topic.n] = '\0';
@@ -1113,6 +1131,7 @@ tlb_dsp_subscribe(tlb_broker *b, tlb_session *s, const tlp_sub *sub)
 	    "consumer %s subscribed to %s (lease %lld ms, "
 	    "credit %u)",
 	    d->consumer, topic, (long long) d->lease_ms, d->credit);
+	tlb_send_frame(s, TLP_OP_SUBSCRIBE, TLP_F_REPLY, reqid, enc_ok, NULL);
 	recover_leases(b, s, topic, d);
 
 	pthread_mutex_lock(&p->mtx);
@@ -1189,34 +1208,55 @@ tlb_dsp_topic_gone(tlb_broker *b, const char *topic)
 	pthread_mutex_unlock(&p->mtx);
 }
 
+/* One family of per-subscription (what 0..2) or per-topic (3, 4)
+ * samples. */
+static void
+metrics_family(
+    tlb_dsp *p, tlp_buf *out, const char *name, const char *type, int what)
+{
+	char line[1024], tn[4 * TL_MAX_NAME_LEN + 1],
+	    cn[4 * TL_MAX_NAME_LEN + 1];
+	int n;
+
+	n = snprintf(line, sizeof(line), "# TYPE %s %s\n", name, type);
+	tlp_buf_append(out, line, (size_t) n);
+	for (dtopic *t = p->topics; t != NULL; t = t->next) {
+		size_t subs = 0;
+		tlb_label_escape(tn, sizeof(tn), t->name);
+		for (dsub *d = t->subs; d != NULL; d = d->next) {
+			unsigned long long v = what == 0 ? d->credit
+			    : what == 1                  ? d->nheld
+			                                 : d->delivered;
+			subs++;
+			if (what > 2) {
+				continue;
+			}
+			tlb_label_escape(cn, sizeof(cn), d->consumer);
+			n = snprintf(line, sizeof(line),
+			    "%s{topic=\"%s\",consumer=\"%s\"} %llu\n", name, tn,
+			    cn, v);
+			tlp_buf_append(out, line, (size_t) n);
+		}
+		if (what > 2) {
+			n = snprintf(line, sizeof(line),
+			    "%s{topic=\"%s\"} %zu\n", name, tn,
+			    what == 3 ? subs : t->hn);
+			tlp_buf_append(out, line, (size_t) n);
+		}
+	}
+}
+
 void
 tlb_dsp_metrics(tlb_broker *b, tlp_buf *out)
 {
 	tlb_dsp *p = b->dsp;
-	char line[1024];
 
 	pthread_mutex_lock(&p->mtx);
-	for (dtopic *t = p->topics; t != NULL; t = t->next) {
-		size_t n = 0;
-		for (dsub *d = t->subs; d != NULL; d = d->next) {
-			n++;
-			snprintf(line, sizeof(line),
-			    "timeline_consumer_credit{topic=\"%s\",consumer=\"%"
-			    "s\"} %u\n"
-			    "timeline_consumer_held{topic=\"%s\",consumer=\"%"
-			    "s\"} %u\n"
-			    "timeline_consumer_delivered_total{topic=\"%s\","
-			    "consumer=\"%s\"} %llu\n",
-			    t->name, d->consumer, d->credit, t->name,
-			    d->consumer, d->inflight, t->name, d->consumer,
-			    (unsigned long long) d->delivered);
-			tlp_buf_append(out, line, strlen(line));
-		}
-		snprintf(line, sizeof(line),
-		    "timeline_consumers{topic=\"%s\"} %zu\n"
-		    "timeline_window_entries{topic=\"%s\"} %zu\n",
-		    t->name, n, t->name, t->hn);
-		tlp_buf_append(out, line, strlen(line));
-	}
+	metrics_family(p, out, "timeline_consumer_credit", "gauge", 0);
+	metrics_family(p, out, "timeline_consumer_held", "gauge", 1);
+	metrics_family(
+	    p, out, "timeline_consumer_delivered_total", "counter", 2);
+	metrics_family(p, out, "timeline_consumers", "gauge", 3);
+	metrics_family(p, out, "timeline_window_entries", "gauge", 4);
 	pthread_mutex_unlock(&p->mtx);
 }

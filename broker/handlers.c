@@ -117,7 +117,8 @@ h_HELLO(req *q)
 	}
 	if (m.proto != TLP_VERSION) {
 		reply_err(q, TL_ENOTSUP,
-		    "protocol version not supported; this broker speaks 1");
+		    "protocol version not supported; this broker "
+		    "speaks " TLP_VERSION_STR);
 		tlb_session_close(q->s, "protocol version");
 		return;
 	}
@@ -567,6 +568,13 @@ h_GET(req *q)
 		reply_err(q, rv, NULL);
 		return;
 	}
+	if (m.dead) {
+		/* Off the timeline: DLQ_LIST shows it, DLQ_KICK brings it
+		 * back, the owner may DELETE it. */
+		tli_msg_fini(&m);
+		reply_err(q, TL_EDEAD, NULL);
+		return;
+	}
 	out.id = (tlp_str){m.id, m.id_len};
 	out.ts = m.ts;
 	out.bucket = m.bucket;
@@ -708,11 +716,11 @@ h_SUBSCRIBE(req *q)
 		reply_decode(q, rv);
 		return;
 	}
-	if ((rv = tlb_dsp_subscribe(q->b, q->s, &sub)) != TL_OK) {
+	/* The dispatcher answers (before it re-delivers the consumer's
+	 * active leases) or returns the error. */
+	if ((rv = tlb_dsp_subscribe(q->b, q->s, &sub, q->h.reqid)) != TL_OK) {
 		reply_err(q, rv, NULL);
-		return;
 	}
-	reply(q, enc_ok, NULL);
 }
 
 static void
@@ -768,7 +776,8 @@ tlb_handle(tlb_broker *b, tlb_job *j)
 	if (rv == TL_ENOTSUP) {
 		q.h.op = 0;
 		reply_err(&q, TL_ENOTSUP,
-		    "protocol version not supported; this broker speaks 1");
+		    "protocol version not supported; this broker "
+		    "speaks " TLP_VERSION_STR);
 		tlb_session_close(q.s, "protocol version");
 		goto done;
 	}

@@ -17,6 +17,26 @@
 const double tlb_lat_bounds[TLB_LAT_BUCKETS] = {
     0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 50, 100, 250, 500, 1000};
 
+/* A Prometheus label value: backslash, quote and newline escaped. */
+void
+tlb_label_escape(char *out, size_t cap, const char *in)
+{
+	size_t o = 0;
+
+	for (; *in != '\0' && o + 3 < cap; in++) {
+		if (*in == '\\' || *in == '"') {
+			out[o++] = '\\';
+			out[o++] = *in;
+		} else if (*in == '\n') {
+			out[o++] = '\\';
+			out[o++] = 'n';
+		} else {
+			out[o++] = *in;
+		}
+	}
+	out[o] = '\0';
+}
+
 void
 tlb_metrics_lateness(tlb_metrics *m, int64_t late_us)
 {
@@ -137,21 +157,29 @@ render(mstate *ms, tlp_buf *o)
 	add(o,
 	    "# HELP timeline_requests_total Requests by operation.\n"
 	    "# TYPE timeline_requests_total counter\n");
+	for (int op = 1; op < TLP_OP_MAX_; op++) {
+		if (tlp_op_is_request(op)) {
+			add(o, "timeline_requests_total{op=\"%s\"} %llu\n",
+			    tlp_op_name(op),
+			    (unsigned long long) atomic_load(&m->ops[op]));
+		}
+	}
 	add(o,
 	    "# HELP timeline_items_total Batch items by operation and result.\n"
 	    "# TYPE timeline_items_total counter\n");
 	for (int op = 1; op < TLP_OP_MAX_; op++) {
-		const char *name = tlp_op_name(op);
-		if (name == NULL || !tlp_op_is_request(op)) {
-			continue;
+		if (tlp_op_is_request(op)) {
+			add(o,
+			    "timeline_items_total{op=\"%s\",result=\"ok\"} "
+			    "%llu\n"
+			    "timeline_items_total{op=\"%s\",result=\"error\"} "
+			    "%llu\n",
+			    tlp_op_name(op),
+			    (unsigned long long) atomic_load(&m->items_ok[op]),
+			    tlp_op_name(op),
+			    (unsigned long long) atomic_load(
+			        &m->items_err[op]));
 		}
-		add(o, "timeline_requests_total{op=\"%s\"} %llu\n", name,
-		    (unsigned long long) atomic_load(&m->ops[op]));
-		add(o, "timeline_items_total{op=\"%s\",result=\"ok\"} %llu\n",
-		    name, (unsigned long long) atomic_load(&m->items_ok[op]));
-		add(o,
-		    "timeline_items_total{op=\"%s\",result=\"error\"} %llu\n",
-		    name, (unsigned long long) atomic_load(&m->items_err[op]));
 	}
 	add(o,
 	    "# TYPE timeline_leases_total counter\n"
@@ -230,18 +258,16 @@ render(mstate *ms, tlp_buf *o)
 	pthread_mutex_lock(&b->sess_mtx);
 	for (tlb_session *s = b->sessions; s != NULL; s = s->next) {
 		if (s->hello) {
+			char name[4 * TL_MAX_NAME_LEN + 1];
+			tlb_label_escape(name, sizeof(name), s->name);
 			add(o,
 			    "timeline_client_clock_offset_ms{session=\"%llu\","
 			    "client=\"%s\"} %lld\n",
-			    (unsigned long long) s->id, s->name,
+			    (unsigned long long) s->id, name,
 			    (long long) atomic_load(&s->clock_offset_ms));
 		}
 	}
 	pthread_mutex_unlock(&b->sess_mtx);
-	add(o,
-	    "# TYPE timeline_consumers gauge\n"
-	    "# TYPE timeline_consumer_credit gauge\n"
-	    "# TYPE timeline_consumer_held gauge\n");
 	tlb_dsp_metrics(b, o);
 }
 

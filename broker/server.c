@@ -230,7 +230,10 @@ rx_frame_done(tlb_session *s)
 	tlb_job *j = tli_alloc(sizeof(*j));
 
 	if (j == NULL) {
+		/* Cannot queue it: say so by hanging up rather than leave
+		 * the request unanswered. */
 		tli_free(s->rx_buf);
+		tlb_session_close(s, "out of memory");
 	} else {
 		tlb_session_hold(s);
 		j->s = s;
@@ -474,6 +477,7 @@ tlb_server_start(tlb_broker *b)
 	if (pthread_create(&b->worker, NULL, worker_main, b) != 0) {
 		return -1;
 	}
+	b->worker_started = true;
 	for (int i = 0; i < b->conf.nlisten; i++) {
 		if (listen_one(b, b->conf.listen[i]) != 0) {
 			return -1;
@@ -487,21 +491,17 @@ tlb_server_start(tlb_broker *b)
 void
 tlb_server_stop(tlb_broker *b)
 {
+	tlb_session *s, **v;
+	size_t n = 0, cap;
+	tlb_job *j;
+
 	for (int i = 0; i < b->nlst; i++) {
 		nng_stream_listener_close(b->lst[i]);
 		nng_aio_stop(b->acc_aio[i]);
 	}
-	pthread_mutex_lock(&b->wq_mtx);
-	b->worker_stop = true;
-	pthread_cond_signal(&b->wq_cv);
-	pthread_mutex_unlock(&b->wq_mtx);
-	pthread_join(b->worker, NULL);
-
-	tlb_session *s, **v;
-	size_t n = 0, cap;
-
-	/* Hold every session, then close them outside the list lock (a close
-	 * reaches the dispatcher, whose lock comes first). */
+	/* Close every session (no more reads), holding each so the list can
+	 * be walked outside its lock (a close reaches the dispatcher, whose
+	 * lock comes first). */
 	pthread_mutex_lock(&b->sess_mtx);
 	cap = (size_t) b->live_sessions;
 	v = tli_alloc(sizeof(*v) * (cap + 1));
@@ -512,9 +512,33 @@ tlb_server_stop(tlb_broker *b)
 	pthread_mutex_unlock(&b->sess_mtx);
 	for (size_t i = 0; i < n; i++) {
 		tlb_session_close(v[i], NULL);
+		nng_aio_stop(v[i]->rx_aio);
 		tlb_session_rele(v[i]);
 	}
 	tli_free(v);
+	/* The worker finishes what was queued (writes still reach the store;
+	 * their replies are dropped), then stops. */
+	pthread_mutex_lock(&b->wq_mtx);
+	b->worker_stop = true;
+	pthread_cond_signal(&b->wq_cv);
+	pthread_mutex_unlock(&b->wq_mtx);
+	if (b->worker_started) {
+		pthread_join(b->worker, NULL);
+		b->worker_started = false;
+	}
+	/* A read that completed during the close may have queued a frame
+	 * after the worker left: release it. */
+	pthread_mutex_lock(&b->wq_mtx);
+	j = b->wq_head;
+	b->wq_head = b->wq_tail = NULL;
+	pthread_mutex_unlock(&b->wq_mtx);
+	while (j != NULL) {
+		tlb_job *next = j->next;
+		tli_free(j->frame);
+		tlb_session_rele(j->s);
+		tli_free(j);
+		j = next;
+	}
 }
 
 /* After the store is closed (every completion ran): wait until every

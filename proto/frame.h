@@ -28,6 +28,7 @@
 #include "mp.h"
 
 #define TLP_VERSION 1
+#define TLP_VERSION_STR "1" /* keep in step with TLP_VERSION */
 #define TLP_LEN_BYTES 4
 #define TLP_HDR_LEN 8
 /* Largest frame: a batch of bodies; one body alone is at most

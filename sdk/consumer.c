@@ -25,6 +25,8 @@ static const uint8_t lop_ops[TLI_LOP_N] = {
 
 /* ---- leases ---- */
 
+static uint32_t live_hash(const char *id, size_t n);
+
 static tl_lease *
 lease_new(const tlp_delivery *d)
 {
@@ -41,6 +43,7 @@ lease_new(const tlp_delivery *d)
 		memcpy(l->id, d->id.p, d->id.n);
 	}
 	l->id_len = d->id.n;
+	l->hash = live_hash(d->id.p, d->id.n);
 	l->version = d->version;
 	l->until = d->lease_until;
 	l->due = d->due_ts;
@@ -56,6 +59,38 @@ lease_new(const tlp_delivery *d)
 	return l;
 }
 
+static uint32_t
+live_hash(const char *id, size_t n)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+
+	for (size_t i = 0; i < n; i++) {
+		h = (h ^ (uint8_t) id[i]) * 16777619u;
+	}
+	return h;
+}
+
+/* Grow the live index to keep chains short; on failure the old index
+ * stays (longer chains, still correct). */
+static void
+live_index_grow(tl_consumer *k)
+{
+	size_t cap = k->lhcap > 0 ? k->lhcap * 2 : 64;
+	tl_lease **t = tli_zalloc(sizeof(*t) * cap);
+
+	if (t == NULL) {
+		return;
+	}
+	for (tl_lease *l = k->live; l != NULL; l = l->lnext) {
+		tl_lease **slot = &t[l->hash & (cap - 1)];
+		l->hnext = *slot;
+		*slot = l;
+	}
+	tli_free(k->lht);
+	k->lht = t;
+	k->lhcap = cap;
+}
+
 static void
 live_add(tl_consumer *k, tl_lease *l)
 {
@@ -66,11 +101,34 @@ live_add(tl_consumer *k, tl_lease *l)
 		k->live->lprev = l;
 	}
 	k->live = l;
+	k->nlive++;
+	l->hnext = NULL;
+	if (k->nlive > k->lhcap) {
+		size_t old = k->lhcap;
+		live_index_grow(k); /* a new index holds l too */
+		if (k->lhcap != old) {
+			return;
+		}
+	}
+	if (k->lht != NULL) {
+		tl_lease **slot = &k->lht[l->hash & (k->lhcap - 1)];
+		l->hnext = *slot;
+		*slot = l;
+	}
 }
 
 static void
 live_remove(tl_consumer *k, tl_lease *l)
 {
+	if (k->lht != NULL) {
+		tl_lease **pp = &k->lht[l->hash & (k->lhcap - 1)];
+		for (; *pp != NULL; pp = &(*pp)->hnext) {
+			if (*pp == l) {
+				*pp = l->hnext;
+				break;
+			}
+		}
+	}
 	if (l->lprev != NULL) {
 		l->lprev->lnext = l->lnext;
 	} else if (k->live == l) {
@@ -79,13 +137,26 @@ live_remove(tl_consumer *k, tl_lease *l)
 	if (l->lnext != NULL) {
 		l->lnext->lprev = l->lprev;
 	}
-	l->lprev = l->lnext = NULL;
+	l->lprev = l->lnext = l->hnext = NULL;
+	k->nlive--;
 }
 
 static tl_lease *
 live_find(tl_consumer *k, const char *id, size_t n)
 {
-	for (tl_lease *l = k->live; l != NULL; l = l->lnext) {
+	tl_lease *l;
+
+	if (k->lht == NULL) {
+		l = k->live; /* no index (out of memory): walk the list */
+		for (; l != NULL; l = l->lnext) {
+			if (l->id_len == n && memcmp(l->id, id, n) == 0) {
+				return l;
+			}
+		}
+		return NULL;
+	}
+	l = k->lht[live_hash(id, n) & (k->lhcap - 1)];
+	for (; l != NULL; l = l->hnext) {
 		if (l->id_len == n && memcmp(l->id, id, n) == 0) {
 			return l;
 		}
@@ -225,9 +296,10 @@ tl_lease_free(tl_lease *l)
 static void
 lop_done_locked(tl_client *c, tli_lop *op, int err)
 {
+	(void) c;
 	op->err = err;
 	op->done = true;
-	pthread_cond_broadcast(&c->done_cv);
+	pthread_cond_signal(&op->cv);
 }
 
 void
@@ -417,13 +489,16 @@ lease_op(tl_lease *l, int kind, int64_t ts, bool rel, tli_lop *res)
 	op.ts = ts;
 	op.rel = rel;
 	op.deadline = tli_mono_ms() + c->opts.timeout_ms;
+	pthread_cond_init(&op.cv, NULL);
 	pthread_mutex_lock(&c->mtx);
 	if (c->closing || k->closing) {
 		pthread_mutex_unlock(&c->mtx);
+		pthread_cond_destroy(&op.cv);
 		return TL_ECLOSED;
 	}
 	if (c->state != TLI_UP) {
 		pthread_mutex_unlock(&c->mtx);
+		pthread_cond_destroy(&op.cv);
 		return TL_ECONN;
 	}
 	if (k->pend_tail[kind] != NULL) {
@@ -439,9 +514,10 @@ lease_op(tl_lease *l, int kind, int64_t ts, bool rel, tli_lop *res)
 	}
 	pthread_cond_broadcast(&c->cv);
 	while (!op.done) {
-		pthread_cond_wait(&c->done_cv, &c->mtx);
+		pthread_cond_wait(&op.cv, &c->mtx);
 	}
 	pthread_mutex_unlock(&c->mtx);
+	pthread_cond_destroy(&op.cv);
 	if (res != NULL) {
 		*res = op;
 	}
@@ -701,6 +777,7 @@ static void
 consumer_free(tl_consumer *k)
 {
 	pthread_cond_destroy(&k->cv);
+	tli_free(k->lht);
 	tli_free(k->topic);
 	tli_free(k->id);
 	tli_free(k);

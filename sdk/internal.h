@@ -94,6 +94,8 @@ typedef struct tli_lop tli_lop;
 struct tl_lease {
 	tl_consumer *cons;       /* NULL once the consumer closed */
 	tl_lease *lprev, *lnext; /* the consumer's live handles */
+	tl_lease *hnext;         /* the consumer's live index chain */
+	uint32_t hash;           /* of the id, for the live index */
 	tl_lease *qnext;         /* the consumer's delivery queue */
 	bool queued;
 	char *id;
@@ -114,6 +116,10 @@ struct tli_lop {
 	bool rel;
 	int64_t deadline;
 	tli_lop *next;
+	/* The caller sleeps on its own condition variable (with c->mtx), so
+	 * a reply of many items wakes each caller once, not every caller
+	 * once per item. */
+	pthread_cond_t cv;
 	/* results */
 	bool done;
 	int err;
@@ -139,6 +145,11 @@ struct tl_consumer {
 	tl_lease *qhead, *qtail;
 	size_t qlen;
 	tl_lease *live; /* handles given out or queued */
+	/* The same handles by id hash (chains through hnext), so a delivery
+	 * finds an older handle of its id in O(1) with a large credit. */
+	tl_lease **lht;
+	size_t lhcap; /* a power of two, or 0 */
+	size_t nlive;
 	uint64_t lost;
 	/* lease operations waiting for the send thread, per kind */
 	tli_lop *pend[TLI_LOP_N];

@@ -514,6 +514,8 @@ ops_batch_apply(tli_store *s, sub *first, size_t nops)
 				if (sb->ops[i].err == TL_OK ||
 				    sb->ops[i].err == TL_EDEAD) {
 					sb->ops[i].err = rv;
+					sb->ops[i].new_version = 0;
+					sb->ops[i].new_ts = 0;
 				}
 			}
 		}
