@@ -82,6 +82,24 @@ tlb_session_close(tlb_session *s, const char *why)
 	nng_stream_close(s->st);
 }
 
+/* An operation started on a stream that is being closed may never
+ * complete (nng 1.5.2: a receive issued after nng_stream_close waits
+ * forever). tlb_session_close marks the session closed before it closes the
+ * stream, so checking after the start catches every such operation: abort
+ * it and its callback runs with an error. */
+static void
+io_started(tlb_session *s, nng_aio *aio)
+{
+	bool closed;
+
+	pthread_mutex_lock(&s->mtx);
+	closed = s->closed;
+	pthread_mutex_unlock(&s->mtx);
+	if (closed) {
+		nng_aio_abort(aio, NNG_ECLOSED);
+	}
+}
+
 static void
 tx_start(tlb_session *s)
 {
@@ -91,6 +109,7 @@ tx_start(tlb_session *s)
 	iov.iov_len = s->tx_inflight.len - s->tx_off;
 	nng_aio_set_iov(s->tx_aio, 1, &iov);
 	nng_stream_send(s->st, s->tx_aio);
+	io_started(s, s->tx_aio);
 }
 
 /* Move pending output into flight; called with mtx held. Returns whether a
@@ -222,6 +241,7 @@ rx_start(tlb_session *s)
 	iov.iov_len = s->rx_need - s->rx_got;
 	nng_aio_set_iov(s->rx_aio, 1, &iov);
 	nng_stream_recv(s->st, s->rx_aio);
+	io_started(s, s->rx_aio);
 }
 
 static void
@@ -512,7 +532,6 @@ tlb_server_stop(tlb_broker *b)
 	pthread_mutex_unlock(&b->sess_mtx);
 	for (size_t i = 0; i < n; i++) {
 		tlb_session_close(v[i], NULL);
-		nng_aio_stop(v[i]->rx_aio);
 		tlb_session_rele(v[i]);
 	}
 	tli_free(v);

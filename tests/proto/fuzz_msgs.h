@@ -36,10 +36,10 @@ tlf_run_decoders(const uint8_t *p, size_t n)
 	tlp_hdr h;
 	uint32_t len;
 
-#define RUN(call)                                                              \
-	do {                                                                   \
-		tlp_r_init(&r, p, n);                                          \
-		ok += (call) == TL_OK;                                         \
+#define RUN(call)                      \
+	do {                           \
+		tlp_r_init(&r, p, n);  \
+		ok += (call) == TL_OK; \
 	} while (0)
 
 	RUN(tlp_dec_hello(&r, &u.hello));

@@ -18,15 +18,15 @@ encode_batch(size_t n)
 	tlp_buf b;
 	tlp_w w;
 	tlp_item items[8];
-	tlp_batch bt = { TLP_STR("topic"), TLP_STR("group"), items, n };
+	tlp_batch bt = {TLP_STR("topic"), TLP_STR("group"), items, n};
 
 	for (size_t i = 0; i < n; i++) {
-		items[i] = (tlp_item) { .id = TLP_STR(i % 2 ? "id-1" : ""),
-			.version = i * 7,
-			.ts = INT64_C(1800000000000) + (int64_t) i,
-			.rel = i % 3 == 0,
-			.body = i % 2 ? "body" : NULL,
-			.body_len = i % 2 ? 4 : 0 };
+		items[i] = (tlp_item){.id = TLP_STR(i % 2 ? "id-1" : ""),
+		    .version = i * 7,
+		    .ts = INT64_C(1800000000000) + (int64_t) i,
+		    .rel = i % 3 == 0,
+		    .body = i % 2 ? "body" : NULL,
+		    .body_len = i % 2 ? 4 : 0};
 	}
 	tlp_buf_init(&b);
 	tlp_w_init(&w, &b);
@@ -47,7 +47,8 @@ Test(decode, batch_round_trips)
 	cr_assert_eq(memcmp(out.topic.p, "topic", 5), 0);
 	for (size_t i = 0; i < 5; i++) {
 		cr_assert_eq(out.items[i].version, i * 7);
-		cr_assert_eq(out.items[i].ts, INT64_C(1800000000000) + (int64_t) i);
+		cr_assert_eq(
+		    out.items[i].ts, INT64_C(1800000000000) + (int64_t) i);
 		cr_assert_eq(out.items[i].rel, i % 3 == 0);
 		cr_assert_eq(out.items[i].id.n, i % 2 ? 4u : 0u);
 		cr_assert_eq(out.items[i].body_len, i % 2 ? 4u : 0u);
@@ -85,14 +86,14 @@ Test(decode, trailing_bytes_are_refused)
 Test(decode, lying_counts_are_refused_before_allocation)
 {
 	/* [topic, who, array32 of 4e9 items] in a dozen bytes. */
-	static const uint8_t huge[] = { 0x93, 0xa1, 't', 0xa1, 'g', 0xdd, 0xee,
-		0x6b, 0x28, 0x00 };
+	static const uint8_t huge[] = {
+	    0x93, 0xa1, 't', 0xa1, 'g', 0xdd, 0xee, 0x6b, 0x28, 0x00};
 	/* The same with a plausible count but no bytes behind it. */
-	static const uint8_t lie[] = { 0x93, 0xa1, 't', 0xa1, 'g', 0xdc, 0x0f,
-		0xa0 };
+	static const uint8_t lie[] = {
+	    0x93, 0xa1, 't', 0xa1, 'g', 0xdc, 0x0f, 0xa0};
 	/* A string claiming 4 GiB. */
-	static const uint8_t bigstr[] = { 0x91, 0xdb, 0xff, 0xff, 0xff, 0xff,
-		'x' };
+	static const uint8_t bigstr[] = {
+	    0x91, 0xdb, 0xff, 0xff, 0xff, 0xff, 'x'};
 	tlp_batch out;
 	tlp_str name;
 	tlp_r r;
@@ -104,7 +105,8 @@ Test(decode, lying_counts_are_refused_before_allocation)
 	cr_assert_eq(tlp_dec_batch(&r, &out), TL_ETOOLARGE);
 	tlp_r_init(&r, lie, sizeof(lie));
 	cr_assert_eq(tlp_dec_batch(&r, &out), TL_EPROTO);
-	cr_assert_eq(tli_alloc_count(), before, "a decoder allocated for a lie");
+	cr_assert_eq(
+	    tli_alloc_count(), before, "a decoder allocated for a lie");
 	tlp_r_init(&r, bigstr, sizeof(bigstr));
 	cr_assert_eq(tlp_dec_name(&r, &name), TL_ETOOLARGE);
 }
@@ -156,7 +158,7 @@ Test(decode, random_mutations_never_crash_any_decoder)
 	seeds[1] = encode_batch(8);
 	{
 		tlp_w w;
-		tlp_topic t = { .name = TLP_STR("t"), .buckets = 4 };
+		tlp_topic t = {.name = TLP_STR("t"), .buckets = 4};
 		tlp_buf_init(&seeds[2]);
 		tlp_w_init(&w, &seeds[2]);
 		tlp_enc_topic(&w, &t);
@@ -182,7 +184,8 @@ Test(decode, random_mutations_never_crash_any_decoder)
 			free(heap);
 		}
 	}
-	cr_assert_gt(decoded, 0, "no mutation decoded at all: the seeds are off");
+	cr_assert_gt(
+	    decoded, 0, "no mutation decoded at all: the seeds are off");
 	for (int i = 0; i < 3; i++) {
 		tlp_buf_fini(&seeds[i]);
 	}

@@ -1,0 +1,206 @@
+/*
+ * End-to-end, the real broker's Prometheus endpoint, read over plain HTTP:
+ * a client whose clock is an hour ahead shows up with that offset; the
+ * delivery counters and the per-consumer gauges follow what a consumer
+ * does.
+ */
+#include "raw_client.c"
+
+static rc_broker B;
+
+static void
+teardown(void)
+{
+	rc_broker_stop(&B);
+}
+
+TestSuite(metrics, .fini = teardown, .timeout = 60);
+
+/* Start the broker with metrics on a free port and wait until /metrics
+ * answers 200. */
+static void
+start_with_metrics(const char *tag)
+{
+	int64_t deadline;
+
+	rc_broker_init(&B, tag);
+	B.metrics_port = rc_free_port();
+	cr_assert(B.metrics_port > 0);
+	rc_broker_spawn(&B, 20000);
+	deadline = tli_mono_ms() + 10000;
+	for (;;) {
+		int status = 0;
+		char *body =
+		    rc_http_get(B.metrics_port, "/metrics", 2000, &status);
+		free(body);
+		if (status == 200) {
+			break;
+		}
+		cr_assert(tli_mono_ms() < deadline,
+		    "no metrics at 127.0.0.1:%d within 10 s", B.metrics_port);
+		rc_nap_ms(20);
+	}
+}
+
+/* The value of the first sample whose line starts with `prefix` (name and
+ * labels); false if there is none. */
+static bool
+sample(const char *text, const char *prefix, double *v)
+{
+	size_t pl = strlen(prefix);
+
+	for (const char *p = text; p != NULL && *p != '\0';) {
+		const char *eol = strchr(p, '\n');
+		if (strncmp(p, prefix, pl) == 0 && p[pl] == ' ') {
+			*v = strtod(p + pl + 1, NULL);
+			return true;
+		}
+		p = eol != NULL ? eol + 1 : NULL;
+	}
+	return false;
+}
+
+/* Poll /metrics until the sample exists (at most timeout_ms). */
+static double
+wait_sample(const char *prefix, int timeout_ms)
+{
+	int64_t deadline = tli_mono_ms() + timeout_ms;
+	char *last = NULL;
+
+	for (;;) {
+		int status = 0;
+		double v;
+		char *body =
+		    rc_http_get(B.metrics_port, "/metrics", 2000, &status);
+
+		if (status == 200 && body != NULL && sample(body, prefix, &v)) {
+			free(body);
+			free(last);
+			return v;
+		}
+		free(last);
+		last = body;
+		if (tli_mono_ms() >= deadline) {
+			fprintf(stderr, "%s\n", last ? last : "(no metrics)");
+			free(last);
+			cr_assert_fail(
+			    "no sample %s within %d ms", prefix, timeout_ms);
+		}
+		rc_nap_ms(50);
+	}
+}
+
+static void
+enc_ping(tlp_w *w, const void *arg)
+{
+	tlp_enc_ping(w, *(const int64_t *) arg);
+}
+
+Test(metrics, skewed_client_clock_shows_in_metrics)
+{
+	rc_client *skewed, *normal;
+	tlp_hello_rep hs, hn;
+	char prefix[256];
+	double off;
+
+	start_with_metrics("e2e-skew");
+	skewed = rc_connect(B.url, 10000);
+	normal = rc_connect(B.url, 10000);
+	cr_assert_not_null(skewed);
+	cr_assert_not_null(normal);
+	cr_assert_eq(
+	    rc_hello(skewed, "skewed", rc_now_ms() + 3600000, &hs), TL_OK);
+	cr_assert_eq(rc_hello(normal, "normal", rc_now_ms(), &hn), TL_OK);
+	/* The broker answered with its own clock, which is ours. */
+	cr_assert(llabs(hs.broker_ms - rc_now_ms()) < 5000);
+
+	snprintf(prefix, sizeof(prefix),
+	    "timeline_client_clock_offset_ms{session=\"%llu\",client="
+	    "\"skewed\"}",
+	    (unsigned long long) hs.session_id);
+	off = wait_sample(prefix, 5000);
+	cr_assert(off >= 3600000 - 5000 && off <= 3600000 + 5000,
+	    "the skewed client's offset reads %.0f ms, expected about 3600000",
+	    off);
+	snprintf(prefix, sizeof(prefix),
+	    "timeline_client_clock_offset_ms{session=\"%llu\",client="
+	    "\"normal\"}",
+	    (unsigned long long) hn.session_id);
+	off = wait_sample(prefix, 5000);
+	cr_assert(off >= -5000 && off <= 5000,
+	    "the normal client's offset reads %.0f ms, expected about 0", off);
+
+	/* The clock is measured again on PING: the client fixed its clock. */
+	{
+		int64_t now = rc_now_ms();
+		rc_frame *f;
+		cr_assert_eq(
+		    rc_req(skewed, TLP_OP_PING, enc_ping, &now, &f, NULL),
+		    TL_OK);
+		rc_frame_free(f);
+	}
+	snprintf(prefix, sizeof(prefix),
+	    "timeline_client_clock_offset_ms{session=\"%llu\",client="
+	    "\"skewed\"}",
+	    (unsigned long long) hs.session_id);
+	off = wait_sample(prefix, 5000);
+	cr_assert(off >= -5000 && off <= 5000,
+	    "after a PING with a right clock the offset still reads %.0f ms",
+	    off);
+	rc_close(skewed);
+	rc_close(normal);
+}
+
+Test(metrics, delivery_counters_follow_a_consumer)
+{
+	rc_client *p, *c;
+	tlp_item items[3];
+	const char *ids[3] = {"a", "b", "c"};
+	rc_results res;
+	rc_deliver dv;
+	size_t n = 0;
+	uint64_t ver[3];
+	char idb[3][8];
+
+	start_with_metrics("e2e-counters");
+	p = rc_open(B.url, "producer");
+	c = rc_open(B.url, "consumer");
+	cr_assert_eq(rc_subscribe(c, "t", "w1", 30000, 8), TL_OK);
+	memset(items, 0, sizeof(items));
+	for (int i = 0; i < 3; i++) {
+		items[i].id = TLP_STR(ids[i]);
+		items[i].rel = true;
+		items[i].ts = 100;
+	}
+	cr_assert_eq(
+	    rc_batch(p, TLP_OP_CREATE, "t", "app", items, 3, &res), TL_OK);
+	rc_results_free(&res);
+	while (n < 3) {
+		cr_assert_eq(rc_wait_deliver(c, 10000, &dv), 1);
+		for (size_t i = 0; i < dv.d.n; i++, n++) {
+			snprintf(idb[n], sizeof(idb[n]), "%.*s",
+			    (int) dv.d.v[i].id.n, dv.d.v[i].id.p);
+			ver[n] = dv.d.v[i].version;
+		}
+		rc_deliver_free(&dv);
+	}
+	cr_assert_eq(wait_sample("timeline_consumer_held{topic=\"t\",consumer="
+	                         "\"w1\"}",
+	                 5000),
+	    3);
+	cr_assert_eq(wait_sample("timeline_delivered_total", 5000), 3);
+	cr_assert_eq(wait_sample("timeline_delivered_early_total", 5000), 0);
+	cr_assert_eq(wait_sample("timeline_lateness_ms_count", 5000), 3);
+	for (int i = 0; i < 3; i++) {
+		tlp_result r;
+		cr_assert_eq(rc_one(c, TLP_OP_ACK, "t", "w1", idb[i], ver[i], 0,
+		                 false, NULL, &r),
+		    TL_OK);
+	}
+	cr_assert_eq(wait_sample("timeline_consumer_held{topic=\"t\",consumer="
+	                         "\"w1\"}",
+	                 5000),
+	    0);
+	rc_close(p);
+	rc_close(c);
+}
