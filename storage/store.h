@@ -133,8 +133,8 @@ typedef enum tli_op_type {
 
 /* How op.ts is read. */
 #define TLI_TS_ABS 0 /* ts is a timeline time (UTC ms) */
-#define TLI_TS_REL 1 /* ts is a delay, added to the store's now at apply time \
-	              */
+/* TLI_TS_REL: ts is a delay, added to the store's now when applied. */
+#define TLI_TS_REL 1
 
 /*
  * One operation. The caller fills the inputs and keeps every pointer valid
