@@ -1,0 +1,1901 @@
+/*
+ * tl-broker-bench: end-to-end figures of the real broker, measured through
+ * the public SDK over ipc. Every run starts its own timelined (--broker
+ * PATH) on a new temporary directory, waits for its socket to accept,
+ * measures one workload and stops it with SIGTERM.
+ *
+ *  - produce:     durable creates from one tl_client, many
+ *                 tl_put_batch_async batches in flight; msgs/s.
+ *  - lateness:    messages due at a steady rate, all created before they
+ *                 fall due; the distribution of (receive wall time - due
+ *                 time), early (must be 0) and missing deliveries.
+ *  - lease-cycle: messages already due; one consumer with a large credit
+ *                 deletes every lease it gets; cycles/s.
+ *  - scale:       a large backlog scheduled an hour ahead; the broker's
+ *                 RSS (VmRSS, VmHWM), disk bytes, bytes per message and
+ *                 the time to restart with that backlog.
+ *
+ * The SDK's lease operations block until the broker answered (a durable
+ * group commit), so one consumer thread that deleted each lease itself
+ * would be bound by the round trip. The on_message callback therefore
+ * records what it measures and hands the lease to a pool of acker threads
+ * whose concurrent tl_lease_delete calls the SDK coalesces into one ACK
+ * frame. Every run prints one line; --json writes every run and the
+ * medians. See docs/bench-broker.md.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "timeline/timeline.h"
+
+#define BENCH_TOPIC "bench"
+#define BENCH_GROUP "bench-producer"
+#define BENCH_ID_CAP 24
+#define BENCH_HOUR_MS INT64_C(3600000)
+#define BENCH_MAX_RUNS 64
+#define BENCH_LOG "timelined.log"
+#define BENCH_READY_MS 60000 /* broker start deadline */
+#define BENCH_STOP_MS 120000 /* SIGTERM to exit deadline */
+
+typedef struct bench_cfg {
+	const char *broker;
+	const char *durability;
+	const char *dir;
+	bool keep;
+	int repeat;
+	const char *json;
+	int timeout_ms;
+	/* produce (and the fills of the other workloads) */
+	uint64_t produce_count;
+	int batch;
+	int inflight;
+	size_t body;
+	bool natural_ids;
+	/* lateness */
+	int rate;
+	int secs;
+	int lead_ms; /* 0: automatic */
+	int consumers;
+	uint32_t credit;
+	int ackers;
+	int grace_ms;
+	/* lease-cycle */
+	uint64_t cycle_count;
+	uint32_t cycle_credit;
+	/* scale */
+	uint64_t scale_count;
+	bool scale_count_set;
+} bench_cfg;
+
+/* One run of one workload; the fields used depend on the workload. */
+typedef struct bench_result {
+	const char *workload;
+	int run;
+	double load1; /* 1-minute load average when the run started */
+	uint64_t msgs;
+	double secs;
+	double rate;
+	uint64_t failures;
+	int first_err;
+	/* lateness */
+	uint64_t received;
+	uint64_t missing;
+	uint64_t dups;
+	uint64_t early;
+	uint64_t created_late; /* created after their due time */
+	double slack_ms;       /* first due time minus end of creation */
+	double p50, p90, p99, p999, max, mean;
+	int64_t clock_offset_ms;
+	uint64_t ack_fail;
+	double ack_mean_ms, ack_max_ms; /* time in tl_lease_delete */
+	/* lease-cycle */
+	double first_ms; /* subscribe to first delivery */
+	uint64_t left;   /* messages left on the timeline afterwards */
+	/* scale */
+	double fill_rate;
+	uint64_t rss_kb, hwm_kb;
+	uint64_t disk_bytes, disk_apparent;
+	double bytes_per_msg;
+	double stop_s, accept_s, hello_s;
+	uint64_t rss_after_kb;
+	uint64_t count_after;
+} bench_result;
+
+static const bench_cfg *g_cfg;
+
+/* ---- small helpers ---- */
+
+static double
+mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
+}
+
+static int64_t
+wall_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int64_t
+wall_ms(void)
+{
+	return wall_us() / 1000;
+}
+
+static void
+sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long) (ms % 1000) * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+/* A cheap mix so due times spread over the hour without a pattern. */
+static uint64_t
+mix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= UINT64_C(0xff51afd7ed558ccd);
+	x ^= x >> 33;
+	x *= UINT64_C(0xc4ceb9fe1a85ec53);
+	x ^= x >> 33;
+	return x;
+}
+
+static void
+fmt_rate(char *buf, size_t len, double r)
+{
+	if (r >= 1e6) {
+		snprintf(buf, len, "%.2fM", r / 1e6);
+	} else if (r >= 1e3) {
+		snprintf(buf, len, "%.1fk", r / 1e3);
+	} else {
+		snprintf(buf, len, "%.0f", r);
+	}
+}
+
+static double
+load_avg(void)
+{
+	double l = -1;
+	FILE *f = fopen("/proc/loadavg", "r");
+
+	if (f != NULL) {
+		if (fscanf(f, "%lf", &l) != 1) {
+			l = -1;
+		}
+		fclose(f);
+	}
+	return l;
+}
+
+static void
+bench_log(void *arg, tl_log_level level, const char *msg)
+{
+	(void) arg;
+	if (level <= TL_LOG_WARN) {
+		fprintf(stderr, "libtimeline: %s\n", msg);
+	}
+}
+
+/* ---- directories ---- */
+
+static _Atomic uint64_t du_blocks, du_apparent;
+
+static int
+rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void) sb;
+	(void) flag;
+	(void) ftw;
+	return remove(path);
+}
+
+static int
+du_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void) flag;
+	if (strcmp(path + ftw->base, BENCH_LOG) == 0) {
+		return 0;
+	}
+	du_blocks += (uint64_t) sb->st_blocks * 512u;
+	if (S_ISREG(sb->st_mode)) {
+		du_apparent += (uint64_t) sb->st_size;
+	}
+	return 0;
+}
+
+/* Bytes on disk under path (as du counts them) and apparent file bytes;
+ * the broker's log is left out. */
+static void
+dir_usage(const char *path, uint64_t *blocks, uint64_t *apparent)
+{
+	du_blocks = 0;
+	du_apparent = 0;
+	nftw(path, du_one, 16, FTW_PHYS);
+	*blocks = du_blocks;
+	*apparent = du_apparent;
+}
+
+/* ---- the broker process ---- */
+
+typedef struct broker {
+	pid_t pid;
+	char dir[PATH_MAX];
+	char sock[PATH_MAX];
+	char url[PATH_MAX + 8];
+} broker;
+
+static int
+broker_spawn(broker *b)
+{
+	char logp[PATH_MAX + 32];
+	char *argv[16];
+	int argc = 0;
+	pid_t pid;
+
+	snprintf(logp, sizeof(logp), "%s/%s", b->dir, BENCH_LOG);
+	argv[argc++] = (char *) g_cfg->broker;
+	argv[argc++] = "--data";
+	argv[argc++] = b->dir;
+	argv[argc++] = "--listen";
+	argv[argc++] = b->url;
+	argv[argc++] = "--metrics";
+	argv[argc++] = "off";
+	argv[argc++] = "--topic";
+	argv[argc++] = BENCH_TOPIC ":16";
+	if (g_cfg->durability != NULL) {
+		argv[argc++] = "--durability";
+		argv[argc++] = (char *) g_cfg->durability;
+	}
+	argv[argc] = NULL;
+	if ((pid = fork()) < 0) {
+		perror("fork");
+		return -1;
+	}
+	if (pid == 0) {
+		int fd = open(logp, O_WRONLY | O_CREAT | O_APPEND, 0644);
+
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+			close(fd);
+		}
+		execv(argv[0], argv);
+		fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	b->pid = pid;
+	return 0;
+}
+
+static bool
+sock_accepts(const char *path)
+{
+	struct sockaddr_un a;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool ok;
+
+	if (fd < 0) {
+		return false;
+	}
+	memset(&a, 0, sizeof(a));
+	a.sun_family = AF_UNIX;
+	/* broker_start checked that the path fits */
+	memcpy(a.sun_path, path, strnlen(path, sizeof(a.sun_path) - 1));
+	ok = connect(fd, (struct sockaddr *) &a, sizeof(a)) == 0;
+	close(fd);
+	return ok;
+}
+
+static void
+broker_show_log(const broker *b)
+{
+	char logp[PATH_MAX + 32];
+	char line[1024];
+	FILE *f;
+
+	snprintf(logp, sizeof(logp), "%s/%s", b->dir, BENCH_LOG);
+	if ((f = fopen(logp, "r")) == NULL) {
+		return;
+	}
+	fprintf(stderr, "--- %s ---\n", logp);
+	while (fgets(line, sizeof(line), f) != NULL) {
+		fputs(line, stderr);
+	}
+	fclose(f);
+}
+
+/* Wait, with a deadline, until the broker's socket accepts a connection;
+ * fails at once when the broker exits. */
+static int
+broker_wait_accept(broker *b, int deadline_ms)
+{
+	double end = mono_s() + deadline_ms / 1000.0;
+	int st;
+
+	while (mono_s() < end) {
+		if (sock_accepts(b->sock)) {
+			return 0;
+		}
+		if (waitpid(b->pid, &st, WNOHANG) == b->pid) {
+			fprintf(stderr, "timelined exited (status %d)\n",
+			    WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st));
+			b->pid = 0;
+			broker_show_log(b);
+			return -1;
+		}
+		sleep_ms(2);
+	}
+	fprintf(stderr, "timelined did not accept on %s within %d ms\n",
+	    b->sock, deadline_ms);
+	return -1;
+}
+
+/* SIGTERM and wait for the exit (SIGKILL after a deadline). Returns the
+ * seconds it took, or -1. */
+static double
+broker_stop(broker *b)
+{
+	double t0 = mono_s();
+	double end = t0 + BENCH_STOP_MS / 1000.0;
+	int st;
+
+	if (b->pid <= 0) {
+		return -1;
+	}
+	kill(b->pid, SIGTERM);
+	for (;;) {
+		pid_t r = waitpid(b->pid, &st, WNOHANG);
+
+		if (r == b->pid || (r < 0 && errno != EINTR)) {
+			break;
+		}
+		if (mono_s() > end) {
+			fprintf(stderr, "timelined %d did not stop: SIGKILL\n",
+			    (int) b->pid);
+			kill(b->pid, SIGKILL);
+			waitpid(b->pid, &st, 0);
+			b->pid = 0;
+			return -1;
+		}
+		sleep_ms(2);
+	}
+	b->pid = 0;
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		fprintf(stderr, "timelined exit status %d\n",
+		    WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st));
+		broker_show_log(b);
+	}
+	return mono_s() - t0;
+}
+
+static int
+broker_start(broker *b)
+{
+	char tmpl[PATH_MAX];
+
+	memset(b, 0, sizeof(*b));
+	snprintf(tmpl, sizeof(tmpl), "%s/tl-bb-XXXXXX",
+	    g_cfg->dir != NULL ? g_cfg->dir : "/tmp");
+	if (mkdtemp(tmpl) == NULL) {
+		perror(tmpl);
+		return -1;
+	}
+	snprintf(b->dir, sizeof(b->dir), "%s", tmpl);
+	if (snprintf(b->sock, sizeof(b->sock), "%s/tl.sock", b->dir) >=
+	        (int) sizeof(b->sock) ||
+	    strlen(b->sock) >= sizeof(((struct sockaddr_un *) 0)->sun_path)) {
+		fprintf(stderr, "socket path too long: %s\n", b->sock);
+		return -1;
+	}
+	snprintf(b->url, sizeof(b->url), "ipc://%s", b->sock);
+	if (broker_spawn(b) != 0) {
+		return -1;
+	}
+	return broker_wait_accept(b, BENCH_READY_MS);
+}
+
+static void
+broker_finish(broker *b)
+{
+	if (b->pid > 0) {
+		broker_stop(b);
+	}
+	if (b->dir[0] == '\0') {
+		return;
+	}
+	if (g_cfg->keep) {
+		fprintf(stderr, "kept %s\n", b->dir);
+	} else {
+		nftw(b->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	}
+}
+
+/* VmRSS and VmHWM of a process, in kB. */
+static int
+proc_mem(pid_t pid, uint64_t *rss_kb, uint64_t *hwm_kb)
+{
+	char path[64], line[256];
+	FILE *f;
+	int got = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int) pid);
+	if ((f = fopen(path, "r")) == NULL) {
+		return -1;
+	}
+	while (fgets(line, sizeof(line), f) != NULL) {
+		unsigned long long v;
+
+		if (sscanf(line, "VmRSS: %llu kB", &v) == 1) {
+			*rss_kb = v;
+			got++;
+		} else if (sscanf(line, "VmHWM: %llu kB", &v) == 1) {
+			*hwm_kb = v;
+			got++;
+		}
+	}
+	fclose(f);
+	return got == 2 ? 0 : -1;
+}
+
+static int
+client_open(const broker *b, const char *name, tl_client **out)
+{
+	tl_opts *o;
+	int rv;
+
+	if ((rv = tl_opts_alloc(&o)) != TL_OK) {
+		return rv;
+	}
+	tl_opts_set_url(o, b->url);
+	tl_opts_set_name(o, name);
+	tl_opts_set_timeout(o, g_cfg->timeout_ms);
+	tl_opts_set_log(o, bench_log, NULL);
+	rv = tl_client_open(out, o);
+	tl_opts_free(o);
+	return rv;
+}
+
+/* ---- producing: one client, many async batches in flight ---- */
+
+typedef enum { TS_SPREAD, TS_RATE, TS_FIXED } ts_mode;
+
+typedef struct prod_plan {
+	uint64_t count;
+	ts_mode mode;
+	int64_t base;          /* UTC ms */
+	int64_t spread;        /* TS_SPREAD: ms */
+	int rate;              /* TS_RATE: messages due per second */
+	const char *id_prefix; /* NULL: the broker makes the ids */
+} prod_plan;
+
+typedef struct prod_slot {
+	struct prod *p;
+	tl_put *puts;
+	char (*ids)[BENCH_ID_CAP];
+	size_t n;
+	struct prod_slot *next;
+} prod_slot;
+
+typedef struct prod {
+	pthread_mutex_t mtx;
+	pthread_cond_t cv;
+	prod_slot *slots;
+	prod_slot *free_list;
+	int outstanding;
+	uint64_t failures;
+	int first_err;
+	uint64_t created_late;
+} prod;
+
+static int64_t
+plan_ts(const prod_plan *pl, uint64_t i)
+{
+	switch (pl->mode) {
+	case TS_SPREAD:
+		return pl->base + (int64_t) (mix64(i) % (uint64_t) pl->spread);
+	case TS_RATE:
+		return pl->base + (int64_t) (i * 1000u / (uint64_t) pl->rate);
+	default:
+		return pl->base;
+	}
+}
+
+/* On the SDK's callback thread. */
+static void
+prod_done(void *arg, int err)
+{
+	prod_slot *sl = arg;
+	prod *p = sl->p;
+	int64_t now = wall_ms();
+
+	pthread_mutex_lock(&p->mtx);
+	for (size_t i = 0; i < sl->n; i++) {
+		int e = err != TL_OK ? err : sl->puts[i].err;
+
+		if (e != TL_OK) {
+			if (p->failures++ == 0) {
+				p->first_err = e;
+			}
+		} else if (sl->puts[i].due < now) {
+			p->created_late++;
+		}
+	}
+	sl->next = p->free_list;
+	p->free_list = sl;
+	p->outstanding--;
+	pthread_cond_signal(&p->cv);
+	pthread_mutex_unlock(&p->mtx);
+}
+
+/* Create pl->count messages; fills secs, failures, first_err and
+ * created_late of r. */
+static int
+produce(tl_client *c, const prod_plan *pl, bench_result *r)
+{
+	const bench_cfg *cfg = g_cfg;
+	prod p;
+	void *body;
+	uint64_t msg = 0;
+	double t0;
+	int rv = 0;
+
+	memset(&p, 0, sizeof(p));
+	pthread_mutex_init(&p.mtx, NULL);
+	pthread_cond_init(&p.cv, NULL);
+	body = malloc(cfg->body > 0 ? cfg->body : 1);
+	p.slots = calloc((size_t) cfg->inflight, sizeof(*p.slots));
+	if (body == NULL || p.slots == NULL) {
+		rv = -1;
+		goto out;
+	}
+	memset(body, 'b', cfg->body);
+	for (int k = 0; k < cfg->inflight; k++) {
+		prod_slot *sl = &p.slots[k];
+
+		sl->p = &p;
+		sl->puts = calloc((size_t) cfg->batch, sizeof(*sl->puts));
+		sl->ids = calloc((size_t) cfg->batch, sizeof(*sl->ids));
+		if (sl->puts == NULL || sl->ids == NULL) {
+			rv = -1;
+			goto out;
+		}
+		sl->next = p.free_list;
+		p.free_list = sl;
+	}
+	t0 = mono_s();
+	while (msg < pl->count) {
+		prod_slot *sl;
+		uint64_t left = pl->count - msg;
+		int e;
+
+		pthread_mutex_lock(&p.mtx);
+		while (p.free_list == NULL) {
+			pthread_cond_wait(&p.cv, &p.mtx);
+		}
+		sl = p.free_list;
+		p.free_list = sl->next;
+		p.outstanding++;
+		pthread_mutex_unlock(&p.mtx);
+		sl->n = left < (uint64_t) cfg->batch ? (size_t) left
+		                                     : (size_t) cfg->batch;
+		for (size_t i = 0; i < sl->n; i++) {
+			tl_put *u = &sl->puts[i];
+
+			memset(u, 0, sizeof(*u));
+			if (pl->id_prefix != NULL) {
+				u->id_len = (size_t) snprintf(sl->ids[i],
+				    BENCH_ID_CAP, "%s%010llu", pl->id_prefix,
+				    (unsigned long long) (msg + i));
+				u->id = sl->ids[i];
+			}
+			u->ts = plan_ts(pl, msg + i);
+			u->body = body;
+			u->body_len = cfg->body;
+		}
+		e = tl_put_batch_async(c, BENCH_TOPIC, BENCH_GROUP, sl->puts,
+		    sl->n, prod_done, sl);
+		msg += sl->n;
+		if (e != TL_OK) {
+			/* no callback comes: account for the slot here */
+			pthread_mutex_lock(&p.mtx);
+			if (p.failures == 0) {
+				p.first_err = e;
+			}
+			p.failures += sl->n;
+			sl->next = p.free_list;
+			p.free_list = sl;
+			p.outstanding--;
+			pthread_mutex_unlock(&p.mtx);
+			if (e == TL_ECLOSED || e == TL_ECONN) {
+				break;
+			}
+		}
+	}
+	pthread_mutex_lock(&p.mtx);
+	while (p.outstanding > 0) {
+		pthread_cond_wait(&p.cv, &p.mtx);
+	}
+	pthread_mutex_unlock(&p.mtx);
+	r->secs = mono_s() - t0;
+	r->msgs = pl->count;
+	r->rate = r->secs > 0 ? (double) pl->count / r->secs : 0;
+	r->failures += p.failures + (pl->count - msg);
+	if (p.failures > 0 && r->first_err == 0) {
+		r->first_err = p.first_err;
+	}
+	r->created_late = p.created_late;
+out:
+	if (p.slots != NULL) {
+		for (int k = 0; k < cfg->inflight; k++) {
+			free(p.slots[k].puts);
+			free(p.slots[k].ids);
+		}
+	}
+	free(p.slots);
+	free(body);
+	pthread_mutex_destroy(&p.mtx);
+	pthread_cond_destroy(&p.cv);
+	return rv;
+}
+
+/* ---- acking: a pool of threads calling tl_lease_delete ---- */
+
+typedef struct ackq {
+	pthread_mutex_t mtx;
+	pthread_cond_t cv;      /* work queued, or stop */
+	pthread_cond_t done_cv; /* a delete finished */
+	tl_lease **ring;
+	size_t cap, head, n;
+	size_t busy; /* deletes in progress */
+	bool stop;
+	pthread_t *thr;
+	int nthr;
+	uint64_t ok;
+	uint64_t fail;
+	int first_err;
+	double lat_sum; /* seconds in tl_lease_delete */
+	double lat_max;
+} ackq;
+
+static void *
+ackq_main(void *arg)
+{
+	ackq *q = arg;
+
+	pthread_mutex_lock(&q->mtx);
+	for (;;) {
+		tl_lease *l;
+		double t0, dt;
+		int rv;
+
+		while (q->n == 0 && !q->stop) {
+			pthread_cond_wait(&q->cv, &q->mtx);
+		}
+		if (q->n == 0) {
+			break;
+		}
+		l = q->ring[q->head];
+		q->head = (q->head + 1) % q->cap;
+		q->n--;
+		q->busy++;
+		pthread_mutex_unlock(&q->mtx);
+		t0 = mono_s();
+		rv = tl_lease_delete(l);
+		dt = mono_s() - t0;
+		tl_lease_free(l);
+		pthread_mutex_lock(&q->mtx);
+		q->busy--;
+		q->lat_sum += dt;
+		q->lat_max = dt > q->lat_max ? dt : q->lat_max;
+		if (rv == TL_OK) {
+			q->ok++;
+		} else if (q->fail++ == 0) {
+			q->first_err = rv;
+		}
+		pthread_cond_broadcast(&q->done_cv);
+	}
+	pthread_mutex_unlock(&q->mtx);
+	return NULL;
+}
+
+static int
+ackq_init(ackq *q, size_t cap, int nthr)
+{
+	memset(q, 0, sizeof(*q));
+	pthread_mutex_init(&q->mtx, NULL);
+	pthread_cond_init(&q->cv, NULL);
+	pthread_cond_init(&q->done_cv, NULL);
+	q->cap = cap;
+	q->ring = calloc(cap, sizeof(*q->ring));
+	q->thr = calloc((size_t) nthr, sizeof(*q->thr));
+	if (q->ring == NULL || q->thr == NULL) {
+		return -1;
+	}
+	for (; q->nthr < nthr; q->nthr++) {
+		if (pthread_create(&q->thr[q->nthr], NULL, ackq_main, q) != 0) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* From a consumer's on_message: never blocks while the ring has room,
+ * which the consumers' credit guarantees. */
+static void
+ackq_push(ackq *q, tl_lease *l)
+{
+	pthread_mutex_lock(&q->mtx);
+	while (q->n == q->cap) {
+		pthread_cond_wait(&q->done_cv, &q->mtx);
+	}
+	q->ring[(q->head + q->n) % q->cap] = l;
+	q->n++;
+	pthread_cond_signal(&q->cv);
+	pthread_mutex_unlock(&q->mtx);
+}
+
+/* Wait until `total` deletes finished or the deadline (monotonic s). */
+static void
+ackq_wait(ackq *q, uint64_t total, double deadline)
+{
+	pthread_mutex_lock(&q->mtx);
+	while (q->ok + q->fail < total && mono_s() < deadline) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 50 * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&q->done_cv, &q->mtx, &ts);
+	}
+	pthread_mutex_unlock(&q->mtx);
+}
+
+static void
+ackq_fini(ackq *q)
+{
+	pthread_mutex_lock(&q->mtx);
+	q->stop = true;
+	pthread_cond_broadcast(&q->cv);
+	pthread_mutex_unlock(&q->mtx);
+	for (int i = 0; i < q->nthr; i++) {
+		pthread_join(q->thr[i], NULL);
+	}
+	/* leases nobody deleted (after a deadline) just run out */
+	while (q->n > 0) {
+		tl_lease_free(q->ring[q->head]);
+		q->head = (q->head + 1) % q->cap;
+		q->n--;
+	}
+	free(q->ring);
+	free(q->thr);
+	pthread_mutex_destroy(&q->mtx);
+	pthread_cond_destroy(&q->cv);
+	pthread_cond_destroy(&q->done_cv);
+}
+
+static void
+ack_stats(ackq *q, bench_result *r)
+{
+	pthread_mutex_lock(&q->mtx);
+	r->ack_mean_ms = q->ok + q->fail > 0
+	    ? q->lat_sum * 1e3 / (double) (q->ok + q->fail)
+	    : 0;
+	r->ack_max_ms = q->lat_max * 1e3;
+	pthread_mutex_unlock(&q->mtx);
+}
+
+/* ---- consumers ---- */
+
+typedef struct recv_state {
+	ackq *aq;
+	uint64_t total;
+	_Atomic uint8_t *seen; /* lateness: by message number */
+	int64_t *late_us;      /* lateness: by message number */
+	_Atomic uint64_t got;  /* deliveries */
+	_Atomic uint64_t uniq; /* distinct messages */
+	_Atomic uint64_t dups;
+	_Atomic uint64_t bad_ids;
+	_Atomic int64_t first_us; /* wall time of the first delivery */
+} recv_state;
+
+static void
+on_lateness(void *arg, tl_lease *l)
+{
+	recv_state *rs = arg;
+	int64_t now = wall_us();
+	const char *id = tl_lease_id(l);
+	unsigned long long k;
+
+	if (id == NULL || id[0] != 'L' ||
+	    (k = strtoull(id + 1, NULL, 10)) >= rs->total) {
+		rs->bad_ids++;
+	} else if (atomic_exchange(&rs->seen[k], 1) != 0) {
+		rs->dups++;
+	} else {
+		rs->late_us[k] = now - tl_lease_due(l) * 1000;
+		rs->uniq++;
+	}
+	rs->got++;
+	ackq_push(rs->aq, l);
+}
+
+static void
+on_cycle(void *arg, tl_lease *l)
+{
+	recv_state *rs = arg;
+
+	if (rs->got++ == 0) {
+		rs->first_us = wall_us();
+	}
+	ackq_push(rs->aq, l);
+}
+
+typedef struct cons_set {
+	tl_client **clients;
+	tl_consumer **cons;
+	int n;
+} cons_set;
+
+static int
+cons_open(const broker *b, cons_set *cs, int n, uint32_t credit,
+    tl_deliver_fn fn, void *arg)
+{
+	int rv = TL_OK;
+
+	cs->clients = calloc((size_t) n, sizeof(*cs->clients));
+	cs->cons = calloc((size_t) n, sizeof(*cs->cons));
+	if (cs->clients == NULL || cs->cons == NULL) {
+		return TL_ENOMEM;
+	}
+	for (cs->n = 0; cs->n < n; cs->n++) {
+		char name[64];
+		tl_consumer_conf conf;
+
+		snprintf(name, sizeof(name), "bench-consumer-%d", cs->n);
+		if ((rv = client_open(b, name, &cs->clients[cs->n])) != TL_OK) {
+			fprintf(
+			    stderr, "consumer client: %s\n", tl_strerror(rv));
+			return rv;
+		}
+		memset(&conf, 0, sizeof(conf));
+		conf.topic = BENCH_TOPIC;
+		conf.consumer_id = name;
+		conf.lease_ms = 60000;
+		conf.credit = credit;
+		conf.on_message = fn;
+		conf.arg = arg;
+		rv = tl_consumer_open(
+		    &cs->cons[cs->n], cs->clients[cs->n], &conf);
+		if (rv != TL_OK) {
+			fprintf(
+			    stderr, "tl_consumer_open: %s\n", tl_strerror(rv));
+			tl_client_close(cs->clients[cs->n]);
+			return rv;
+		}
+	}
+	return TL_OK;
+}
+
+static void
+cons_close(cons_set *cs)
+{
+	for (int i = 0; i < cs->n; i++) {
+		tl_consumer_close(cs->cons[i]);
+		tl_client_close(cs->clients[i]);
+	}
+	free(cs->clients);
+	free(cs->cons);
+	memset(cs, 0, sizeof(*cs));
+}
+
+/* ---- workloads ---- */
+
+static void
+fail_note(bench_result *r)
+{
+	if (r->failures > 0) {
+		printf(" FAILURES %llu (first %s)",
+		    (unsigned long long) r->failures, tl_errname(r->first_err));
+	}
+}
+
+static int
+bench_produce(bench_result *r)
+{
+	const bench_cfg *cfg = g_cfg;
+	broker b;
+	tl_client *c = NULL;
+	prod_plan pl;
+	char rate[32];
+	int rv = -1;
+
+	if (broker_start(&b) != 0) {
+		goto out;
+	}
+	if ((rv = client_open(&b, "bench-producer", &c)) != TL_OK) {
+		fprintf(stderr, "tl_client_open: %s\n", tl_strerror(rv));
+		rv = -1;
+		goto out;
+	}
+	memset(&pl, 0, sizeof(pl));
+	pl.count = cfg->produce_count;
+	pl.mode = TS_SPREAD;
+	pl.base = wall_ms() + 60000;
+	pl.spread = BENCH_HOUR_MS;
+	pl.id_prefix = cfg->natural_ids ? "P" : NULL;
+	if ((rv = produce(c, &pl, r)) != 0) {
+		goto out;
+	}
+	fmt_rate(rate, sizeof(rate), r->rate);
+	printf("produce: %llu msgs in %.2f s = %s msg/s "
+	       "(batches of %d, %d in flight, body %zu B, %s ids) [load %.2f]",
+	    (unsigned long long) r->msgs, r->secs, rate, cfg->batch,
+	    cfg->inflight, cfg->body, cfg->natural_ids ? "natural" : "broker",
+	    r->load1);
+	fail_note(r);
+	printf("\n");
+	fflush(stdout);
+out:
+	tl_client_close(c);
+	broker_finish(&b);
+	return rv;
+}
+
+static int
+cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *) a, y = *(const int64_t *) b;
+
+	return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/* Nearest-rank percentile of sorted v[n], in ms. */
+static double
+pct_ms(const int64_t *v, size_t n, double p)
+{
+	size_t k;
+
+	if (n == 0) {
+		return NAN;
+	}
+	k = (size_t) ceil(p * (double) n);
+	k = k == 0 ? 0 : k - 1;
+	if (k >= n) {
+		k = n - 1;
+	}
+	return (double) v[k] / 1000.0;
+}
+
+static void
+lateness_stats(recv_state *rs, bench_result *r)
+{
+	int64_t *v = malloc(sizeof(*v) * (rs->total + 1));
+	size_t n = 0;
+	double sum = 0;
+
+	if (v == NULL) {
+		return;
+	}
+	for (uint64_t i = 0; i < rs->total; i++) {
+		if (rs->seen[i]) {
+			v[n++] = rs->late_us[i];
+			sum += (double) rs->late_us[i];
+			if (rs->late_us[i] < 0) {
+				r->early++;
+			}
+		}
+	}
+	qsort(v, n, sizeof(*v), cmp_i64);
+	r->p50 = pct_ms(v, n, 0.50);
+	r->p90 = pct_ms(v, n, 0.90);
+	r->p99 = pct_ms(v, n, 0.99);
+	r->p999 = pct_ms(v, n, 0.999);
+	r->max = n > 0 ? (double) v[n - 1] / 1000.0 : NAN;
+	r->mean = n > 0 ? sum / (double) n / 1000.0 : NAN;
+	free(v);
+}
+
+static int
+bench_lateness(bench_result *r)
+{
+	const bench_cfg *cfg = g_cfg;
+	uint64_t total = (uint64_t) cfg->rate * (uint64_t) cfg->secs;
+	broker b;
+	tl_client *c = NULL;
+	cons_set cs;
+	ackq aq;
+	recv_state rs;
+	prod_plan pl;
+	bench_result fill;
+	int64_t lead, last_due;
+	double deadline;
+	int rv = -1;
+
+	memset(&cs, 0, sizeof(cs));
+	memset(&rs, 0, sizeof(rs));
+	memset(&fill, 0, sizeof(fill));
+	rs.total = total;
+	rs.seen = calloc(total, sizeof(*rs.seen));
+	rs.late_us = calloc(total, sizeof(*rs.late_us));
+	if (rs.seen == NULL || rs.late_us == NULL ||
+	    ackq_init(&aq, (size_t) cfg->credit * (size_t) cfg->consumers + 1,
+	        cfg->ackers) != 0) {
+		fprintf(stderr, "lateness: out of memory\n");
+		free(rs.seen);
+		free(rs.late_us);
+		return -1;
+	}
+	rs.aq = &aq;
+	if (broker_start(&b) != 0) {
+		goto out;
+	}
+	if ((rv = client_open(&b, "bench-producer", &c)) != TL_OK) {
+		fprintf(stderr, "tl_client_open: %s\n", tl_strerror(rv));
+		rv = -1;
+		goto out;
+	}
+	/* Every message must be on the timeline before it falls due: lead
+	 * time for creating at a conservative 20k/s, plus 2 s. */
+	lead = cfg->lead_ms > 0 ? cfg->lead_ms
+	                        : 2000 + (int64_t) (total * 1000u / 20000u);
+	memset(&pl, 0, sizeof(pl));
+	pl.count = total;
+	pl.mode = TS_RATE;
+	pl.base = tl_client_broker_now(c) + lead;
+	pl.rate = cfg->rate;
+	pl.id_prefix = "L";
+	if ((rv = produce(c, &pl, &fill)) != 0) {
+		goto out;
+	}
+	r->failures = fill.failures;
+	r->first_err = fill.first_err;
+	r->created_late = fill.created_late;
+	r->slack_ms = (double) (pl.base - tl_client_broker_now(c));
+	r->clock_offset_ms = tl_client_clock_offset(c);
+	if ((rv = cons_open(&b, &cs, cfg->consumers, cfg->credit, on_lateness,
+	         &rs)) != TL_OK) {
+		rv = -1;
+		goto out;
+	}
+	last_due = plan_ts(&pl, total - 1);
+	deadline =
+	    mono_s() + (double) (last_due - wall_ms() + cfg->grace_ms) / 1000.0;
+	while (rs.uniq < total && mono_s() < deadline) {
+		sleep_ms(20);
+	}
+	double tw0 = mono_s(), tl0 = mono_s() - (deadline - (double) cfg->grace_ms / 1000.0);
+	ackq_wait(&aq, rs.got, mono_s() + cfg->grace_ms / 1000.0);
+	if (getenv("BB_DEBUG")) fprintf(stderr, "DEBUG waited %.3f s, main loop ended %.3f s after last due; at close: got %llu ok %llu fail %llu queued %zu busy %zu\n", (unsigned long long) rs.got, (unsigned long long) aq.ok, (unsigned long long) aq.fail, aq.n, aq.busy);
+	cons_close(&cs);
+	r->msgs = total;
+	r->received = rs.uniq;
+	r->missing = total - rs.uniq;
+	r->dups = rs.dups;
+	r->ack_fail = aq.fail;
+	if (aq.fail > 0 && r->first_err == 0) {
+		r->first_err = aq.first_err;
+	}
+	ack_stats(&aq, r);
+	lateness_stats(&rs, r);
+	printf("lateness: %llu msgs due at %d/s for %d s, %d consumer(s) "
+	       "credit %u, %d ackers: late p50 %.2f p90 %.2f p99 %.2f "
+	       "p99.9 %.2f max %.2f ms (mean %.2f); early %llu, missing %llu, "
+	       "dup %llu, ack failures %llu; delete latency mean %.1f max %.1f "
+	       "ms; "
+	       "created late %llu, slack %.0f ms, clock offset %lld ms "
+	       "[load %.2f]",
+	    (unsigned long long) total, cfg->rate, cfg->secs, cfg->consumers,
+	    cfg->credit, cfg->ackers, r->p50, r->p90, r->p99, r->p999, r->max,
+	    r->mean, (unsigned long long) r->early,
+	    (unsigned long long) r->missing, (unsigned long long) r->dups,
+	    (unsigned long long) r->ack_fail, r->ack_mean_ms, r->ack_max_ms,
+	    (unsigned long long) r->created_late, r->slack_ms,
+	    (long long) r->clock_offset_ms, r->load1);
+	if (r->ack_fail > 0) {
+		printf(" (first ack error %s)", tl_errname(aq.first_err));
+	}
+	fail_note(r);
+	printf("\n");
+	fflush(stdout);
+	if (r->early > 0 || r->missing > 0 || r->created_late > 0) {
+		r->failures += r->early + r->missing + r->created_late;
+	}
+	rv = 0;
+out:
+	cons_close(&cs);
+	ackq_fini(&aq);
+	tl_client_close(c);
+	broker_finish(&b);
+	free(rs.seen);
+	free(rs.late_us);
+	return rv;
+}
+
+static int
+bench_cycle(bench_result *r)
+{
+	const bench_cfg *cfg = g_cfg;
+	uint64_t total = cfg->cycle_count;
+	broker b;
+	tl_client *c = NULL;
+	cons_set cs;
+	ackq aq;
+	recv_state rs;
+	prod_plan pl;
+	bench_result fill;
+	tl_topic_info ti;
+	char rate[32];
+	double t0, deadline;
+	int64_t t0_us;
+	int rv = -1;
+
+	memset(&cs, 0, sizeof(cs));
+	memset(&rs, 0, sizeof(rs));
+	memset(&fill, 0, sizeof(fill));
+	rs.total = total;
+	if (ackq_init(&aq, (size_t) cfg->cycle_credit + 1, cfg->ackers) != 0) {
+		return -1;
+	}
+	rs.aq = &aq;
+	if (broker_start(&b) != 0) {
+		goto out;
+	}
+	if ((rv = client_open(&b, "bench-producer", &c)) != TL_OK) {
+		fprintf(stderr, "tl_client_open: %s\n", tl_strerror(rv));
+		rv = -1;
+		goto out;
+	}
+	memset(&pl, 0, sizeof(pl));
+	pl.count = total;
+	pl.mode = TS_SPREAD; /* over the last minute: all due already */
+	pl.base = tl_client_broker_now(c) - 61000;
+	pl.spread = 60000;
+	pl.id_prefix = cfg->natural_ids ? "C" : NULL;
+	if ((rv = produce(c, &pl, &fill)) != 0) {
+		goto out;
+	}
+	r->failures = fill.failures;
+	r->first_err = fill.first_err;
+	r->fill_rate = fill.rate;
+	t0 = mono_s();
+	t0_us = wall_us();
+	if ((rv = cons_open(&b, &cs, 1, cfg->cycle_credit, on_cycle, &rs)) !=
+	    TL_OK) {
+		rv = -1;
+		goto out;
+	}
+	deadline = t0 + 600;
+	ackq_wait(&aq, total, deadline);
+	r->secs = mono_s() - t0;
+	cons_close(&cs);
+	r->msgs = aq.ok;
+	r->rate = r->secs > 0 ? (double) aq.ok / r->secs : 0;
+	r->first_ms = rs.got > 0 ? (double) (rs.first_us - t0_us) / 1000.0 : -1;
+	r->ack_fail = aq.fail;
+	if (aq.fail > 0 && r->first_err == 0) {
+		r->first_err = aq.first_err;
+	}
+	ack_stats(&aq, r);
+	r->failures += aq.fail + (total - aq.ok - aq.fail);
+	if (aq.fail > 0) {
+		fprintf(stderr, "lease-cycle: %llu deletes failed (first %s)\n",
+		    (unsigned long long) aq.fail, tl_errname(aq.first_err));
+	}
+	if (tl_topic_get(c, BENCH_TOPIC, &ti) == TL_OK) {
+		r->left = ti.messages;
+	}
+	fmt_rate(rate, sizeof(rate), r->rate);
+	printf("lease-cycle: %llu deliver+delete cycles in %.2f s = %s "
+	       "cycles/s (credit %u, %d ackers; first delivery after %.1f ms; "
+	       "delete latency mean %.1f max %.1f ms; %llu left on the "
+	       "timeline; fill %.1fk msg/s) [load %.2f]",
+	    (unsigned long long) r->msgs, r->secs, rate, cfg->cycle_credit,
+	    cfg->ackers, r->first_ms, r->ack_mean_ms, r->ack_max_ms,
+	    (unsigned long long) r->left, r->fill_rate / 1e3, r->load1);
+	fail_note(r);
+	printf("\n");
+	fflush(stdout);
+	rv = 0;
+out:
+	cons_close(&cs);
+	ackq_fini(&aq);
+	tl_client_close(c);
+	broker_finish(&b);
+	return rv;
+}
+
+/* Restart the broker on its directory; time to accept and to HELLO. */
+static int
+scale_restart(broker *b, bench_result *r)
+{
+	tl_client *c = NULL;
+	double t0, end;
+	int rv;
+
+	r->stop_s = broker_stop(b);
+	if (r->stop_s < 0) {
+		return -1;
+	}
+	t0 = mono_s();
+	end = t0 + BENCH_READY_MS / 1000.0;
+	if (broker_spawn(b) != 0 ||
+	    broker_wait_accept(b, BENCH_READY_MS) != 0) {
+		return -1;
+	}
+	r->accept_s = mono_s() - t0;
+	while ((rv = client_open(b, "bench-restart", &c)) != TL_OK) {
+		if (mono_s() > end) {
+			fprintf(stderr, "no HELLO after restart: %s\n",
+			    tl_strerror(rv));
+			return -1;
+		}
+		sleep_ms(2);
+	}
+	r->hello_s = mono_s() - t0;
+	{
+		tl_topic_info ti;
+		uint64_t hwm;
+
+		if (tl_topic_get(c, BENCH_TOPIC, &ti) == TL_OK) {
+			r->count_after = ti.messages;
+		}
+		proc_mem(b->pid, &r->rss_after_kb, &hwm);
+	}
+	tl_client_close(c);
+	return 0;
+}
+
+static int
+bench_scale(bench_result *r)
+{
+	const bench_cfg *cfg = g_cfg;
+	broker b;
+	tl_client *c = NULL;
+	prod_plan pl;
+	bench_result fill;
+	int rv = -1;
+
+	memset(&fill, 0, sizeof(fill));
+	if (broker_start(&b) != 0) {
+		goto out;
+	}
+	if ((rv = client_open(&b, "bench-producer", &c)) != TL_OK) {
+		fprintf(stderr, "tl_client_open: %s\n", tl_strerror(rv));
+		rv = -1;
+		goto out;
+	}
+	memset(&pl, 0, sizeof(pl));
+	pl.count = cfg->scale_count;
+	pl.mode = TS_SPREAD;
+	pl.base = wall_ms() + BENCH_HOUR_MS;
+	pl.spread = BENCH_HOUR_MS;
+	pl.id_prefix = cfg->natural_ids ? "S" : NULL;
+	if ((rv = produce(c, &pl, &fill)) != 0) {
+		goto out;
+	}
+	tl_client_close(c);
+	c = NULL;
+	r->msgs = pl.count;
+	r->secs = fill.secs;
+	r->fill_rate = fill.rate;
+	r->failures = fill.failures;
+	r->first_err = fill.first_err;
+	if (proc_mem(b.pid, &r->rss_kb, &r->hwm_kb) != 0) {
+		fprintf(stderr, "cannot read /proc/%d/status\n", (int) b.pid);
+	}
+	dir_usage(b.dir, &r->disk_bytes, &r->disk_apparent);
+	r->bytes_per_msg = (double) r->disk_bytes / (double) pl.count;
+	if (scale_restart(&b, r) != 0) {
+		rv = -1;
+		goto out;
+	}
+	if (r->count_after != pl.count - r->failures) {
+		fprintf(stderr, "after restart the topic holds %llu messages\n",
+		    (unsigned long long) r->count_after);
+		r->failures++;
+	}
+	printf("scale: %llu msgs scheduled (fill %.1f s = %.1fk msg/s): "
+	       "broker RSS %.1f MB (HWM %.1f MB), disk %.1f MB (apparent "
+	       "%.1f MB) = %.0f B/msg; restart: stop %.2f s, accept %.2f s, "
+	       "HELLO %.2f s, RSS after %.1f MB, %llu msgs [load %.2f]",
+	    (unsigned long long) r->msgs, r->secs, r->fill_rate / 1e3,
+	    (double) r->rss_kb / 1024.0, (double) r->hwm_kb / 1024.0,
+	    (double) r->disk_bytes / 1048576.0,
+	    (double) r->disk_apparent / 1048576.0, r->bytes_per_msg, r->stop_s,
+	    r->accept_s, r->hello_s, (double) r->rss_after_kb / 1024.0,
+	    (unsigned long long) r->count_after, r->load1);
+	fail_note(r);
+	printf("\n");
+	fflush(stdout);
+	rv = 0;
+out:
+	tl_client_close(c);
+	broker_finish(&b);
+	return rv;
+}
+
+/* ---- medians and JSON ---- */
+
+typedef double (*field_fn)(const bench_result *r);
+
+static double
+f_rate(const bench_result *r)
+{
+	return r->rate;
+}
+static double
+f_p50(const bench_result *r)
+{
+	return r->p50;
+}
+static double
+f_p90(const bench_result *r)
+{
+	return r->p90;
+}
+static double
+f_p99(const bench_result *r)
+{
+	return r->p99;
+}
+static double
+f_p999(const bench_result *r)
+{
+	return r->p999;
+}
+static double
+f_max(const bench_result *r)
+{
+	return r->max;
+}
+static double
+f_rss(const bench_result *r)
+{
+	return (double) r->rss_kb / 1024.0;
+}
+static double
+f_hwm(const bench_result *r)
+{
+	return (double) r->hwm_kb / 1024.0;
+}
+static double
+f_bpm(const bench_result *r)
+{
+	return r->bytes_per_msg;
+}
+static double
+f_hello(const bench_result *r)
+{
+	return r->hello_s;
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *) a, y = *(const double *) b;
+
+	return x < y ? -1 : x > y ? 1 : 0;
+}
+
+static double
+median_of(const bench_result *rs, int n, const char *workload, field_fn f)
+{
+	double v[BENCH_MAX_RUNS];
+	int k = 0;
+
+	for (int i = 0; i < n; i++) {
+		if (strcmp(rs[i].workload, workload) == 0) {
+			v[k++] = f(&rs[i]);
+		}
+	}
+	if (k == 0) {
+		return NAN;
+	}
+	qsort(v, (size_t) k, sizeof(v[0]), cmp_double);
+	return k % 2 == 1 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
+}
+
+static void
+median_print(const bench_result *rs, int n, const char *w, int repeat)
+{
+	char a[32];
+
+	if (repeat < 2) {
+		return;
+	}
+	printf("%s: median of %d runs: ", w, repeat);
+	if (strcmp(w, "produce") == 0) {
+		fmt_rate(a, sizeof(a), median_of(rs, n, w, f_rate));
+		printf("%s msg/s\n", a);
+	} else if (strcmp(w, "lateness") == 0) {
+		printf(
+		    "late p50 %.2f p90 %.2f p99 %.2f p99.9 %.2f max %.2f ms\n",
+		    median_of(rs, n, w, f_p50), median_of(rs, n, w, f_p90),
+		    median_of(rs, n, w, f_p99), median_of(rs, n, w, f_p999),
+		    median_of(rs, n, w, f_max));
+	} else if (strcmp(w, "lease-cycle") == 0) {
+		fmt_rate(a, sizeof(a), median_of(rs, n, w, f_rate));
+		printf("%s cycles/s\n", a);
+	} else {
+		printf("RSS %.1f MB (HWM %.1f MB), %.0f B/msg on disk, "
+		       "restart to HELLO %.2f s\n",
+		    median_of(rs, n, w, f_rss), median_of(rs, n, w, f_hwm),
+		    median_of(rs, n, w, f_bpm), median_of(rs, n, w, f_hello));
+	}
+	fflush(stdout);
+}
+
+static void
+json_run(FILE *f, const bench_result *r)
+{
+	fprintf(f,
+	    "    {\"workload\": \"%s\", \"run\": %d, \"load1\": %.2f, "
+	    "\"msgs\": %llu, \"failures\": %llu, ",
+	    r->workload, r->run, r->load1, (unsigned long long) r->msgs,
+	    (unsigned long long) r->failures);
+	if (strcmp(r->workload, "produce") == 0) {
+		fprintf(f, "\"seconds\": %.4f, \"msgs_per_s\": %.0f}", r->secs,
+		    r->rate);
+	} else if (strcmp(r->workload, "lateness") == 0) {
+		fprintf(f,
+		    "\"received\": %llu, \"missing\": %llu, \"dups\": %llu, "
+		    "\"early\": %llu, \"created_late\": %llu, "
+		    "\"slack_ms\": %.0f, \"clock_offset_ms\": %lld, "
+		    "\"p50_ms\": %.3f, \"p90_ms\": %.3f, \"p99_ms\": %.3f, "
+		    "\"p999_ms\": %.3f, \"max_ms\": %.3f, \"mean_ms\": %.3f, "
+		    "\"ack_failures\": %llu, \"delete_mean_ms\": %.2f, "
+		    "\"delete_max_ms\": %.2f}",
+		    (unsigned long long) r->received,
+		    (unsigned long long) r->missing,
+		    (unsigned long long) r->dups, (unsigned long long) r->early,
+		    (unsigned long long) r->created_late, r->slack_ms,
+		    (long long) r->clock_offset_ms, r->p50, r->p90, r->p99,
+		    r->p999, r->max, r->mean, (unsigned long long) r->ack_fail,
+		    r->ack_mean_ms, r->ack_max_ms);
+	} else if (strcmp(r->workload, "lease-cycle") == 0) {
+		fprintf(f,
+		    "\"seconds\": %.4f, \"cycles_per_s\": %.0f, "
+		    "\"first_delivery_ms\": %.1f, \"left\": %llu, "
+		    "\"fill_msgs_per_s\": %.0f, \"delete_mean_ms\": %.2f, "
+		    "\"delete_max_ms\": %.2f}",
+		    r->secs, r->rate, r->first_ms, (unsigned long long) r->left,
+		    r->fill_rate, r->ack_mean_ms, r->ack_max_ms);
+	} else {
+		fprintf(f,
+		    "\"fill_s\": %.3f, \"fill_msgs_per_s\": %.0f, "
+		    "\"rss_kb\": %llu, \"hwm_kb\": %llu, \"disk_bytes\": %llu, "
+		    "\"disk_apparent_bytes\": %llu, \"bytes_per_msg\": %.1f, "
+		    "\"stop_s\": %.3f, \"accept_s\": %.3f, \"hello_s\": %.3f, "
+		    "\"rss_after_restart_kb\": %llu, \"count_after\": %llu}",
+		    r->secs, r->fill_rate, (unsigned long long) r->rss_kb,
+		    (unsigned long long) r->hwm_kb,
+		    (unsigned long long) r->disk_bytes,
+		    (unsigned long long) r->disk_apparent, r->bytes_per_msg,
+		    r->stop_s, r->accept_s, r->hello_s,
+		    (unsigned long long) r->rss_after_kb,
+		    (unsigned long long) r->count_after);
+	}
+}
+
+static void
+json_write(const bench_result *rs, int n)
+{
+	const bench_cfg *cfg = g_cfg;
+	FILE *f = fopen(cfg->json, "w");
+
+	if (f == NULL) {
+		perror(cfg->json);
+		return;
+	}
+	fprintf(f, "{\n  \"cpus\": %ld,\n", sysconf(_SC_NPROCESSORS_ONLN));
+	fprintf(f,
+	    "  \"config\": {\"broker\": \"%s\", \"durability\": \"%s\", "
+	    "\"produce_count\": %llu, \"batch\": %d, \"inflight\": %d, "
+	    "\"body\": %zu, \"natural_ids\": %s, \"rate\": %d, \"secs\": %d, "
+	    "\"consumers\": %d, \"credit\": %u, \"ackers\": %d, "
+	    "\"cycle_count\": %llu, \"cycle_credit\": %u, "
+	    "\"scale_count\": %llu, \"repeat\": %d},\n",
+	    cfg->broker, cfg->durability != NULL ? cfg->durability : "always",
+	    (unsigned long long) cfg->produce_count, cfg->batch, cfg->inflight,
+	    cfg->body, cfg->natural_ids ? "true" : "false", cfg->rate,
+	    cfg->secs, cfg->consumers, cfg->credit, cfg->ackers,
+	    (unsigned long long) cfg->cycle_count, cfg->cycle_credit,
+	    (unsigned long long) cfg->scale_count, cfg->repeat);
+	fprintf(f, "  \"runs\": [\n");
+	for (int i = 0; i < n; i++) {
+		json_run(f, &rs[i]);
+		fprintf(f, "%s\n", i + 1 < n ? "," : "");
+	}
+	fprintf(f, "  ],\n  \"median\": {");
+	{
+		const char *sep = "";
+		double m;
+
+		if (!isnan(m = median_of(rs, n, "produce", f_rate))) {
+			fprintf(f, "%s\"produce_msgs_per_s\": %.0f", sep, m);
+			sep = ", ";
+		}
+		if (!isnan(m = median_of(rs, n, "lateness", f_p99))) {
+			fprintf(f,
+			    "%s\"lateness_p50_ms\": %.3f, "
+			    "\"lateness_p90_ms\": %.3f, "
+			    "\"lateness_p99_ms\": %.3f, "
+			    "\"lateness_p999_ms\": %.3f, "
+			    "\"lateness_max_ms\": %.3f",
+			    sep, median_of(rs, n, "lateness", f_p50),
+			    median_of(rs, n, "lateness", f_p90), m,
+			    median_of(rs, n, "lateness", f_p999),
+			    median_of(rs, n, "lateness", f_max));
+			sep = ", ";
+		}
+		if (!isnan(m = median_of(rs, n, "lease-cycle", f_rate))) {
+			fprintf(f, "%s\"lease_cycles_per_s\": %.0f", sep, m);
+			sep = ", ";
+		}
+		if (!isnan(m = median_of(rs, n, "scale", f_rss))) {
+			fprintf(f,
+			    "%s\"scale_rss_mb\": %.1f, \"scale_hwm_mb\": %.1f, "
+			    "\"scale_bytes_per_msg\": %.1f, "
+			    "\"scale_restart_hello_s\": %.3f",
+			    sep, m, median_of(rs, n, "scale", f_hwm),
+			    median_of(rs, n, "scale", f_bpm),
+			    median_of(rs, n, "scale", f_hello));
+		}
+	}
+	fprintf(f, "}\n}\n");
+	fclose(f);
+}
+
+/* ---- main ---- */
+
+static void
+usage(FILE *f)
+{
+	fprintf(f,
+	    "usage: tl-broker-bench [options] "
+	    "produce|lateness|lease-cycle|scale|all\n"
+	    "  --broker PATH       timelined to start "
+	    "(<builddir>/broker/timelined)\n"
+	    "  --durability MODE   passed to timelined: "
+	    "always|interval:MS|none\n"
+	    "  --dir D             make run directories under D (/tmp)\n"
+	    "  --keep              keep the run directories\n"
+	    "  --repeat R          runs per workload, median printed (1)\n"
+	    "  --json FILE         write every run and the medians as JSON\n"
+	    "  --timeout MS        SDK request timeout (30000)\n"
+	    "  --count N           messages of the named workload (produce,\n"
+	    "                      lease-cycle, scale; with all: each of "
+	    "them)\n"
+	    "  --batch B           creates per tl_put_batch_async (512, max "
+	    "%u)\n"
+	    "  --inflight K        batches in flight (16)\n"
+	    "  --body BYTES        body size (100)\n"
+	    "  --natural-ids       producer-chosen ids (default: the "
+	    "broker's)\n"
+	    "  --rate R            lateness: messages due per second (20000)\n"
+	    "  --secs S            lateness: seconds of due messages (10)\n"
+	    "  --lead MS           lateness: first due time after the start "
+	    "(auto)\n"
+	    "  --consumers C       lateness: consumers, one client each (1)\n"
+	    "  --credit N          lateness: credit per consumer (1024)\n"
+	    "  --cycle-credit N    lease-cycle: credit (8192)\n"
+	    "  --ackers A          threads calling tl_lease_delete (64)\n"
+	    "  --grace MS          lateness: wait after the last due time "
+	    "(10000)\n"
+	    "defaults for --count: produce 1000000, lease-cycle 200000, scale "
+	    "5000000\n(1000000 under all)\n",
+	    TL_MAX_BATCH);
+}
+
+static bool
+parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (*s == '\0' || *s == '-' || *end != '\0' || errno != 0 || v < lo ||
+	    v > hi) {
+		return false;
+	}
+	*out = v;
+	return true;
+}
+
+static const char *workloads[] = {
+    "produce", "lateness", "lease-cycle", "scale"};
+#define NWORKLOADS (sizeof(workloads) / sizeof(workloads[0]))
+
+static int
+parse_args(int argc, char **argv, bench_cfg *cfg, const char **workload)
+{
+	static const struct option longs[] = {
+	    {"broker", required_argument, NULL, 'B'},
+	    {"durability", required_argument, NULL, 'D'},
+	    {"dir", required_argument, NULL, 'd'},
+	    {"keep", no_argument, NULL, 'K'},
+	    {"repeat", required_argument, NULL, 'r'},
+	    {"json", required_argument, NULL, 'j'},
+	    {"timeout", required_argument, NULL, 'T'},
+	    {"count", required_argument, NULL, 'm'},
+	    {"batch", required_argument, NULL, 'n'},
+	    {"inflight", required_argument, NULL, 'k'},
+	    {"body", required_argument, NULL, 'b'},
+	    {"natural-ids", no_argument, NULL, 'N'},
+	    {"rate", required_argument, NULL, 'R'},
+	    {"secs", required_argument, NULL, 's'},
+	    {"lead", required_argument, NULL, 'L'},
+	    {"consumers", required_argument, NULL, 'c'},
+	    {"credit", required_argument, NULL, 'C'},
+	    {"cycle-credit", required_argument, NULL, 'X'},
+	    {"ackers", required_argument, NULL, 'A'},
+	    {"grace", required_argument, NULL, 'G'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	uint64_t v, count = 0;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
+		bool ok = true;
+
+		switch (c) {
+		case 'B':
+			cfg->broker = optarg;
+			break;
+		case 'D':
+			cfg->durability = optarg;
+			break;
+		case 'd':
+			cfg->dir = optarg;
+			break;
+		case 'K':
+			cfg->keep = true;
+			break;
+		case 'r':
+			ok = parse_u64(optarg, 1, BENCH_MAX_RUNS, &v);
+			cfg->repeat = (int) v;
+			break;
+		case 'j':
+			cfg->json = optarg;
+			break;
+		case 'T':
+			ok = parse_u64(optarg, 1, 3600000, &v);
+			cfg->timeout_ms = (int) v;
+			break;
+		case 'm':
+			ok = parse_u64(optarg, 1, UINT64_C(1) << 36, &count);
+			break;
+		case 'n':
+			ok = parse_u64(optarg, 1, TL_MAX_BATCH, &v);
+			cfg->batch = (int) v;
+			break;
+		case 'k':
+			ok = parse_u64(optarg, 1, 1024, &v);
+			cfg->inflight = (int) v;
+			break;
+		case 'b':
+			ok = parse_u64(optarg, 0, TL_DEFAULT_MAX_BODY, &v);
+			cfg->body = (size_t) v;
+			break;
+		case 'N':
+			cfg->natural_ids = true;
+			break;
+		case 'R':
+			ok = parse_u64(optarg, 1, 10000000, &v);
+			cfg->rate = (int) v;
+			break;
+		case 's':
+			ok = parse_u64(optarg, 1, 3600, &v);
+			cfg->secs = (int) v;
+			break;
+		case 'L':
+			ok = parse_u64(optarg, 1, 3600000, &v);
+			cfg->lead_ms = (int) v;
+			break;
+		case 'c':
+			ok = parse_u64(optarg, 1, 256, &v);
+			cfg->consumers = (int) v;
+			break;
+		case 'C':
+			ok = parse_u64(optarg, 1, 1000000, &v);
+			cfg->credit = (uint32_t) v;
+			break;
+		case 'X':
+			ok = parse_u64(optarg, 1, 1000000, &v);
+			cfg->cycle_credit = (uint32_t) v;
+			break;
+		case 'A':
+			ok = parse_u64(optarg, 1, 4096, &v);
+			cfg->ackers = (int) v;
+			break;
+		case 'G':
+			ok = parse_u64(optarg, 0, 3600000, &v);
+			cfg->grace_ms = (int) v;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			ok = false;
+			break;
+		}
+		if (!ok) {
+			if (c != '?') {
+				fprintf(stderr, "bad value: %s\n",
+				    optarg != NULL ? optarg : "");
+			}
+			return -1;
+		}
+	}
+	if (optind + 1 != argc) {
+		return -1;
+	}
+	*workload = argv[optind];
+	{
+		bool known = strcmp(*workload, "all") == 0;
+
+		for (size_t w = 0; w < NWORKLOADS; w++) {
+			known = known || strcmp(*workload, workloads[w]) == 0;
+		}
+		if (!known) {
+			return -1;
+		}
+	}
+	if (strcmp(*workload, "all") == 0 && count == 0) {
+		cfg->scale_count = 1000000;
+	}
+	if (count > 0) {
+		bool all = strcmp(*workload, "all") == 0;
+
+		if (all || strcmp(*workload, "produce") == 0) {
+			cfg->produce_count = count;
+		}
+		if (all || strcmp(*workload, "lease-cycle") == 0) {
+			cfg->cycle_count = count;
+		}
+		if (all || strcmp(*workload, "scale") == 0) {
+			cfg->scale_count = count;
+		}
+	}
+	return 0;
+}
+
+/* <builddir>/bench/tl-broker-bench -> <builddir>/broker/timelined */
+static char *
+default_broker(void)
+{
+	char exe[PATH_MAX], path[PATH_MAX + 32];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	if (n <= 0) {
+		return strdup("timelined");
+	}
+	exe[n] = '\0';
+	snprintf(
+	    path, sizeof(path), "%s/broker/timelined", dirname(dirname(exe)));
+	return strdup(path);
+}
+
+int
+main(int argc, char **argv)
+{
+	static bench_result rs[NWORKLOADS * BENCH_MAX_RUNS];
+	bench_cfg cfg = {
+	    .repeat = 1,
+	    .timeout_ms = 30000,
+	    .produce_count = 1000000,
+	    .batch = 512,
+	    .inflight = 16,
+	    .body = 100,
+	    .rate = 20000,
+	    .secs = 10,
+	    .consumers = 1,
+	    .credit = 1024,
+	    .ackers = 64,
+	    .grace_ms = 10000,
+	    .cycle_count = 200000,
+	    .cycle_credit = 8192,
+	    .scale_count = 5000000,
+	};
+	char *def_broker = NULL;
+	const char *workload = NULL;
+	uint64_t failures = 0;
+	int nrs = 0;
+
+	if (parse_args(argc, argv, &cfg, &workload) != 0) {
+		usage(stderr);
+		return 2;
+	}
+	if (cfg.broker == NULL) {
+		cfg.broker = def_broker = default_broker();
+	}
+	if (access(cfg.broker, X_OK) != 0) {
+		fprintf(stderr, "cannot run %s: %s (use --broker PATH)\n",
+		    cfg.broker, strerror(errno));
+		return 2;
+	}
+	g_cfg = &cfg;
+	signal(SIGPIPE, SIG_IGN);
+	for (size_t w = 0; w < NWORKLOADS; w++) {
+		if (strcmp(workload, "all") != 0 &&
+		    strcmp(workload, workloads[w]) != 0) {
+			continue;
+		}
+		for (int i = 0; i < cfg.repeat; i++) {
+			bench_result *r = &rs[nrs];
+			int rv;
+
+			memset(r, 0, sizeof(*r));
+			r->workload = workloads[w];
+			r->run = i + 1;
+			r->load1 = load_avg();
+			switch (w) {
+			case 0:
+				rv = bench_produce(r);
+				break;
+			case 1:
+				rv = bench_lateness(r);
+				break;
+			case 2:
+				rv = bench_cycle(r);
+				break;
+			default:
+				rv = bench_scale(r);
+				break;
+			}
+			if (rv != 0) {
+				fprintf(stderr, "%s: run %d could not run\n",
+				    workloads[w], i + 1);
+				free(def_broker);
+				return 1;
+			}
+			failures += r->failures;
+			nrs++;
+		}
+		median_print(rs, nrs, workloads[w], cfg.repeat);
+	}
+	if (cfg.json != NULL) {
+		json_write(rs, nrs);
+	}
+	free(def_broker);
+	if (failures > 0) {
+		fprintf(stderr, "%llu failed operations or checks\n",
+		    (unsigned long long) failures);
+		return 1;
+	}
+	return 0;
+}
