@@ -108,8 +108,10 @@ tx_start(tlb_session *s)
 	iov.iov_buf = s->tx_inflight.data + s->tx_off;
 	iov.iov_len = s->tx_inflight.len - s->tx_off;
 	nng_aio_set_iov(s->tx_aio, 1, &iov);
+	tlb_session_hold(s); /* the send may complete and drop its own */
 	nng_stream_send(s->st, s->tx_aio);
 	io_started(s, s->tx_aio);
+	tlb_session_rele(s);
 }
 
 /* Move pending output into flight; called with mtx held. Returns whether a
@@ -240,8 +242,10 @@ rx_start(tlb_session *s)
 	iov.iov_buf = (s->rx_body ? s->rx_buf : s->rx_len) + s->rx_got;
 	iov.iov_len = s->rx_need - s->rx_got;
 	nng_aio_set_iov(s->rx_aio, 1, &iov);
+	tlb_session_hold(s); /* the read may complete and drop its own */
 	nng_stream_recv(s->st, s->rx_aio);
 	io_started(s, s->rx_aio);
+	tlb_session_rele(s);
 }
 
 static void
