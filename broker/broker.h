@@ -174,6 +174,14 @@ void tlb_dsp_lease_done(tlb_broker *b, const char *topic, const char *consumer,
     size_t consumer_len, const char *id, size_t id_len, int op, int64_t new_ts,
     uint64_t new_version);
 void tlb_dsp_topic_gone(tlb_broker *b, const char *topic);
+/* The same two under one lock held by the caller (a batch's effects). */
+void tlb_dsp_lock(tlb_broker *b);
+void tlb_dsp_unlock(tlb_broker *b);
+void tlb_dsp_note_locked(tlb_broker *b, const char *topic, uint32_t bucket,
+    int64_t ts, const char *id, size_t id_len, uint64_t version);
+void tlb_dsp_lease_done_locked(tlb_broker *b, const char *topic,
+    const char *consumer, size_t consumer_len, const char *id, size_t id_len,
+    int op, int64_t new_ts, uint64_t new_version);
 /* Metrics: one line per subscription. */
 void tlb_dsp_metrics(tlb_broker *b, tlp_buf *out);
 

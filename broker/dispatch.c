@@ -62,6 +62,7 @@ typedef struct dsub {
 	held **ht;         /* held leases by id */
 	size_t htcap;
 	size_t nheld;
+	int64_t min_until; /* no held lease runs out before this */
 	uint64_t delivered;
 } dsub;
 
@@ -84,6 +85,16 @@ typedef struct dtopic {
 	dcur *cur;
 	dsub *subs;
 	dsub *rr;
+	/* A bucket read in progress (outside the lock): entries offered to
+	 * that bucket past its cursor wait in pending and are offered again
+	 * against the cursor the read leaves behind. */
+	bool scanning;
+	uint32_t scan_bucket;
+	went **pending;
+	size_t npending;
+	size_t pcap;
+	uint64_t gen; /* bumped by topic_reset */
+	bool dead;    /* unlinked while scanning: freed after the read */
 } dtopic;
 
 struct tlb_dsp {
@@ -265,6 +276,9 @@ held_put(dsub *d, const char *id, size_t idl, uint64_t version, int64_t until)
 	}
 	h->version = version;
 	h->until = until;
+	if (until < d->min_until) {
+		d->min_until = until;
+	}
 }
 
 /* Remove a held lease; returns whether it was there. */
@@ -308,6 +322,11 @@ topic_reset(dtopic *t)
 	while (t->hn > 0) {
 		tli_free(heap_pop(t));
 	}
+	for (size_t i = 0; i < t->npending; i++) {
+		tli_free(t->pending[i]);
+	}
+	t->npending = 0;
+	t->gen++;
 	for (uint32_t i = 0; i < t->buckets; i++) {
 		t->cur[i].ts = TL_TS_MIN - 1;
 		t->cur[i].maxid = true;
@@ -367,8 +386,46 @@ topic_free(dtopic *t)
 	}
 	topic_reset(t);
 	tli_free(t->heap);
+	tli_free(t->pending);
 	tli_free(t->cur);
 	tli_free(t);
+}
+
+/* Offer an entry to the window: into the heap when its bucket is loaded
+ * that far, aside while that bucket is being read, else nowhere (a later
+ * read finds it). Returns whether it went into the heap. */
+static bool
+window_offer(dtopic *t, int64_t ts, uint64_t version, uint32_t bucket,
+    const char *id, size_t idl)
+{
+	bool in = at_or_before(&t->cur[bucket], ts, id, idl);
+	went *e;
+
+	if (!in && !(t->scanning && t->scan_bucket == bucket)) {
+		return false;
+	}
+	if ((e = went_new(ts, version, bucket, id, idl)) == NULL) {
+		return false;
+	}
+	if (in) {
+		if (heap_push(t, e) != TL_OK) {
+			tli_free(e);
+			return false;
+		}
+		return true;
+	}
+	if (t->npending == t->pcap) {
+		size_t cap = t->pcap ? t->pcap * 2 : 64;
+		went **np = tli_realloc(t->pending, cap * sizeof(*np));
+		if (np == NULL) {
+			tli_free(e);
+			return false;
+		}
+		t->pending = np;
+		t->pcap = cap;
+	}
+	t->pending[t->npending++] = e;
+	return false;
 }
 
 /* ---- pushing ---- */
@@ -443,19 +500,10 @@ lease_done(void *arg)
 			}
 			atomic_fetch_add(&b->m.leases, 1);
 			if (t != NULL && !d->gone) {
-				dcur *c = &t->cur[it->e->bucket];
 				/* The lease's end is the message's new place.
 				 */
-				if (at_or_before(c, o->new_ts, it->e->id,
-				        it->e->id_len)) {
-					went *e = went_new(o->new_ts,
-					    o->new_version, it->e->bucket,
-					    it->e->id, it->e->id_len);
-					if (e != NULL &&
-					    heap_push(t, e) != TL_OK) {
-						tli_free(e);
-					}
-				}
+				window_offer(t, o->new_ts, o->new_version,
+				    it->e->bucket, it->e->id, it->e->id_len);
 			}
 			if (d->gone) {
 				continue;
@@ -520,64 +568,117 @@ next_sub(dtopic *t)
 	return NULL;
 }
 
-/* Read one chunk of the bucket furthest behind. Called with the lock held;
- * the read does not wait for the writer. */
-static int
-refill_one(tlb_broker *b, dtopic *t, int64_t horizon)
-{
-	tli_entry *v = tli_alloc(sizeof(*v) * CHUNK);
-	uint32_t bk = 0;
+/* A bucket read: prepared under the lock, done without it, merged under
+ * it again. */
+typedef struct refill {
+	dtopic *t;
+	char topic[TL_MAX_NAME_LEN + 1];
+	uint32_t bucket;
+	int64_t horizon;
+	uint64_t gen;
 	tli_cursor after;
-	size_t n = 0;
-	bool more = false;
-	dcur *c;
+	tli_entry *v;
+	size_t n;
+	bool more;
 	int rv;
+} refill;
 
-	if (v == NULL) {
-		return TL_ENOMEM;
-	}
+/* Choose the bucket furthest behind and mark it being read. */
+static void
+refill_prepare(dtopic *t, int64_t horizon, refill *rf)
+{
+	uint32_t bk = 0;
+	dcur *c;
+
 	for (uint32_t i = 1; i < t->buckets; i++) {
 		if (cur_frontier(&t->cur[i]) < cur_frontier(&t->cur[bk])) {
 			bk = i;
 		}
 	}
 	c = &t->cur[bk];
-	memset(&after, 0, sizeof(after));
+	memset(rf, 0, sizeof(*rf));
+	rf->t = t;
+	snprintf(rf->topic, sizeof(rf->topic), "%s", t->name);
+	rf->bucket = bk;
+	rf->horizon = horizon;
+	rf->gen = t->gen;
 	if (c->ts >= TL_TS_MIN) {
-		after.valid = true;
+		rf->after.valid = true;
 		if (c->maxid) {
-			after.ts = c->ts + 1; /* seek to the next timestamp */
-			after.id_len = 0;
+			rf->after.ts =
+			    c->ts + 1; /* seek to the next timestamp */
 		} else {
-			after.ts = c->ts;
-			after.id_len = c->id_len;
-			memcpy(after.id, c->id, c->id_len);
+			rf->after.ts = c->ts;
+			rf->after.id_len = c->id_len;
+			memcpy(rf->after.id, c->id, c->id_len);
 		}
 	}
-	rv = tli_store_scan_due(
-	    b->store, t->name, bk, horizon, &after, v, CHUNK, &n, &more);
-	if (rv == TL_OK) {
-		for (size_t i = 0; i < n; i++) {
-			went *e = went_new(
-			    v[i].ts, v[i].version, bk, v[i].id, v[i].id_len);
-			if (e == NULL || heap_push(t, e) != TL_OK) {
-				tli_free(e);
-				rv = TL_ENOMEM;
-				break;
-			}
+	t->scanning = true;
+	t->scan_bucket = bk;
+}
+
+/* The read itself: no lock held, never waits for the writer. */
+static void
+refill_read(tlb_broker *b, refill *rf)
+{
+	if ((rf->v = tli_alloc(sizeof(tli_entry) * CHUNK)) == NULL) {
+		rf->rv = TL_ENOMEM;
+		return;
+	}
+	rf->rv = tli_store_scan_due(b->store, rf->topic, rf->bucket,
+	    rf->horizon, &rf->after, rf->v, CHUNK, &rf->n, &rf->more);
+}
+
+/* Back under the lock: entries into the heap, the cursor forward, and the
+ * entries offered meanwhile offered again. */
+static void
+refill_merge(tlb_dsp *p, refill *rf)
+{
+	dtopic *t = rf->t;
+	dcur *c = &t->cur[rf->bucket];
+	size_t np;
+
+	t->scanning = false;
+	if (t->dead || t->gen != rf->gen || rf->rv != TL_OK) {
+		if (rf->rv != TL_OK) {
+			tlb_log(TLB_ERROR, "D001",
+			    "topic %s: cannot read the timeline: %s", t->name,
+			    tli_store_last_error(p->b->store));
+		}
+		goto done;
+	}
+	for (size_t i = 0; i < rf->n; i++) {
+		const tli_entry *e = &rf->v[i];
+		went *w =
+		    went_new(e->ts, e->version, rf->bucket, e->id, e->id_len);
+		if (w == NULL || heap_push(t, w) != TL_OK) {
+			tli_free(w);
 		}
 	}
-	if (rv == TL_OK && more && n > 0) {
-		c->ts = v[n - 1].ts;
+	if (rf->more && rf->n > 0) {
+		c->ts = rf->v[rf->n - 1].ts;
 		c->maxid = false;
-		c->id_len = v[n - 1].id_len;
-		memcpy(c->id, v[n - 1].id, c->id_len);
-	} else if (rv == TL_OK) {
-		c->ts = horizon;
+		c->id_len = rf->v[rf->n - 1].id_len;
+		memcpy(c->id, rf->v[rf->n - 1].id, c->id_len);
+	} else {
+		c->ts = rf->horizon;
 		c->maxid = true;
 	}
-	tli_free(v);
-	return rv;
+done:
+	np = t->npending;
+	t->npending = 0;
+	for (size_t i = 0; i < np; i++) {
+		went *w = t->pending[i];
+		if (!t->dead && t->gen == rf->gen) {
+			window_offer(
+			    t, w->ts, w->version, w->bucket, w->id, w->id_len);
+		}
+		tli_free(w);
+	}
+	if (t->dead) {
+		topic_free(t);
+	}
+	tli_free(rf->v);
 }
 
 static int64_t
@@ -613,6 +714,11 @@ expire_held(tlb_dsp *p, dtopic *t, int64_t now, int64_t *wake)
 		tlp_delivery lost[64];
 		size_t nl = 0;
 
+		if (now < d->min_until) {
+			*wake = d->min_until < *wake ? d->min_until : *wake;
+			continue;
+		}
+		d->min_until = INT64_MAX;
 		for (size_t i = 0; i < d->htcap; i++) {
 			held **pp = &d->ht[i];
 			while (*pp != NULL) {
@@ -620,6 +726,9 @@ expire_held(tlb_dsp *p, dtopic *t, int64_t now, int64_t *wake)
 				if (h->until > now) {
 					*wake =
 					    h->until < *wake ? h->until : *wake;
+					if (h->until < d->min_until) {
+						d->min_until = h->until;
+					}
 					pp = &h->next;
 					continue;
 				}
@@ -646,76 +755,67 @@ expire_held(tlb_dsp *p, dtopic *t, int64_t now, int64_t *wake)
 	}
 }
 
-/* One pass over a topic: expire, refill, pop due entries into a lease
- * batch. Returns the batch (or NULL) and lowers *wake. */
+/* One pass over a topic: expire, then pop due entries into a lease batch.
+ * Returns the batch (or NULL), lowers *wake, and sets *read when a bucket
+ * must be read first (outside the lock): something may be due that is not
+ * loaded, or the window has fallen below half its length. */
 static lbatch *
-topic_pass(tlb_dsp *p, dtopic *t, int64_t now, int64_t *wake)
+topic_pass(tlb_dsp *p, dtopic *t, int64_t now, int64_t *wake, bool *read)
 {
 	tlb_broker *b = p->b;
-	int64_t horizon = now + b->conf.window_ms;
+	int64_t half = b->conf.window_ms / 2;
 	lbatch *lb = NULL;
 	size_t cap = 0;
+	int64_t f;
 
+	*read = false;
 	expire_held(p, t, now, wake);
-	if (t->subs == NULL) {
+	if (t->subs == NULL || t->scanning) {
 		return NULL;
 	}
-	for (int guard = 0; guard < 10000; guard++) {
-		int64_t f = frontier(t);
+	f = frontier(t);
+	for (;;) {
 		went *top = t->hn > 0 ? t->heap[0] : NULL;
 		dsub *d;
 
-		if (top != NULL && top->ts <= f && top->ts <= now) {
-			if ((d = next_sub(t)) == NULL) {
-				break; /* no credit: acks will wake us */
+		if (top == NULL || top->ts > f || top->ts > now) {
+			if (top != NULL && top->ts <= f) {
+				/* The next due entry is known. */
+				*wake = top->ts < *wake ? top->ts : *wake;
 			}
-			if (lb == NULL || lb->n == cap) {
-				size_t nc = cap ? cap * 2 : 64;
-				if (nc > MAX_PASS && cap >= MAX_PASS) {
-					break;
-				}
-				if (lb == NULL &&
-				    (lb = tli_zalloc(sizeof(*lb))) == NULL) {
-					break;
-				}
-				litem *ni =
-				    tli_realloc(lb->it, nc * sizeof(*ni));
-				if (ni == NULL) {
-					break;
-				}
-				lb->it = ni;
-				cap = nc;
-			}
-			memset(&lb->it[lb->n], 0, sizeof(litem));
-			lb->it[lb->n].sub = d;
-			lb->it[lb->n].e = heap_pop(t);
-			lb->n++;
-			d->refs++;
-			d->inflight++;
-			continue;
-		}
-		if (top != NULL && top->ts <= f) {
-			/* The next due entry is known: sleep until then. */
-			*wake = top->ts < *wake ? top->ts : *wake;
+			*read = f < now || f < now + half;
 			break;
 		}
-		if (f >= horizon) {
-			break; /* the window is loaded: nothing due before it */
+		if ((d = next_sub(t)) == NULL) {
+			break; /* no credit: acks wake us */
 		}
-		if (refill_one(b, t, horizon) != TL_OK) {
-			tlb_log(TLB_ERROR, "D001",
-			    "topic %s: cannot read the "
-			    "timeline: %s",
-			    t->name, tli_store_last_error(b->store));
-			break;
+		if (lb == NULL || lb->n == cap) {
+			size_t nc = cap ? cap * 2 : 64;
+			litem *ni;
+			if (cap >= MAX_PASS) {
+				break;
+			}
+			if (lb == NULL &&
+			    (lb = tli_zalloc(sizeof(*lb))) == NULL) {
+				break;
+			}
+			if ((ni = tli_realloc(lb->it, nc * sizeof(*ni))) ==
+			    NULL) {
+				break;
+			}
+			lb->it = ni;
+			cap = nc;
 		}
+		memset(&lb->it[lb->n], 0, sizeof(litem));
+		lb->it[lb->n].sub = d;
+		lb->it[lb->n].e = heap_pop(t);
+		lb->n++;
+		d->refs++;
+		d->inflight++;
 	}
-	/* Refill again when half the window has passed. */
-	{
-		int64_t f = frontier(t), refill_at = f - b->conf.window_ms / 2;
-		if (refill_at < *wake) {
-			*wake = refill_at > now ? refill_at : now + 1;
-		}
+	/* Read again when the window falls below half its length. */
+	if (f - half + 1 < *wake) {
+		*wake = f - half + 1 > now ? f - half + 1 : now + 1;
 	}
 	if (lb != NULL) {
 		snprintf(lb->topic, sizeof(lb->topic), "%s", t->name);
@@ -828,22 +928,37 @@ dsp_main(void *arg)
 		int64_t wake = now + 1000;
 		lbatch *work[64];
 		int nw = 0;
+		dtopic *rt = NULL;
+		refill rf;
 
 		for (dtopic *t = p->topics; t != NULL && nw < 64; t = t->next) {
-			lbatch *lb = topic_pass(p, t, now, &wake);
+			bool read;
+			lbatch *lb = topic_pass(p, t, now, &wake, &read);
 			if (lb != NULL) {
 				work[nw++] = lb;
 			}
-		}
-		if (nw > 0) {
-			pthread_mutex_unlock(&p->mtx);
-			for (int i = 0; i < nw; i++) {
-				lbatch_submit(p, work[i]);
+			if (read && rt == NULL) {
+				rt = t;
 			}
-			pthread_mutex_lock(&p->mtx);
+		}
+		if (nw == 0 && rt == NULL) {
+			sleep_until(p, wake);
 			continue;
 		}
-		sleep_until(p, wake);
+		if (rt != NULL) {
+			refill_prepare(rt, now + p->b->conf.window_ms, &rf);
+		}
+		pthread_mutex_unlock(&p->mtx);
+		for (int i = 0; i < nw; i++) {
+			lbatch_submit(p, work[i]);
+		}
+		if (rt != NULL) {
+			refill_read(p->b, &rf);
+		}
+		pthread_mutex_lock(&p->mtx);
+		if (rt != NULL) {
+			refill_merge(p, &rf);
+		}
 	}
 	pthread_mutex_unlock(&p->mtx);
 	return NULL;
@@ -919,29 +1034,65 @@ wake(tlb_dsp *p)
 }
 
 void
+tlb_dsp_lock(tlb_broker *b)
+{
+	pthread_mutex_lock(&b->dsp->mtx);
+}
+
+void
+tlb_dsp_unlock(tlb_broker *b)
+{
+	pthread_mutex_unlock(&b->dsp->mtx);
+}
+
+void
+tlb_dsp_note_locked(tlb_broker *b, const char *topic, uint32_t bucket,
+    int64_t ts, const char *id, size_t id_len, uint64_t version)
+{
+	tlb_dsp *p = b->dsp;
+	dtopic *t = topic_find(p, topic);
+
+	if (t != NULL && t->subs != NULL && bucket < t->buckets &&
+	    window_offer(t, ts, version, bucket, id, id_len) &&
+	    (ts <= tlb_clock_now(NULL) + 1 || t->heap[0]->ts == ts)) {
+		wake(p); /* due now, or a new earliest due time */
+	}
+}
+
+void
 tlb_dsp_note(tlb_broker *b, const char *topic, uint32_t bucket, int64_t ts,
     const char *id, size_t id_len, uint64_t version)
 {
-	tlb_dsp *p = b->dsp;
-	dtopic *t;
-
-	if (p == NULL) {
+	if (b->dsp == NULL) {
 		return;
 	}
-	pthread_mutex_lock(&p->mtx);
-	t = topic_find(p, topic);
-	if (t != NULL && t->subs != NULL && bucket < t->buckets &&
-	    at_or_before(&t->cur[bucket], ts, id, id_len)) {
-		went *e = went_new(ts, version, bucket, id, id_len);
-		if (e != NULL && heap_push(t, e) != TL_OK) {
-			tli_free(e);
-		} else if (e != NULL && ts <= tlb_clock_now(NULL) + 1) {
-			wake(p);
-		} else if (e != NULL && t->heap[0] == e) {
-			wake(p); /* a new earliest due time */
-		}
+	tlb_dsp_lock(b);
+	tlb_dsp_note_locked(b, topic, bucket, ts, id, id_len, version);
+	tlb_dsp_unlock(b);
+}
+
+void
+tlb_dsp_lease_done_locked(tlb_broker *b, const char *topic,
+    const char *consumer, size_t consumer_len, const char *id, size_t id_len,
+    int op, int64_t new_ts, uint64_t new_version)
+{
+	tlb_dsp *p = b->dsp;
+	dtopic *t = topic_find(p, topic);
+	dsub *d = t != NULL ? sub_find(t, consumer, consumer_len) : NULL;
+
+	if (d == NULL) {
+		return;
 	}
-	pthread_mutex_unlock(&p->mtx);
+	if (op == TLP_OP_EXTEND) {
+		held *h = held_find(d, id, id_len, NULL);
+		if (h != NULL) {
+			h->until = new_ts;
+			h->version = new_version;
+		}
+	} else if (held_drop(d, id, id_len)) {
+		d->inflight--;
+		wake(p);
+	}
 }
 
 void
@@ -949,29 +1100,13 @@ tlb_dsp_lease_done(tlb_broker *b, const char *topic, const char *consumer,
     size_t consumer_len, const char *id, size_t id_len, int op, int64_t new_ts,
     uint64_t new_version)
 {
-	tlb_dsp *p = b->dsp;
-	dtopic *t;
-	dsub *d;
-
-	if (p == NULL) {
+	if (b->dsp == NULL) {
 		return;
 	}
-	pthread_mutex_lock(&p->mtx);
-	t = topic_find(p, topic);
-	d = t != NULL ? sub_find(t, consumer, consumer_len) : NULL;
-	if (d != NULL) {
-		if (op == TLP_OP_EXTEND) {
-			held *h = held_find(d, id, id_len, NULL);
-			if (h != NULL) {
-				h->until = new_ts;
-				h->version = new_version;
-			}
-		} else if (held_drop(d, id, id_len)) {
-			d->inflight--;
-			wake(p);
-		}
-	}
-	pthread_mutex_unlock(&p->mtx);
+	tlb_dsp_lock(b);
+	tlb_dsp_lease_done_locked(b, topic, consumer, consumer_len, id, id_len,
+	    op, new_ts, new_version);
+	tlb_dsp_unlock(b);
 }
 
 /* Leases a returning consumer still holds: deliver them again. */
@@ -1083,6 +1218,7 @@ tlb_dsp_subscribe(
 	}
 	d->refs = 1;
 	d->s = s;
+	d->min_until = INT64_MAX;
 	memcpy(d->consumer, sub->consumer.p, sub->consumer.n);
 	d->clen = sub->consumer.n;
 	d->lease_ms =
@@ -1201,7 +1337,11 @@ tlb_dsp_topic_gone(tlb_broker *b, const char *topic)
 		if (strcmp((*pp)->name, topic) == 0) {
 			dtopic *t = *pp;
 			*pp = t->next;
-			topic_free(t);
+			if (t->scanning) {
+				t->dead = true; /* the reader frees it */
+			} else {
+				topic_free(t);
+			}
 			break;
 		}
 	}

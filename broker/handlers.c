@@ -369,6 +369,7 @@ static void
 batch_effects(pending *p)
 {
 	tlb_broker *b = p->b;
+	bool locked = false;
 
 	for (size_t i = 0; i < p->n; i++) {
 		tli_op *o = &p->ops[i];
@@ -380,20 +381,30 @@ batch_effects(pending *p)
 			continue;
 		}
 		atomic_fetch_add(&b->m.items_ok[p->h.op], 1);
+		if (!locked) {
+			/* One lock for the whole batch: the dispatcher waits
+			 * once, not once per item. */
+			tlb_dsp_lock(b);
+			locked = true;
+		}
 		switch (p->h.op) {
 		case TLP_OP_EXTEND:
 		case TLP_OP_RELEASE:
 		case TLP_OP_ACK:
-			tlb_dsp_lease_done(b, p->topic, p->who, strlen(p->who),
-			    id, idl, p->h.op, o->new_ts, o->new_version);
+			tlb_dsp_lease_done_locked(b, p->topic, p->who,
+			    strlen(p->who), id, idl, p->h.op, o->new_ts,
+			    o->new_version);
 			break;
 		default:
 			break;
 		}
 		if (p->h.op != TLP_OP_ACK && p->h.op != TLP_OP_DELETE) {
-			tlb_dsp_note(b, p->topic, o->bucket, o->new_ts, id, idl,
-			    o->new_version);
+			tlb_dsp_note_locked(b, p->topic, o->bucket, o->new_ts,
+			    id, idl, o->new_version);
 		}
+	}
+	if (locked) {
+		tlb_dsp_unlock(b);
 	}
 }
 

@@ -18,6 +18,10 @@ tli_iter(tli_store *s, int cf, const uint8_t *lo, size_t lolen,
 	*ro = rocksdb_readoptions_create();
 	rocksdb_readoptions_set_iterate_upper_bound(
 	    *ro, (const char *) hi, hilen);
+	/* The lower bound lets RocksDB skip whole files and deleted ranges
+	 * before it; the bound must outlive the iterator, as hi. */
+	rocksdb_readoptions_set_iterate_lower_bound(
+	    *ro, (const char *) lo, lolen);
 	it = rocksdb_create_iterator_cf(s->db, *ro, s->cf[cf]);
 	rocksdb_iter_seek(it, (const char *) lo, lolen);
 	return it;
@@ -74,14 +78,19 @@ tli_cursor_from_entry(tli_cursor *c, const tli_entry *e)
 	memcpy(c->id, e->id, e->id_len);
 }
 
-/* Position after the cursor: seek to its key, skip it if present. */
+/* Open positioned just after the cursor key ck: one seek, straight to it.
+ * (Seeking to the start of the range first would walk every deleted key
+ * before the cursor: a bucket's head is all tombstones of delivered
+ * messages until compaction drops them.) */
 static void
-scan_skip_cursor(scan *sc, const uint8_t *ck, size_t cklen)
+scan_open_after(tli_store *s, scan *sc, int cf, const uint8_t *ck, size_t cklen)
 {
 	size_t kl;
 	const char *k;
 
-	rocksdb_iter_seek(sc->it, (const char *) ck, cklen);
+	memcpy(sc->lo, ck, cklen);
+	sc->lolen = cklen;
+	scan_open(s, sc, cf);
 	if (rocksdb_iter_valid(sc->it)) {
 		k = rocksdb_iter_key(sc->it, &kl);
 		if (kl == cklen && memcmp(k, ck, kl) == 0) {
@@ -126,12 +135,13 @@ tli_store_scan_due(tli_store *s, const char *topic, uint32_t bucket,
 	}
 	sc.lolen = tli_key_tl(sc.lo, tid, bucket, TL_TS_MIN, "", 0);
 	sc.hilen = tli_key_tl(sc.hi, tid, bucket, up_to + 1, "", 0);
-	scan_open(s, &sc, CF_TL);
 	if (after != NULL && after->valid) {
 		uint8_t ck[KEY_MAX];
-		scan_skip_cursor(&sc, ck,
+		scan_open_after(s, &sc, CF_TL, ck,
 		    tli_key_tl(
 		        ck, tid, bucket, after->ts, after->id, after->id_len));
+	} else {
+		scan_open(s, &sc, CF_TL);
 	}
 	for (; rocksdb_iter_valid(sc.it); rocksdb_iter_next(sc.it)) {
 		size_t kl, vl;
@@ -185,12 +195,13 @@ tli_store_scan_consumer(tli_store *s, const char *topic, const char *consumer,
 	pre = tli_key_cons(sc.lo, tid, consumer, consumer_len, "", 0);
 	sc.lolen = pre;
 	sc.hilen = prefix_end(sc.hi, sc.lo, pre);
-	scan_open(s, &sc, CF_CONS);
 	if (after != NULL && after->valid) {
 		uint8_t ck[KEY_MAX];
-		scan_skip_cursor(&sc, ck,
+		scan_open_after(s, &sc, CF_CONS, ck,
 		    tli_key_cons(ck, tid, consumer, consumer_len, after->id,
 		        after->id_len));
+	} else {
+		scan_open(s, &sc, CF_CONS);
 	}
 	for (; rocksdb_iter_valid(sc.it); rocksdb_iter_next(sc.it)) {
 		size_t kl, vl;
@@ -244,12 +255,13 @@ tli_store_scan_owner(tli_store *s, const char *topic, const char *owner,
 	pre = 5 + owner_len;
 	sc.lolen = tli_key_own(sc.lo, tid, owner, owner_len, TL_TS_MIN, "", 0);
 	sc.hilen = prefix_end(sc.hi, sc.lo, pre);
-	scan_open(s, &sc, CF_OWN);
 	if (after != NULL && after->valid) {
 		uint8_t ck[KEY_MAX];
-		scan_skip_cursor(&sc, ck,
+		scan_open_after(s, &sc, CF_OWN, ck,
 		    tli_key_own(ck, tid, owner, owner_len, after->ts, after->id,
 		        after->id_len));
+	} else {
+		scan_open(s, &sc, CF_OWN);
 	}
 	for (; rocksdb_iter_valid(sc.it); rocksdb_iter_next(sc.it)) {
 		size_t kl, vl;
@@ -301,11 +313,12 @@ tli_store_scan_dead(tli_store *s, const char *topic, const tli_cursor *after,
 	pre = tli_key_dead(sc.lo, tid, "", 0);
 	sc.lolen = pre;
 	sc.hilen = prefix_end(sc.hi, sc.lo, pre);
-	scan_open(s, &sc, CF_MSG);
 	if (after != NULL && after->valid) {
 		uint8_t ck[KEY_MAX];
-		scan_skip_cursor(
-		    &sc, ck, tli_key_dead(ck, tid, after->id, after->id_len));
+		scan_open_after(s, &sc, CF_MSG, ck,
+		    tli_key_dead(ck, tid, after->id, after->id_len));
+	} else {
+		scan_open(s, &sc, CF_MSG);
 	}
 	for (; rocksdb_iter_valid(sc.it); rocksdb_iter_next(sc.it)) {
 		size_t kl, vl;
