@@ -884,6 +884,11 @@ options_setup(tli_store *s)
 	rocksdb_options_increase_parallelism(s->dbopts, 2);
 	rocksdb_options_set_max_background_jobs(s->dbopts, 2);
 	rocksdb_options_set_keep_log_file_num(s->dbopts, 4);
+	/* Bound the write-ahead log: past this RocksDB flushes the column
+	 * families holding the oldest log, so a restart replays at most this
+	 * much (measured: 1.7 GB of log and 3.6 s of replay after 5M creates
+	 * without it). */
+	rocksdb_options_set_max_total_wal_size(s->dbopts, 256u << 20);
 	/* RocksDB's own LOG file: with the Debian build, a logger whose file
 	 * hit a write error aborts the process (an assertion) on its next
 	 * line, and on a full disk RocksDB logs the error it is handling.
