@@ -63,6 +63,31 @@ r_opt_int(tlp_r *r, bool *has, int64_t *v)
 	return nil ? TL_OK : tlp_r_int(r, v);
 }
 
+/* An array header whose count is checked against max, then an array of
+ * that many zeroed elements of elem bytes (one more, so 0 allocates). */
+static int
+r_alloc_array(tlp_r *r, size_t max, size_t elem, void **arr, size_t *n)
+{
+	if (tlp_r_array(r, max, n) != TL_OK) {
+		return r->err;
+	}
+	if ((*arr = tli_zalloc(elem * (*n + 1))) == NULL) {
+		return TL_ENOMEM;
+	}
+	return TL_OK;
+}
+
+/* [name, name, [element...]]: the head of a batch and of a push. */
+static int
+r_named_list(
+    tlp_r *r, tlp_str *a, tlp_str *b, size_t elem, void **arr, size_t *n)
+{
+	r_tuple(r, 3);
+	r_str(r, TL_MAX_NAME_LEN, a);
+	r_str(r, TL_MAX_NAME_LEN, b);
+	return r_alloc_array(r, TL_MAX_BATCH, elem, arr, n);
+}
+
 /* ---- sessions ---- */
 
 void
@@ -234,16 +259,16 @@ int
 tlp_dec_topic_list(tlp_r *r, tlp_topic **v, size_t *n)
 {
 	size_t cnt = 0;
+	void *arr = NULL;
 	tlp_topic *t;
+	int rv;
 
 	*v = NULL;
 	*n = 0;
-	if (tlp_r_array(r, 65536, &cnt) != TL_OK) {
-		return r->err;
+	if ((rv = r_alloc_array(r, 65536, sizeof(*t), &arr, &cnt)) != TL_OK) {
+		return rv;
 	}
-	if ((t = tli_zalloc(sizeof(*t) * (cnt + 1))) == NULL) {
-		return TL_ENOMEM;
-	}
+	t = arr;
 	for (size_t i = 0; i < cnt && r->err == TL_OK; i++) {
 		r_topic(r, &t[i]);
 	}
@@ -287,20 +312,16 @@ tlp_enc_batch(tlp_w *w, const tlp_batch *b)
 int
 tlp_dec_batch(tlp_r *r, tlp_batch *b)
 {
-	size_t n = 0;
+	void *arr = NULL;
+	int rv;
 
 	memset(b, 0, sizeof(*b));
-	r_tuple(r, 3);
-	r_str(r, TL_MAX_NAME_LEN, &b->topic);
-	r_str(r, TL_MAX_NAME_LEN, &b->who);
-	if (tlp_r_array(r, TL_MAX_BATCH, &n) != TL_OK) {
-		return r->err;
+	rv = r_named_list(r, &b->topic, &b->who, sizeof(tlp_item), &arr, &b->n);
+	if (rv != TL_OK) {
+		return rv;
 	}
-	if ((b->items = tli_zalloc(sizeof(tlp_item) * (n + 1))) == NULL) {
-		return TL_ENOMEM;
-	}
-	b->n = n;
-	for (size_t i = 0; i < n && r->err == TL_OK; i++) {
+	b->items = arr;
+	for (size_t i = 0; i < b->n && r->err == TL_OK; i++) {
 		tlp_item *it = &b->items[i];
 		r_tuple(r, 5);
 		r_str(r, TL_MAX_ID_LEN, &it->id);
@@ -344,16 +365,17 @@ int
 tlp_dec_results(tlp_r *r, tlp_result **v, size_t *n)
 {
 	size_t cnt = 0;
+	void *arr = NULL;
 	tlp_result *res;
+	int rv;
 
 	*v = NULL;
 	*n = 0;
-	if (tlp_r_array(r, TL_MAX_BATCH, &cnt) != TL_OK) {
-		return r->err;
+	if ((rv = r_alloc_array(r, TL_MAX_BATCH, sizeof(*res), &arr, &cnt)) !=
+	    TL_OK) {
+		return rv;
 	}
-	if ((res = tli_zalloc(sizeof(*res) * (cnt + 1))) == NULL) {
-		return TL_ENOMEM;
-	}
+	res = arr;
 	for (size_t i = 0; i < cnt && r->err == TL_OK; i++) {
 		uint32_t err = 0;
 		r_tuple(r, 5);
@@ -480,16 +502,17 @@ int
 tlp_dec_entries(tlp_r *r, tlp_entry **v, size_t *n, bool *more)
 {
 	size_t cnt = 0;
+	void *arr = NULL;
 	tlp_entry *e;
+	int rv;
 
 	*v = NULL;
 	*n = 0;
-	if (tlp_r_array(r, TL_MAX_BATCH, &cnt) != TL_OK) {
-		return r->err;
+	if ((rv = r_alloc_array(r, TL_MAX_BATCH, sizeof(*e), &arr, &cnt)) !=
+	    TL_OK) {
+		return rv;
 	}
-	if ((e = tli_zalloc(sizeof(*e) * (cnt + 1))) == NULL) {
-		return TL_ENOMEM;
-	}
+	e = arr;
 	for (size_t i = 0; i < cnt && r->err == TL_OK; i++) {
 		r_tuple(r, 4);
 		r_str(r, TL_MAX_ID_LEN, &e[i].id);
@@ -591,20 +614,17 @@ tlp_enc_deliver(tlp_w *w, const tlp_deliver *d)
 int
 tlp_dec_deliver(tlp_r *r, tlp_deliver *d)
 {
-	size_t n = 0;
+	void *arr = NULL;
+	int rv;
 
 	memset(d, 0, sizeof(*d));
-	r_tuple(r, 3);
-	r_str(r, TL_MAX_NAME_LEN, &d->topic);
-	r_str(r, TL_MAX_NAME_LEN, &d->consumer);
-	if (tlp_r_array(r, TL_MAX_BATCH, &n) != TL_OK) {
-		return r->err;
+	rv = r_named_list(
+	    r, &d->topic, &d->consumer, sizeof(tlp_delivery), &arr, &d->n);
+	if (rv != TL_OK) {
+		return rv;
 	}
-	if ((d->v = tli_zalloc(sizeof(tlp_delivery) * (n + 1))) == NULL) {
-		return TL_ENOMEM;
-	}
-	d->n = n;
-	for (size_t i = 0; i < n && r->err == TL_OK; i++) {
+	d->v = arr;
+	for (size_t i = 0; i < d->n && r->err == TL_OK; i++) {
 		tlp_delivery *m = &d->v[i];
 		r_tuple(r, 7);
 		r_str(r, TL_MAX_ID_LEN, &m->id);
