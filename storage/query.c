@@ -175,6 +175,46 @@ tli_store_scan_due(tli_store *s, const char *topic, uint32_t bucket,
 	}
 }
 
+/* The entries of a scan whose keys are prefix + id and whose values are
+ * ts(8) version(8): the consumer and the dead-letter indexes. Closes the
+ * scan. */
+static int
+scan_id_entries(tli_store *s, scan *sc, size_t pre, uint32_t buckets,
+    bool locked, tli_entry *out, size_t max, size_t *n, bool *more)
+{
+	size_t got = 0;
+	int rv = TL_OK, rv2;
+
+	for (; rocksdb_iter_valid(sc->it); rocksdb_iter_next(sc->it)) {
+		size_t kl, vl;
+		const uint8_t *k =
+		    (const uint8_t *) rocksdb_iter_key(sc->it, &kl);
+		const uint8_t *v =
+		    (const uint8_t *) rocksdb_iter_value(sc->it, &vl);
+		tli_entry *e;
+
+		if (got == max) {
+			*more = true;
+			break;
+		}
+		if (kl <= pre || kl > pre + TL_MAX_ID_LEN || vl != 16) {
+			rv = TL_ECORRUPT;
+			break;
+		}
+		e = &out[got++];
+		e->ts = (int64_t) tli_get_be64(v);
+		e->version = tli_get_be64(v + 8);
+		e->locked = locked;
+		e->id_len = (uint8_t) (kl - pre);
+		memcpy(e->id, k + pre, e->id_len);
+		e->id[e->id_len] = '\0';
+		e->bucket = tli_bucket_of(e->id, e->id_len, buckets);
+	}
+	*n = got;
+	rv2 = scan_close(s, sc);
+	return rv != TL_OK ? rv : rv2;
+}
+
 int
 tli_store_scan_consumer(tli_store *s, const char *topic, const char *consumer,
     size_t consumer_len, const tli_cursor *after, tli_entry *out, size_t max,
@@ -182,7 +222,7 @@ tli_store_scan_consumer(tli_store *s, const char *topic, const char *consumer,
 {
 	tli_topic_conf conf;
 	uint32_t tid;
-	size_t got = 0, pre;
+	size_t pre;
 	scan sc;
 	int rv;
 
@@ -203,36 +243,8 @@ tli_store_scan_consumer(tli_store *s, const char *topic, const char *consumer,
 	} else {
 		scan_open(s, &sc, CF_CONS);
 	}
-	for (; rocksdb_iter_valid(sc.it); rocksdb_iter_next(sc.it)) {
-		size_t kl, vl;
-		const uint8_t *k =
-		    (const uint8_t *) rocksdb_iter_key(sc.it, &kl);
-		const uint8_t *v =
-		    (const uint8_t *) rocksdb_iter_value(sc.it, &vl);
-		tli_entry *e;
-
-		if (got == max) {
-			*more = true;
-			break;
-		}
-		if (kl <= pre || kl > pre + TL_MAX_ID_LEN || vl != 16) {
-			rv = TL_ECORRUPT;
-			break;
-		}
-		e = &out[got++];
-		e->ts = (int64_t) tli_get_be64(v);
-		e->version = tli_get_be64(v + 8);
-		e->locked = true;
-		e->id_len = (uint8_t) (kl - pre);
-		memcpy(e->id, k + pre, e->id_len);
-		e->id[e->id_len] = '\0';
-		e->bucket = tli_bucket_of(e->id, e->id_len, conf.buckets);
-	}
-	*n = got;
-	{
-		int rv2 = scan_close(s, &sc);
-		return rv != TL_OK ? rv : rv2;
-	}
+	return scan_id_entries(
+	    s, &sc, pre, conf.buckets, true, out, max, n, more);
 }
 
 int
@@ -301,7 +313,7 @@ tli_store_scan_dead(tli_store *s, const char *topic, const tli_cursor *after,
 {
 	tli_topic_conf conf;
 	uint32_t tid;
-	size_t got = 0, pre;
+	size_t pre;
 	scan sc;
 	int rv;
 
@@ -320,36 +332,8 @@ tli_store_scan_dead(tli_store *s, const char *topic, const tli_cursor *after,
 	} else {
 		scan_open(s, &sc, CF_MSG);
 	}
-	for (; rocksdb_iter_valid(sc.it); rocksdb_iter_next(sc.it)) {
-		size_t kl, vl;
-		const uint8_t *k =
-		    (const uint8_t *) rocksdb_iter_key(sc.it, &kl);
-		const uint8_t *v =
-		    (const uint8_t *) rocksdb_iter_value(sc.it, &vl);
-		tli_entry *e;
-
-		if (got == max) {
-			*more = true;
-			break;
-		}
-		if (kl <= pre || kl > pre + TL_MAX_ID_LEN || vl != 16) {
-			rv = TL_ECORRUPT;
-			break;
-		}
-		e = &out[got++];
-		e->ts = (int64_t) tli_get_be64(v);
-		e->version = tli_get_be64(v + 8);
-		e->locked = false;
-		e->id_len = (uint8_t) (kl - pre);
-		memcpy(e->id, k + pre, e->id_len);
-		e->id[e->id_len] = '\0';
-		e->bucket = tli_bucket_of(e->id, e->id_len, conf.buckets);
-	}
-	*n = got;
-	{
-		int rv2 = scan_close(s, &sc);
-		return rv != TL_OK ? rv : rv2;
-	}
+	return scan_id_entries(
+	    s, &sc, pre, conf.buckets, false, out, max, n, more);
 }
 
 /* Count [from, to) of every bucket, classifying at `now`. */
