@@ -286,20 +286,28 @@ tli_call(tl_client *c, tlp_buf *frame, uint8_t op, tli_dec_fn dec, void *arg)
 }
 
 void
-tli_cb_post(tl_client *c, tli_cb *cb)
+tli_cb_post_locked(tl_client *c, tli_cb *cb)
 {
-	pthread_mutex_lock(&c->mtx);
 	cb->next = NULL;
 	if (c->cb_tail != NULL) {
 		c->cb_tail->next = cb;
 	} else {
 		c->cb_head = cb;
+		pthread_cond_signal(&c->cb_cv);
 	}
 	c->cb_tail = cb;
-	pthread_cond_signal(&c->cb_cv);
+}
+
+void
+tli_cb_post(tl_client *c, tli_cb *cb)
+{
+	pthread_mutex_lock(&c->mtx);
+	tli_cb_post_locked(c, cb);
 	pthread_mutex_unlock(&c->mtx);
 }
 
+/* Takes the whole queue at once: a lease-op reply of n items posts n
+ * callbacks, which then cost one lock round, not n. */
 static void *
 cb_main(void *arg)
 {
@@ -314,11 +322,13 @@ cb_main(void *arg)
 		if ((cb = c->cb_head) == NULL) {
 			break;
 		}
-		if ((c->cb_head = cb->next) == NULL) {
-			c->cb_tail = NULL;
-		}
+		c->cb_head = c->cb_tail = NULL;
 		pthread_mutex_unlock(&c->mtx);
-		cb->fn(cb->arg);
+		while (cb != NULL) {
+			tli_cb *next = cb->next; /* fn may free cb */
+			cb->fn(cb->arg);
+			cb = next;
+		}
 		pthread_mutex_lock(&c->mtx);
 	}
 	pthread_mutex_unlock(&c->mtx);

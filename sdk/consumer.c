@@ -5,12 +5,17 @@
  * thread, polling, and the lease operations (extend, release, delete).
  *
  * DESIGN. A lease operation is not sent by the caller: it is appended to
- * its consumer's pending list of that kind and the caller sleeps. The send
- * thread turns every pending list into one EXTEND, RELEASE or ACK batch
- * frame (at most TL_MAX_BATCH items each) when it next runs, so the
- * operations that many threads issue while a frame is being written travel
- * together. The reply completes each caller with its own item's result.
- * All consumer state is guarded by the client's mutex.
+ * its consumer's pending list of that kind. A blocking caller then sleeps
+ * on its own condition variable; an asynchronous one (tl_lease_*_async)
+ * returns, its op allocated. The send thread turns every pending list into
+ * one EXTEND, RELEASE or ACK batch frame (at most TL_MAX_BATCH items each)
+ * when it next runs, so the operations that many threads (or one thread's
+ * async calls) issue while a frame is being written travel together. The
+ * reply completes each op once, in lop_done_locked, with its own item's
+ * result: it updates the handle, then wakes the blocking caller or queues
+ * the async callback for the client's callback thread. Timeouts, connection
+ * loss and consumer close complete pending ops the same way. All consumer
+ * state is guarded by the client's mutex.
  */
 #include <stdio.h>
 #include <time.h>
@@ -294,12 +299,32 @@ tl_lease_free(tl_lease *l)
 /* ---- lease operations ---- */
 
 static void
+lop_user_cb(void *arg)
+{
+	tli_lop *op = arg;
+	tl_done_fn done = op->done;
+	void *done_arg = op->arg;
+	int err = op->err;
+
+	tli_free(op); /* before done, which may free what op pointed to */
+	done(done_arg, err);
+}
+
+/* The one completion of every lease op, under c->mtx: a blocking caller
+ * is woken; an asynchronous op's callback is queued for the callback
+ * thread, never run here. */
+static void
 lop_done_locked(tl_client *c, tli_lop *op, int err)
 {
-	(void) c;
 	op->err = err;
-	op->done = true;
-	pthread_cond_signal(&op->cv);
+	op->finished = true;
+	if (op->done != NULL) {
+		op->cb.fn = lop_user_cb;
+		op->cb.arg = op;
+		tli_cb_post_locked(c, &op->cb);
+	} else {
+		pthread_cond_signal(&op->cv);
+	}
 }
 
 void
@@ -379,8 +404,6 @@ lgroup_reply(tli_req *q, int err, tlp_r *r)
 		tli_lop *op = g->v[i];
 		int e = err != TL_OK ? err : res[i].err;
 		if (e == TL_OK) {
-			op->version = res[i].version;
-			op->ts_out = res[i].ts;
 			op->lease->version = res[i].version;
 			if (g->kind == TLI_LOP_EXTEND) {
 				op->lease->until = res[i].ts;
@@ -470,82 +493,155 @@ tli_consumer_flush(tl_client *c)
 	}
 }
 
+/* Check the handle and fill op; the consumer is returned in *kp. */
 static int
-lease_op(tl_lease *l, int kind, int64_t ts, bool rel, tli_lop *res)
+lop_init(
+    tl_lease *l, int kind, int64_t ts, bool rel, tli_lop *op, tl_consumer **kp)
 {
 	tl_consumer *k;
-	tl_client *c;
-	tli_lop op;
 
-	if (l == NULL) {
+	if (l == NULL || (kind == TLI_LOP_EXTEND && ts <= 0) ||
+	    (kind == TLI_LOP_RELEASE && rel && ts < 0)) {
 		return TL_EINVAL;
 	}
 	if ((k = l->cons) == NULL) {
 		return TL_ECLOSED;
 	}
-	c = k->client;
-	memset(&op, 0, sizeof(op));
-	op.lease = l;
-	op.ts = ts;
-	op.rel = rel;
-	op.deadline = tli_mono_ms() + c->opts.timeout_ms;
-	pthread_cond_init(&op.cv, NULL);
-	pthread_mutex_lock(&c->mtx);
+	op->lease = l;
+	op->ts = ts;
+	op->rel = rel;
+	op->deadline = tli_mono_ms() + k->client->opts.timeout_ms;
+	*kp = k;
+	return TL_OK;
+}
+
+/* Under c->mtx: append op to its consumer's pending list of its kind for
+ * the send thread; from here on lop_done_locked completes it once. */
+static int
+lop_queue_locked(tl_client *c, tl_consumer *k, int kind, tli_lop *op)
+{
 	if (c->closing || k->closing) {
-		pthread_mutex_unlock(&c->mtx);
-		pthread_cond_destroy(&op.cv);
 		return TL_ECLOSED;
 	}
 	if (c->state != TLI_UP) {
-		pthread_mutex_unlock(&c->mtx);
-		pthread_cond_destroy(&op.cv);
 		return TL_ECONN;
 	}
+	op->next = NULL;
 	if (k->pend_tail[kind] != NULL) {
-		k->pend_tail[kind]->next = &op;
+		k->pend_tail[kind]->next = op;
 	} else {
-		k->pend[kind] = &op;
+		k->pend[kind] = op;
 	}
-	k->pend_tail[kind] = &op;
+	k->pend_tail[kind] = op;
 	if (!k->dirty) {
 		k->dirty = true;
 		k->dnext = c->dirty;
 		c->dirty = k;
 	}
 	pthread_cond_broadcast(&c->cv);
-	while (!op.done) {
-		pthread_cond_wait(&op.cv, &c->mtx);
+	return TL_OK;
+}
+
+/* The blocking calls: the asynchronous path with the caller asleep on its
+ * own condition variable instead of a callback. They do not go through
+ * the callback thread: that would add a thread hop to every call, and a
+ * blocking lease op made from a tl_done_fn (on that thread) would wait
+ * for itself. */
+static int
+lease_op_wait(tl_lease *l, int kind, int64_t ts, bool rel)
+{
+	tl_consumer *k;
+	tl_client *c;
+	tli_lop op;
+	int rv;
+
+	memset(&op, 0, sizeof(op));
+	if ((rv = lop_init(l, kind, ts, rel, &op, &k)) != TL_OK) {
+		return rv;
+	}
+	c = k->client;
+	pthread_cond_init(&op.cv, NULL);
+	pthread_mutex_lock(&c->mtx);
+	if ((rv = lop_queue_locked(c, k, kind, &op)) == TL_OK) {
+		while (!op.finished) {
+			pthread_cond_wait(&op.cv, &c->mtx);
+		}
+		rv = op.err;
 	}
 	pthread_mutex_unlock(&c->mtx);
 	pthread_cond_destroy(&op.cv);
-	if (res != NULL) {
-		*res = op;
+	return rv;
+}
+
+static int
+lease_op_async(
+    tl_lease *l, int kind, int64_t ts, bool rel, tl_done_fn done, void *arg)
+{
+	tl_consumer *k;
+	tl_client *c;
+	tli_lop *op;
+	int rv;
+
+	if (done == NULL) {
+		return TL_EINVAL;
 	}
-	return op.err;
+	if ((op = tli_zalloc(sizeof(*op))) == NULL) {
+		return TL_ENOMEM;
+	}
+	if ((rv = lop_init(l, kind, ts, rel, op, &k)) != TL_OK) {
+		goto fail;
+	}
+	op->done = done;
+	op->arg = arg;
+	c = k->client;
+	pthread_mutex_lock(&c->mtx);
+	rv = lop_queue_locked(c, k, kind, op);
+	pthread_mutex_unlock(&c->mtx);
+	if (rv != TL_OK) {
+		goto fail;
+	}
+	return TL_OK;
+
+fail:
+	tli_free(op);
+	return rv;
 }
 
 int
 tl_lease_extend(tl_lease *l, int64_t ms)
 {
-	if (ms <= 0) {
-		return TL_EINVAL;
-	}
-	return lease_op(l, TLI_LOP_EXTEND, ms, true, NULL);
+	return lease_op_wait(l, TLI_LOP_EXTEND, ms, true);
 }
 
 int
 tl_lease_release(tl_lease *l, int64_t ts, bool rel)
 {
-	if (rel && ts < 0) {
-		return TL_EINVAL;
-	}
-	return lease_op(l, TLI_LOP_RELEASE, ts, rel, NULL);
+	return lease_op_wait(l, TLI_LOP_RELEASE, ts, rel);
 }
 
 int
 tl_lease_delete(tl_lease *l)
 {
-	return lease_op(l, TLI_LOP_ACK, 0, false, NULL);
+	return lease_op_wait(l, TLI_LOP_ACK, 0, false);
+}
+
+int
+tl_lease_extend_async(tl_lease *l, int64_t ms, tl_done_fn done, void *arg)
+{
+	return lease_op_async(l, TLI_LOP_EXTEND, ms, true, done, arg);
+}
+
+int
+tl_lease_release_async(
+    tl_lease *l, int64_t ts, bool rel, tl_done_fn done, void *arg)
+{
+	return lease_op_async(l, TLI_LOP_RELEASE, ts, rel, done, arg);
+}
+
+int
+tl_lease_delete_async(tl_lease *l, tl_done_fn done, void *arg)
+{
+	return lease_op_async(l, TLI_LOP_ACK, 0, false, done, arg);
 }
 
 /* ---- pushes ---- */

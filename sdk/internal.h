@@ -10,8 +10,9 @@
  * in flight with TL_ECONN and reconnects with backoff. The send thread
  * writes the send queue (many frames per nng_stream_send), builds the
  * coalesced lease-op batches, sends PINGs and times requests out. The
- * callback thread runs user completion callbacks (tl_put_batch_async), so
- * no user code runs on the reader or under a lock. A consumer with
+ * callback thread runs user completion callbacks (tl_put_batch_async, the
+ * tl_lease_*_async ops), so no user code runs on the reader or under a
+ * lock. A consumer with
  * on_message has one more thread that feeds the callback from its queue.
  *
  * Locking: one mutex per client (c->mtx) guards the client and all its
@@ -109,22 +110,27 @@ struct tl_lease {
 	size_t body_len;
 };
 
-/* One pending lease operation of a blocking caller (on its stack). */
+/* One pending lease operation: a blocking caller's (on its stack, done
+ * NULL) or an asynchronous one's (allocated, freed after done ran). Both
+ * travel the same way: queued on the consumer's pending list, batched by
+ * the send thread, completed by lop_done_locked. */
 struct tli_lop {
 	tl_lease *lease;
 	int64_t ts;
 	bool rel;
 	int64_t deadline;
 	tli_lop *next;
-	/* The caller sleeps on its own condition variable (with c->mtx), so
-	 * a reply of many items wakes each caller once, not every caller
-	 * once per item. */
+	/* A blocking caller sleeps on its own condition variable (with
+	 * c->mtx), so a reply of many items wakes each caller once, not
+	 * every caller once per item. Unused by asynchronous ops. */
 	pthread_cond_t cv;
+	/* asynchronous ops: the user's callback, run on the callback thread */
+	tl_done_fn done;
+	void *arg;
+	tli_cb cb;
 	/* results */
-	bool done;
+	bool finished;
 	int err;
-	uint64_t version;
-	int64_t ts_out;
 };
 
 enum { TLI_LOP_EXTEND = 0, TLI_LOP_RELEASE, TLI_LOP_ACK, TLI_LOP_N };
@@ -207,6 +213,8 @@ void tli_wait_done(tl_client *c, tli_waiter *w, int err);
 int tli_wait(tl_client *c, tli_waiter *w);
 /* Run cb->fn(cb->arg) on the callback thread; cb stays the caller's. */
 void tli_cb_post(tl_client *c, tli_cb *cb);
+/* The same, with c->mtx held. */
+void tli_cb_post_locked(tl_client *c, tli_cb *cb);
 /* Under c->mtx: queue one request (its frame finished by the caller's
  * encoder, not yet ended). */
 int tli_submit_locked(tl_client *c, tli_req *q);

@@ -231,7 +231,8 @@ typedef struct tl_lease tl_lease;
 
 /* Called for every delivered message, from the consumer's own thread, one
  * at a time. The callback owns the lease: it must end with tl_lease_free
- * (after delete / release, or to keep the lease running out). */
+ * (after delete / release, or to keep the lease running out), or hand the
+ * lease to an asynchronous operation whose done frees it. */
 typedef void (*tl_deliver_fn)(void *arg, tl_lease *lease);
 
 typedef struct tl_consumer_conf {
@@ -279,8 +280,31 @@ TL_API int tl_lease_extend(tl_lease *l, int64_t ms);
 TL_API int tl_lease_release(tl_lease *l, int64_t ts, bool rel);
 /* Delete the message: the work is done. Errors as extend. */
 TL_API int tl_lease_delete(tl_lease *l);
-/* Free the handle (does not end the lease). */
+/* Free the handle (does not end the lease). Not while an asynchronous
+ * operation on it is pending. */
 TL_API void tl_lease_free(tl_lease *l);
+
+/* Asynchronous lease operations: as tl_lease_extend, tl_lease_release and
+ * tl_lease_delete, but they return at once. TL_OK means queued: `done`
+ * is then called exactly once, from the client's callback thread (never
+ * under a library lock, so it may call the library, blocking calls and
+ * tl_lease_free included), with the operation's result: TL_OK or the
+ * error the blocking call would have returned (the same list, plus
+ * TL_ECONN, TL_ETIMEDOUT, and TL_ECLOSED when the consumer or client
+ * closes first). Any other return is an error of the call itself
+ * (TL_EINVAL for a NULL lease or done or a bad ms / ts, TL_ECLOSED,
+ * TL_ECONN while disconnected, TL_ENOMEM) and done is never called.
+ * The lease handle must stay valid (not freed) until done was called,
+ * even after tl_consumer_close; on success the handle carries the new
+ * version (and, for extend, expiry) before done runs. They share the
+ * blocking calls' path: operations of the same kind on one consumer,
+ * blocking or not, are coalesced into one batch frame. Thread-safe; for
+ * one lease, start the next operation from done, not before. */
+TL_API int tl_lease_extend_async(
+    tl_lease *l, int64_t ms, tl_done_fn done, void *arg);
+TL_API int tl_lease_release_async(
+    tl_lease *l, int64_t ts, bool rel, tl_done_fn done, void *arg);
+TL_API int tl_lease_delete_async(tl_lease *l, tl_done_fn done, void *arg);
 
 /* ---- dead letters ---- */
 

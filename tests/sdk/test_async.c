@@ -1,0 +1,456 @@
+/*
+ * End-to-end: the asynchronous lease operations of libtimeline
+ * (tl_lease_delete_async, tl_lease_extend_async, tl_lease_release_async)
+ * against the real broker — many deletes in flight from one thread, the
+ * handle updated by an extend, the precise error of a stale lease through
+ * done, done called exactly once per queued op and never after an error
+ * return, done calling the library (blocking calls included), and deletes
+ * started from on_message.
+ */
+#include "sdk_util.h"
+
+static sb_broker B;
+static tl_client *C;
+
+static void
+setup(void)
+{
+	sb_start(&B, "sdk-async");
+	C = sb_client(&B);
+}
+
+static void
+teardown(void)
+{
+	tl_client_close(C);
+	sb_stop(&B);
+}
+
+TestSuite(async, .init = setup, .fini = teardown, .timeout = 60);
+
+/* Completions of a test's ops; each op has a slot. */
+typedef struct tracker {
+	pthread_mutex_t m;
+	pthread_cond_t cv;
+	int done;
+} tracker;
+
+typedef struct slot {
+	tracker *t;
+	tl_lease *l;
+	bool free_lease;  /* done frees the lease (as an on_message would) */
+	bool then_delete; /* done calls the blocking tl_lease_delete */
+	int calls;
+	int err;
+	int err2; /* the blocking delete's result */
+	pthread_t thr;
+} slot;
+
+static void
+tracker_init(tracker *t)
+{
+	memset(t, 0, sizeof(*t));
+	pthread_mutex_init(&t->m, NULL);
+	pthread_cond_init(&t->cv, NULL);
+}
+
+static void
+tracker_fini(tracker *t)
+{
+	pthread_mutex_destroy(&t->m);
+	pthread_cond_destroy(&t->cv);
+}
+
+static void
+on_done(void *arg, int err)
+{
+	slot *s = arg;
+	tracker *t = s->t;
+
+	s->thr = pthread_self();
+	if (s->then_delete) {
+		s->err2 = tl_lease_delete(s->l);
+	}
+	if (s->free_lease) {
+		tl_lease_free(s->l);
+	}
+	pthread_mutex_lock(&t->m);
+	s->calls++;
+	s->err = err;
+	t->done++;
+	pthread_cond_broadcast(&t->cv);
+	pthread_mutex_unlock(&t->m);
+}
+
+/* Wait until n completions or 20 s; returns the count. */
+static int
+tracker_wait(tracker *t, int n)
+{
+	int64_t deadline = tli_mono_ms() + 20000;
+	int got;
+
+	pthread_mutex_lock(&t->m);
+	while (t->done < n && tli_mono_ms() < deadline) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 50000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&t->cv, &t->m, &ts);
+	}
+	got = t->done;
+	pthread_mutex_unlock(&t->m);
+	return got;
+}
+
+/* Poll until want leases arrived or timeout_ms passed; returns the count. */
+static size_t
+poll_n(tl_consumer *k, tl_lease **out, size_t want, int timeout_ms)
+{
+	int64_t deadline = tli_mono_ms() + timeout_ms;
+	size_t got = 0;
+
+	while (got < want) {
+		int64_t left = deadline - tli_mono_ms();
+		size_t n = 0;
+		if (left <= 0) {
+			break;
+		}
+		cr_assert_eq(
+		    tl_consumer_poll(k, out + got, want - got, &n, (int) left),
+		    TL_OK);
+		got += n;
+	}
+	return got;
+}
+
+static void
+put_n(const char *topic, int n)
+{
+	tl_put *p = calloc((size_t) n, sizeof(*p));
+
+	cr_assert_not_null(p);
+	for (int i = 0; i < n; i++) {
+		p[i].rel = true;
+		p[i].body = "z";
+		p[i].body_len = 1;
+	}
+	cr_assert_eq(tl_put_batch(C, topic, "p", p, (size_t) n), TL_OK);
+	for (int i = 0; i < n; i++) {
+		cr_assert_eq(p[i].err, TL_OK);
+	}
+	free(p);
+}
+
+/* Close the consumer and the client: every queued op has then completed
+ * (tl_client_close runs the callbacks still queued before it returns), so
+ * a second call of done would be visible in the counts. */
+static void
+close_all(tl_consumer *k)
+{
+	tl_consumer_close(k);
+	tl_client_close(C);
+	C = NULL;
+}
+
+Test(async, delete_many_from_one_thread)
+{
+	enum { N = 500 };
+	tl_consumer_conf conf = {
+	    .topic = "dm", .consumer_id = "c1", .lease_ms = 30000, .credit = N};
+	tl_consumer *k = NULL;
+	tl_lease *ls[N];
+	slot *sl = calloc(N, sizeof(*sl));
+	tracker t;
+	tl_counts cnt;
+
+	cr_assert_not_null(sl);
+	tracker_init(&t);
+	sb_topic(C, "dm", 0);
+	cr_assert_eq(tl_consumer_open(&k, C, &conf), TL_OK);
+	put_n("dm", N);
+	cr_assert_eq(poll_n(k, ls, N, 15000), N);
+	for (int i = 0; i < N; i++) {
+		sl[i].t = &t;
+		sl[i].l = ls[i];
+		sl[i].err = -1;
+		cr_assert_eq(tl_lease_delete_async(ls[i], on_done, &sl[i]),
+		    TL_OK, "op %d", i);
+	}
+	cr_assert_eq(tracker_wait(&t, N), N, "%d of %d completed", t.done, N);
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(
+		    sl[i].err, TL_OK, "op %d: %s", i, tl_errname(sl[i].err));
+		cr_assert(!pthread_equal(sl[i].thr, pthread_self()),
+		    "done runs on a library thread");
+	}
+	cr_assert_eq(tl_count(C, "dm", 0, TL_TS_MAX, &cnt), TL_OK);
+	cr_assert_eq(cnt.available + cnt.waiting + cnt.processing, 0,
+	    "the topic is empty");
+	close_all(k);
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(sl[i].calls, 1, "op %d: done called %d times", i,
+		    sl[i].calls);
+		tl_lease_free(ls[i]);
+	}
+	tracker_fini(&t);
+	free(sl);
+}
+
+Test(async, extend_and_release_update_the_handle)
+{
+	tl_consumer_conf conf = {
+	    .topic = "ex", .consumer_id = "c1", .lease_ms = 10000, .credit = 2};
+	tl_consumer *k = NULL;
+	tl_lease *l = NULL;
+	tl_message *m = NULL;
+	slot s[2];
+	tracker t;
+	uint64_t v0, v1;
+	int64_t u0;
+
+	tracker_init(&t);
+	memset(s, 0, sizeof(s));
+	s[0].t = s[1].t = &t;
+	sb_topic(C, "ex", 0);
+	cr_assert_eq(tl_consumer_open(&k, C, &conf), TL_OK);
+	cr_assert_eq(tl_put_in(C, "ex", "p", "a", 0, "A", 1, NULL), TL_OK);
+	cr_assert_eq(poll_n(k, &l, 1, 10000), 1);
+	v0 = tl_lease_version(l);
+	u0 = tl_lease_until(l);
+
+	cr_assert_eq(tl_lease_extend_async(l, 60000, on_done, &s[0]), TL_OK);
+	cr_assert_eq(tracker_wait(&t, 1), 1);
+	cr_assert_eq(s[0].err, TL_OK, "%s", tl_errname(s[0].err));
+	v1 = tl_lease_version(l);
+	cr_assert(v1 > v0, "a new version");
+	cr_assert(tl_lease_until(l) > u0 + 40000, "a later expiry");
+	cr_assert_eq(tl_get(C, "ex", "a", &m), TL_OK);
+	cr_assert_eq(m->version, v1, "the broker's version");
+	cr_assert_eq(m->ts, tl_lease_until(l), "the broker's expiry");
+	tl_message_free(m);
+
+	/* release: the lease ends, the message is back with a new version */
+	cr_assert_eq(
+	    tl_lease_release_async(l, 60000, true, on_done, &s[1]), TL_OK);
+	cr_assert_eq(tracker_wait(&t, 2), 2);
+	cr_assert_eq(s[1].err, TL_OK, "%s", tl_errname(s[1].err));
+	cr_assert(tl_lease_version(l) > v1);
+	cr_assert_eq(tl_get(C, "ex", "a", &m), TL_OK);
+	cr_assert_str_eq(m->consumer, "", "no lease any more");
+	cr_assert_eq(m->version, tl_lease_version(l));
+	tl_message_free(m);
+	close_all(k);
+	cr_assert_eq(s[0].calls, 1);
+	cr_assert_eq(s[1].calls, 1);
+	tl_lease_free(l);
+	tracker_fini(&t);
+}
+
+Test(async, stale_lease_reports_the_precise_error)
+{
+	tl_consumer_conf conf = {
+	    .topic = "st", .consumer_id = "c1", .lease_ms = 1000, .credit = 2};
+	tl_consumer *k = NULL;
+	tl_lease *l1 = NULL, *l2 = NULL;
+	slot s[3];
+	tracker t;
+	int blocking;
+
+	tracker_init(&t);
+	memset(s, 0, sizeof(s));
+	for (int i = 0; i < 3; i++) {
+		s[i].t = &t;
+	}
+	sb_topic(C, "st", 0);
+	cr_assert_eq(tl_consumer_open(&k, C, &conf), TL_OK);
+	cr_assert_eq(tl_put_in(C, "st", "p", "x", 0, "X", 1, NULL), TL_OK);
+	cr_assert_eq(poll_n(k, &l1, 1, 10000), 1);
+	/* l1 runs out; the message comes back as l2 (a new version) */
+	cr_assert_eq(poll_n(k, &l2, 1, 10000), 1);
+	cr_assert_str_eq(tl_lease_id(l2), "x");
+	cr_assert(tl_lease_version(l2) > tl_lease_version(l1));
+
+	cr_assert_eq(tl_lease_delete_async(l1, on_done, &s[0]), TL_OK);
+	cr_assert_eq(tl_lease_extend_async(l1, 5000, on_done, &s[1]), TL_OK);
+	cr_assert_eq(
+	    tl_lease_release_async(l1, 0, true, on_done, &s[2]), TL_OK);
+	cr_assert_eq(tracker_wait(&t, 3), 3);
+	/* The broker answers TL_ELEASEEXPIRED while the run-out lease is
+	 * still this version and TL_EVERSION once it was leased again (as
+	 * here); done carries exactly what the blocking call returns. */
+	blocking = tl_lease_delete(l1);
+	cr_assert(blocking == TL_EVERSION || blocking == TL_ELEASEEXPIRED,
+	    "blocking: %s", tl_errname(blocking));
+	cr_assert_eq(s[0].err, blocking, "delete: %s, blocking %s",
+	    tl_errname(s[0].err), tl_errname(blocking));
+	cr_assert_eq(s[1].err, tl_lease_extend(l1, 5000), "extend: %s",
+	    tl_errname(s[1].err));
+	cr_assert_eq(s[2].err, tl_lease_release(l1, 0, true), "release: %s",
+	    tl_errname(s[2].err));
+	cr_assert_eq(s[1].err, blocking);
+	cr_assert_eq(s[2].err, blocking);
+	/* the live lease is unaffected */
+	cr_assert_eq(tl_lease_delete(l2), TL_OK);
+	close_all(k);
+	for (int i = 0; i < 3; i++) {
+		cr_assert_eq(s[i].calls, 1);
+	}
+	tl_lease_free(l1);
+	tl_lease_free(l2);
+	tracker_fini(&t);
+}
+
+Test(async, error_returns_never_call_done)
+{
+	tl_consumer_conf conf = {
+	    .topic = "er", .consumer_id = "c1", .lease_ms = 10000, .credit = 1};
+	tl_consumer *k = NULL;
+	tl_lease *l = NULL;
+	slot s;
+	tracker t;
+
+	tracker_init(&t);
+	memset(&s, 0, sizeof(s));
+	s.t = &t;
+	sb_topic(C, "er", 0);
+	cr_assert_eq(tl_consumer_open(&k, C, &conf), TL_OK);
+	cr_assert_eq(tl_put_in(C, "er", "p", "a", 0, "A", 1, NULL), TL_OK);
+	cr_assert_eq(poll_n(k, &l, 1, 10000), 1);
+
+	cr_assert_eq(tl_lease_delete_async(NULL, on_done, &s), TL_EINVAL);
+	cr_assert_eq(tl_lease_delete_async(l, NULL, &s), TL_EINVAL);
+	cr_assert_eq(tl_lease_extend_async(l, 0, on_done, &s), TL_EINVAL);
+	cr_assert_eq(tl_lease_extend_async(l, -5, on_done, &s), TL_EINVAL);
+	cr_assert_eq(
+	    tl_lease_release_async(l, -1, true, on_done, &s), TL_EINVAL);
+	cr_assert_eq(tl_lease_release_async(l, 0, true, NULL, &s), TL_EINVAL);
+
+	/* after its consumer closed, the handle refuses at once */
+	tl_consumer_close(k);
+	k = NULL;
+	cr_assert_eq(tl_lease_delete_async(l, on_done, &s), TL_ECLOSED);
+	cr_assert_eq(tl_lease_extend_async(l, 1000, on_done, &s), TL_ECLOSED);
+	cr_assert_eq(
+	    tl_lease_release_async(l, 0, true, on_done, &s), TL_ECLOSED);
+	close_all(NULL);
+	cr_assert_eq(s.calls, 0, "done was called %d times", s.calls);
+	cr_assert_eq(t.done, 0);
+	tl_lease_free(l);
+	tracker_fini(&t);
+}
+
+Test(async, done_may_call_blocking_ops_and_free)
+{
+	enum { N = 16 };
+	tl_consumer_conf conf = {
+	    .topic = "cb", .consumer_id = "c1", .lease_ms = 10000, .credit = N};
+	tl_consumer *k = NULL;
+	tl_lease *ls[N];
+	slot s[N];
+	tracker t;
+	tl_counts cnt;
+
+	tracker_init(&t);
+	memset(s, 0, sizeof(s));
+	sb_topic(C, "cb", 0);
+	cr_assert_eq(tl_consumer_open(&k, C, &conf), TL_OK);
+	put_n("cb", N);
+	cr_assert_eq(poll_n(k, ls, N, 10000), N);
+	/* extend, then from done (the callback thread) a blocking delete
+	 * and the handle's free */
+	for (int i = 0; i < N; i++) {
+		s[i].t = &t;
+		s[i].l = ls[i];
+		s[i].then_delete = true;
+		s[i].free_lease = true;
+		cr_assert_eq(
+		    tl_lease_extend_async(ls[i], 20000, on_done, &s[i]), TL_OK);
+	}
+	cr_assert_eq(tracker_wait(&t, N), N);
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(
+		    s[i].err, TL_OK, "%d: %s", i, tl_errname(s[i].err));
+		cr_assert_eq(
+		    s[i].err2, TL_OK, "%d: %s", i, tl_errname(s[i].err2));
+	}
+	cr_assert_eq(tl_count(C, "cb", 0, TL_TS_MAX, &cnt), TL_OK);
+	cr_assert_eq(cnt.available + cnt.waiting + cnt.processing, 0);
+	close_all(k);
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(s[i].calls, 1);
+	}
+	tracker_fini(&t);
+}
+
+/* The bench's pattern: on_message starts an async delete and returns; done
+ * frees the lease. */
+typedef struct msg_state {
+	tracker t;
+	_Atomic int started;
+	_Atomic int start_errs;
+	slot *slots;
+	int cap;
+} msg_state;
+
+static void
+on_msg_async(void *arg, tl_lease *l)
+{
+	msg_state *ms = arg;
+	int i = ms->started++;
+	slot *s;
+
+	if (i >= ms->cap) {
+		tl_lease_free(l);
+		return;
+	}
+	s = &ms->slots[i];
+	s->t = &ms->t;
+	s->l = l;
+	s->free_lease = true;
+	if (tl_lease_delete_async(l, on_done, s) != TL_OK) {
+		ms->start_errs++;
+		tl_lease_free(l);
+	}
+}
+
+Test(async, on_message_deletes_without_blocking)
+{
+	enum { N = 300 };
+	msg_state ms;
+	tl_consumer_conf conf = {.topic = "om",
+	    .consumer_id = "c1",
+	    .lease_ms = 30000,
+	    .credit = 64,
+	    .on_message = on_msg_async,
+	    .arg = &ms};
+	tl_consumer *k = NULL;
+	tl_counts cnt;
+
+	memset(&ms, 0, sizeof(ms));
+	tracker_init(&ms.t);
+	ms.cap = N;
+	ms.slots = calloc(N, sizeof(*ms.slots));
+	cr_assert_not_null(ms.slots);
+	sb_topic(C, "om", 0);
+	put_n("om", N);
+	cr_assert_eq(tl_consumer_open(&k, C, &conf), TL_OK);
+	cr_assert_eq(
+	    tracker_wait(&ms.t, N), N, "%d of %d deleted", ms.t.done, N);
+	cr_assert_eq(ms.start_errs, 0);
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(ms.slots[i].err, TL_OK, "%d: %s", i,
+		    tl_errname(ms.slots[i].err));
+	}
+	cr_assert_eq(tl_count(C, "om", 0, TL_TS_MAX, &cnt), TL_OK);
+	cr_assert_eq(cnt.available + cnt.waiting + cnt.processing, 0);
+	close_all(k);
+	cr_assert_eq(ms.started, N, "no message delivered twice");
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(ms.slots[i].calls, 1);
+	}
+	tracker_fini(&ms.t);
+	free(ms.slots);
+}
