@@ -14,6 +14,11 @@
 #include "store_int.h"
 
 #define OV_CAP (2 * TL_MAX_BATCH) /* power of two, > max ops per batch */
+/* The record cache: direct-mapped, power of two. Every mutation goes
+ * through the writer, so what it holds is what the database holds: the
+ * committed state of recently touched messages (present or absent). A
+ * lease and the ack that follows it then cost no database read. */
+#define CACHE_CAP 16384
 
 typedef struct ov_ent {
 	bool used;
@@ -28,7 +33,21 @@ struct overlay {
 	ov_ent *slots;
 	uint32_t *used;
 	size_t nused;
+	ov_ent *cache;
 };
+
+static uint64_t
+ov_hash(uint32_t topic, const char *id, size_t len)
+{
+	return tli_hash64(id, len) ^ ((uint64_t) topic * 0x9e3779b97f4a7c15u);
+}
+
+static bool
+ov_same(const ov_ent *e, uint32_t topic, const char *id, size_t len)
+{
+	return e->used && e->topic == topic && e->id_len == len &&
+	    memcmp(e->id, id, len) == 0;
+}
 
 struct overlay *
 tli_overlay_new(void)
@@ -40,7 +59,8 @@ tli_overlay_new(void)
 	}
 	ov->slots = tli_zalloc(sizeof(ov_ent) * OV_CAP);
 	ov->used = tli_alloc(sizeof(uint32_t) * OV_CAP);
-	if (ov->slots == NULL || ov->used == NULL) {
+	ov->cache = tli_zalloc(sizeof(ov_ent) * CACHE_CAP);
+	if (ov->slots == NULL || ov->used == NULL || ov->cache == NULL) {
 		tli_overlay_free(ov);
 		return NULL;
 	}
@@ -53,7 +73,29 @@ tli_overlay_free(struct overlay *ov)
 	if (ov != NULL) {
 		tli_free(ov->slots);
 		tli_free(ov->used);
+		tli_free(ov->cache);
 		tli_free(ov);
+	}
+}
+
+/* The batch is durable: its final states become the cache's. */
+void
+tli_overlay_commit(struct overlay *ov)
+{
+	for (size_t i = 0; i < ov->nused; i++) {
+		const ov_ent *e = &ov->slots[ov->used[i]];
+		ov_ent *c = &ov->cache[ov_hash(e->topic, e->id, e->id_len) &
+		    (CACHE_CAP - 1)];
+		*c = *e;
+	}
+}
+
+/* Forget everything cached (a topic was deleted under it). */
+void
+tli_overlay_forget(struct overlay *ov)
+{
+	for (size_t i = 0; i < CACHE_CAP; i++) {
+		ov->cache[i].used = false;
 	}
 }
 
@@ -71,9 +113,9 @@ static int
 ov_get(tli_store *s, uint32_t topic, const char *id, size_t len, ov_ent **out)
 {
 	struct overlay *ov = s->ov;
-	uint64_t h =
-	    tli_hash64(id, len) ^ ((uint64_t) topic * 0x9e3779b97f4a7c15u);
+	uint64_t h = ov_hash(topic, id, len);
 	size_t i = (size_t) (h & (OV_CAP - 1));
+	const ov_ent *c;
 	uint8_t key[5 + TL_MAX_ID_LEN];
 	char *err = NULL, *v;
 	size_t vl = 0;
@@ -85,11 +127,17 @@ ov_get(tli_store *s, uint32_t topic, const char *id, size_t len, ov_ent **out)
 		if (!e->used) {
 			break;
 		}
-		if (e->topic == topic && e->id_len == len &&
-		    memcmp(e->id, id, len) == 0) {
+		if (ov_same(e, topic, id, len)) {
 			*out = e;
 			return TL_OK;
 		}
+	}
+	c = &ov->cache[h & (CACHE_CAP - 1)];
+	if (ov_same(c, topic, id, len)) {
+		*e = *c;
+		ov->used[ov->nused++] = (uint32_t) i;
+		*out = e;
+		return TL_OK;
 	}
 	v = rocksdb_get_cf(s->db, s->ropts, s->cf[CF_MSG], (char *) key,
 	    tli_key_msg(key, topic, id, len), &vl, &err);

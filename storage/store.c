@@ -449,6 +449,7 @@ topic_delete_apply(tli_store *s, sub *sb)
 		sb->result = rv;
 		return;
 	}
+	tli_overlay_forget(s->ov);
 	pthread_rwlock_wrlock(&s->topics_lock);
 	topic_remove(s, t);
 	pthread_rwlock_unlock(&s->topics_lock);
@@ -493,6 +494,9 @@ ops_batch_apply(tli_store *s, sub *first, size_t nops)
 		}
 	}
 	rv = s->stg.oom ? TL_ENOMEM : write_batch(s);
+	if (rv == TL_OK) {
+		tli_overlay_commit(s->ov);
+	}
 	for (size_t i = 0; i < s->ntopics; i++) {
 		topic_rt *t = s->topics[i];
 		if (!t->pend_dirty) {

@@ -173,6 +173,8 @@ int tli_topic_lookup(
 struct overlay *tli_overlay_new(void);
 void tli_overlay_free(struct overlay *ov);
 void tli_overlay_reset(struct overlay *ov);
+void tli_overlay_commit(struct overlay *ov);
+void tli_overlay_forget(struct overlay *ov);
 void tli_apply_op(tli_store *s, tli_op *op);
 
 /* ---- query.c ---- */
