@@ -50,11 +50,13 @@
 
 #include "timeline/timeline.h"
 
+#include "bench_util.h"
+
 #define BENCH_TOPIC "bench"
 #define BENCH_GROUP "bench-producer"
 #define BENCH_ID_CAP 24
 #define BENCH_HOUR_MS INT64_C(3600000)
-#define BENCH_MAX_RUNS 64
+#define BENCH_MAX_RUNS TLB_BENCH_MAX_RUNS
 #define BENCH_LOG "timelined.log"
 #define BENCH_READY_MS 60000  /* broker start deadline */
 #define BENCH_STOP_MS 120000  /* SIGTERM to exit deadline */
@@ -63,10 +65,7 @@
 typedef struct bench_cfg {
 	const char *broker;
 	const char *durability;
-	const char *dir;
-	bool keep;
-	int repeat;
-	const char *json;
+	tlb_bench_common com; /* --dir, --keep, --repeat, --json */
 	int timeout_ms;
 	/* produce (and the fills of the other workloads) */
 	uint64_t produce_count;
@@ -128,75 +127,11 @@ static const bench_cfg *g_cfg;
 
 /* ---- small helpers ---- */
 
-static double
-mono_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
-}
-
-static int64_t
-wall_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static int64_t
-wall_ms(void)
-{
-	return wall_us() / 1000;
-}
-
-static void
-sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (long) (ms % 1000) * 1000000L};
-
-	nanosleep(&ts, NULL);
-}
-
-/* A cheap mix so due times spread over the hour without a pattern. */
-static uint64_t
-mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= UINT64_C(0xff51afd7ed558ccd);
-	x ^= x >> 33;
-	x *= UINT64_C(0xc4ceb9fe1a85ec53);
-	x ^= x >> 33;
-	return x;
-}
-
+/* Rates as "1.23M", "456.7k" or "789". */
 static void
 fmt_rate(char *buf, size_t len, double r)
 {
-	if (r >= 1e6) {
-		snprintf(buf, len, "%.2fM", r / 1e6);
-	} else if (r >= 1e3) {
-		snprintf(buf, len, "%.1fk", r / 1e3);
-	} else {
-		snprintf(buf, len, "%.0f", r);
-	}
-}
-
-static double
-load_avg(void)
-{
-	double l = -1;
-	FILE *f = fopen("/proc/loadavg", "r");
-
-	if (f != NULL) {
-		if (fscanf(f, "%lf", &l) != 1) {
-			l = -1;
-		}
-		fclose(f);
-	}
-	return l;
+	tlb_bench_fmt_rate(buf, len, r, 1);
 }
 
 static void
@@ -211,15 +146,6 @@ bench_log(void *arg, tl_log_level level, const char *msg)
 /* ---- directories ---- */
 
 static _Atomic uint64_t du_blocks, du_apparent;
-
-static int
-rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void) sb;
-	(void) flag;
-	(void) ftw;
-	return remove(path);
-}
 
 static int
 du_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
@@ -341,10 +267,10 @@ broker_show_log(const broker *b)
 static int
 broker_wait_accept(broker *b, int deadline_ms)
 {
-	double end = mono_s() + deadline_ms / 1000.0;
+	double end = tlb_bench_mono_s() + deadline_ms / 1000.0;
 	int st;
 
-	while (mono_s() < end) {
+	while (tlb_bench_mono_s() < end) {
 		if (sock_accepts(b->sock)) {
 			return 0;
 		}
@@ -355,7 +281,7 @@ broker_wait_accept(broker *b, int deadline_ms)
 			broker_show_log(b);
 			return -1;
 		}
-		sleep_ms(2);
+		tlb_bench_sleep_ms(2);
 	}
 	fprintf(stderr, "timelined did not accept on %s within %d ms\n",
 	    b->sock, deadline_ms);
@@ -367,7 +293,7 @@ broker_wait_accept(broker *b, int deadline_ms)
 static double
 broker_stop(broker *b)
 {
-	double t0 = mono_s();
+	double t0 = tlb_bench_mono_s();
 	double end = t0 + BENCH_STOP_MS / 1000.0;
 	int st;
 
@@ -381,7 +307,7 @@ broker_stop(broker *b)
 		if (r == b->pid || (r < 0 && errno != EINTR)) {
 			break;
 		}
-		if (mono_s() > end) {
+		if (tlb_bench_mono_s() > end) {
 			fprintf(stderr, "timelined %d did not stop: SIGKILL\n",
 			    (int) b->pid);
 			kill(b->pid, SIGKILL);
@@ -389,7 +315,7 @@ broker_stop(broker *b)
 			b->pid = 0;
 			return -1;
 		}
-		sleep_ms(2);
+		tlb_bench_sleep_ms(2);
 	}
 	b->pid = 0;
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
@@ -397,7 +323,7 @@ broker_stop(broker *b)
 		    WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st));
 		broker_show_log(b);
 	}
-	return mono_s() - t0;
+	return tlb_bench_mono_s() - t0;
 }
 
 static int
@@ -406,10 +332,7 @@ broker_start(broker *b)
 	char tmpl[PATH_MAX];
 
 	memset(b, 0, sizeof(*b));
-	snprintf(tmpl, sizeof(tmpl), "%s/tl-bb-XXXXXX",
-	    g_cfg->dir != NULL ? g_cfg->dir : "/tmp");
-	if (mkdtemp(tmpl) == NULL) {
-		perror(tmpl);
+	if (tlb_bench_dir_make(tmpl, sizeof(tmpl), &g_cfg->com, "tl-bb") != 0) {
 		return -1;
 	}
 	snprintf(b->dir, sizeof(b->dir), "%s", tmpl);
@@ -435,11 +358,7 @@ broker_finish(broker *b)
 	if (b->dir[0] == '\0') {
 		return;
 	}
-	if (g_cfg->keep) {
-		fprintf(stderr, "kept %s\n", b->dir);
-	} else {
-		nftw(b->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-	}
+	tlb_bench_dir_done(&g_cfg->com, b->dir);
 }
 
 /* VmRSS and VmHWM of a process, in kB. */
@@ -524,7 +443,8 @@ plan_ts(const prod_plan *pl, uint64_t i)
 {
 	switch (pl->mode) {
 	case TS_SPREAD:
-		return pl->base + (int64_t) (mix64(i) % (uint64_t) pl->spread);
+		return pl->base +
+		    (int64_t) (tlb_bench_mix64(i) % (uint64_t) pl->spread);
 	case TS_RATE:
 		return pl->base + (int64_t) (i * 1000u / (uint64_t) pl->rate);
 	default:
@@ -538,7 +458,7 @@ prod_done(void *arg, int err)
 {
 	prod_slot *sl = arg;
 	prod *p = sl->p;
-	int64_t now = wall_ms();
+	int64_t now = tlb_bench_wall_ms();
 
 	pthread_mutex_lock(&p->mtx);
 	for (size_t i = 0; i < sl->n; i++) {
@@ -594,7 +514,7 @@ produce(tl_client *c, const prod_plan *pl, bench_result *r)
 		sl->next = p.free_list;
 		p.free_list = sl;
 	}
-	t0 = mono_s();
+	t0 = tlb_bench_mono_s();
 	while (msg < pl->count) {
 		prod_slot *sl;
 		uint64_t left = pl->count - msg;
@@ -648,7 +568,7 @@ produce(tl_client *c, const prod_plan *pl, bench_result *r)
 		pthread_cond_wait(&p.cv, &p.mtx);
 	}
 	pthread_mutex_unlock(&p.mtx);
-	r->secs = mono_s() - t0;
+	r->secs = tlb_bench_mono_s() - t0;
 	r->msgs = pl->count;
 	r->rate = r->secs > 0 ? (double) pl->count / r->secs : 0;
 	r->failures += p.failures + (pl->count - msg);
@@ -718,7 +638,7 @@ ack_done(void *arg, int err)
 {
 	ack_op *a = arg;
 	ackq *q = a->q;
-	double dt = mono_s() - a->t0;
+	double dt = tlb_bench_mono_s() - a->t0;
 
 	tl_lease_free(a->l);
 	free(a);
@@ -747,9 +667,9 @@ ackq_main(void *arg)
 		q->n--;
 		q->busy++;
 		pthread_mutex_unlock(&q->mtx);
-		t0 = mono_s();
+		t0 = tlb_bench_mono_s();
 		rv = tl_lease_delete(l);
-		dt = mono_s() - t0;
+		dt = tlb_bench_mono_s() - t0;
 		tl_lease_free(l);
 		pthread_mutex_lock(&q->mtx);
 		q->busy--;
@@ -797,7 +717,7 @@ ackq_push(ackq *q, tl_lease *l)
 		if (a != NULL) {
 			a->q = q;
 			a->l = l;
-			a->t0 = mono_s();
+			a->t0 = tlb_bench_mono_s();
 			if ((rv = tl_lease_delete_async(l, ack_done, a)) ==
 			    TL_OK) {
 				return;
@@ -823,7 +743,7 @@ static void
 ackq_wait(ackq *q, uint64_t total, double deadline)
 {
 	pthread_mutex_lock(&q->mtx);
-	while (q->ok + q->fail < total && mono_s() < deadline) {
+	while (q->ok + q->fail < total && tlb_bench_mono_s() < deadline) {
 		struct timespec ts;
 
 		clock_gettime(CLOCK_REALTIME, &ts);
@@ -890,7 +810,7 @@ static void
 on_lateness(void *arg, tl_lease *l)
 {
 	recv_state *rs = arg;
-	int64_t now = wall_us();
+	int64_t now = tlb_bench_wall_us();
 	const char *id = tl_lease_id(l);
 	unsigned long long k;
 
@@ -913,7 +833,7 @@ on_cycle(void *arg, tl_lease *l)
 	recv_state *rs = arg;
 
 	if (rs->got++ == 0) {
-		rs->first_us = wall_us();
+		rs->first_us = tlb_bench_wall_us();
 	}
 	ackq_push(rs->aq, l);
 }
@@ -1021,7 +941,7 @@ bench_produce(bench_result *r)
 	memset(&pl, 0, sizeof(pl));
 	pl.count = cfg->produce_count;
 	pl.mode = TS_SPREAD;
-	pl.base = wall_ms() + 60000;
+	pl.base = tlb_bench_wall_ms() + 60000;
 	pl.spread = BENCH_HOUR_MS;
 	pl.id_prefix = cfg->natural_ids ? "P" : NULL;
 	if ((rv = produce(c, &pl, r)) != 0) {
@@ -1159,14 +1079,14 @@ bench_lateness(bench_result *r)
 		goto out;
 	}
 	last_due = plan_ts(&pl, total - 1);
-	deadline =
-	    mono_s() + (double) (last_due - wall_ms() + cfg->grace_ms) / 1000.0;
-	while (rs.uniq < total && mono_s() < deadline) {
-		sleep_ms(20);
+	deadline = tlb_bench_mono_s() +
+	    (double) (last_due - tlb_bench_wall_ms() + cfg->grace_ms) / 1000.0;
+	while (rs.uniq < total && tlb_bench_mono_s() < deadline) {
+		tlb_bench_sleep_ms(20);
 	}
 	/* Every delivered lease is deleted before the consumers close
 	 * (deletes can stall for seconds on a loaded broker). */
-	ackq_wait(&aq, rs.got, mono_s() + BENCH_DRAIN_MS / 1000.0);
+	ackq_wait(&aq, rs.got, tlb_bench_mono_s() + BENCH_DRAIN_MS / 1000.0);
 	cons_close(&cs);
 	r->msgs = total;
 	r->received = rs.uniq;
@@ -1258,8 +1178,8 @@ bench_cycle(bench_result *r)
 	r->failures = fill.failures;
 	r->first_err = fill.first_err;
 	r->fill_rate = fill.rate;
-	t0 = mono_s();
-	t0_us = wall_us();
+	t0 = tlb_bench_mono_s();
+	t0_us = tlb_bench_wall_us();
 	if ((rv = cons_open(&b, &cs, 1, cfg->cycle_credit, on_cycle, &rs)) !=
 	    TL_OK) {
 		rv = -1;
@@ -1267,7 +1187,7 @@ bench_cycle(bench_result *r)
 	}
 	deadline = t0 + 600;
 	ackq_wait(&aq, total, deadline);
-	r->secs = mono_s() - t0;
+	r->secs = tlb_bench_mono_s() - t0;
 	cons_close(&cs);
 	r->msgs = aq.ok;
 	r->rate = r->secs > 0 ? (double) aq.ok / r->secs : 0;
@@ -1317,22 +1237,22 @@ scale_restart(broker *b, bench_result *r)
 	if (r->stop_s < 0) {
 		return -1;
 	}
-	t0 = mono_s();
+	t0 = tlb_bench_mono_s();
 	end = t0 + BENCH_READY_MS / 1000.0;
 	if (broker_spawn(b) != 0 ||
 	    broker_wait_accept(b, BENCH_READY_MS) != 0) {
 		return -1;
 	}
-	r->accept_s = mono_s() - t0;
+	r->accept_s = tlb_bench_mono_s() - t0;
 	while ((rv = client_open(b, "bench-restart", &c)) != TL_OK) {
-		if (mono_s() > end) {
+		if (tlb_bench_mono_s() > end) {
 			fprintf(stderr, "no HELLO after restart: %s\n",
 			    tl_strerror(rv));
 			return -1;
 		}
-		sleep_ms(2);
+		tlb_bench_sleep_ms(2);
 	}
-	r->hello_s = mono_s() - t0;
+	r->hello_s = tlb_bench_mono_s() - t0;
 	{
 		tl_topic_info ti;
 		uint64_t hwm;
@@ -1368,7 +1288,7 @@ bench_scale(bench_result *r)
 	memset(&pl, 0, sizeof(pl));
 	pl.count = cfg->scale_count;
 	pl.mode = TS_SPREAD;
-	pl.base = wall_ms() + BENCH_HOUR_MS;
+	pl.base = tlb_bench_wall_ms() + BENCH_HOUR_MS;
 	pl.spread = BENCH_HOUR_MS;
 	pl.id_prefix = cfg->natural_ids ? "S" : NULL;
 	if ((rv = produce(c, &pl, &fill)) != 0) {
@@ -1470,14 +1390,6 @@ f_hello(const bench_result *r)
 	return r->hello_s;
 }
 
-static int
-cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *) a, y = *(const double *) b;
-
-	return x < y ? -1 : x > y ? 1 : 0;
-}
-
 static double
 median_of(const bench_result *rs, int n, const char *workload, field_fn f)
 {
@@ -1489,16 +1401,13 @@ median_of(const bench_result *rs, int n, const char *workload, field_fn f)
 			v[k++] = f(&rs[i]);
 		}
 	}
-	if (k == 0) {
-		return NAN;
-	}
-	qsort(v, (size_t) k, sizeof(v[0]), cmp_double);
-	return k % 2 == 1 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
+	return tlb_bench_median(v, k, NAN);
 }
 
 static void
-median_print(const bench_result *rs, int n, const char *w, int repeat)
+median_print(const void *res, int n, const char *w, int repeat)
 {
+	const bench_result *rs = res;
 	char a[32];
 
 	if (repeat < 2) {
@@ -1582,13 +1491,11 @@ static void
 json_write(const bench_result *rs, int n)
 {
 	const bench_cfg *cfg = g_cfg;
-	FILE *f = fopen(cfg->json, "w");
+	FILE *f = tlb_bench_json_open(&cfg->com);
 
 	if (f == NULL) {
-		perror(cfg->json);
 		return;
 	}
-	fprintf(f, "{\n  \"cpus\": %ld,\n", sysconf(_SC_NPROCESSORS_ONLN));
 	fprintf(f,
 	    "  \"config\": {\"broker\": \"%s\", \"durability\": \"%s\", "
 	    "\"produce_count\": %llu, \"batch\": %d, \"inflight\": %d, "
@@ -1601,13 +1508,13 @@ json_write(const bench_result *rs, int n)
 	    cfg->body, cfg->natural_ids ? "true" : "false", cfg->rate,
 	    cfg->secs, cfg->consumers, cfg->credit, cfg->ackers,
 	    (unsigned long long) cfg->cycle_count, cfg->cycle_credit,
-	    (unsigned long long) cfg->scale_count, cfg->repeat);
-	fprintf(f, "  \"runs\": [\n");
+	    (unsigned long long) cfg->scale_count, cfg->com.repeat);
+	tlb_bench_json_runs(f);
 	for (int i = 0; i < n; i++) {
 		json_run(f, &rs[i]);
-		fprintf(f, "%s\n", i + 1 < n ? "," : "");
+		tlb_bench_json_run_end(f, i, n);
 	}
-	fprintf(f, "  ],\n  \"median\": {");
+	tlb_bench_json_median(f);
 	{
 		const char *sep = "";
 		double m;
@@ -1643,8 +1550,7 @@ json_write(const bench_result *rs, int n)
 			    median_of(rs, n, "scale", f_hello));
 		}
 	}
-	fprintf(f, "}\n}\n");
-	fclose(f);
+	tlb_bench_json_close(f);
 }
 
 /* ---- main ---- */
@@ -1691,22 +1597,6 @@ usage(FILE *f)
 	    TL_MAX_BATCH);
 }
 
-static bool
-parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (*s == '\0' || *s == '-' || *end != '\0' || errno != 0 || v < lo ||
-	    v > hi) {
-		return false;
-	}
-	*out = v;
-	return true;
-}
-
 static const char *workloads[] = {
     "produce", "lateness", "lease-cycle", "scale"};
 #define NWORKLOADS (sizeof(workloads) / sizeof(workloads[0]))
@@ -1714,129 +1604,32 @@ static const char *workloads[] = {
 static int
 parse_args(int argc, char **argv, bench_cfg *cfg, const char **workload)
 {
-	static const struct option longs[] = {
-	    {"broker", required_argument, NULL, 'B'},
-	    {"durability", required_argument, NULL, 'D'},
-	    {"dir", required_argument, NULL, 'd'},
-	    {"keep", no_argument, NULL, 'K'},
-	    {"repeat", required_argument, NULL, 'r'},
-	    {"json", required_argument, NULL, 'j'},
-	    {"timeout", required_argument, NULL, 'T'},
-	    {"count", required_argument, NULL, 'm'},
-	    {"batch", required_argument, NULL, 'n'},
-	    {"inflight", required_argument, NULL, 'k'},
-	    {"body", required_argument, NULL, 'b'},
-	    {"natural-ids", no_argument, NULL, 'N'},
-	    {"rate", required_argument, NULL, 'R'},
-	    {"secs", required_argument, NULL, 's'},
-	    {"lead", required_argument, NULL, 'L'},
-	    {"consumers", required_argument, NULL, 'c'},
-	    {"credit", required_argument, NULL, 'C'},
-	    {"cycle-credit", required_argument, NULL, 'X'},
-	    {"ackers", required_argument, NULL, 'A'},
-	    {"grace", required_argument, NULL, 'G'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+	uint64_t count = 0;
+	const tlb_bench_opt opts[] = {
+	    {"broker", 'B', TLB_BENCH_STR, 0, 0, &cfg->broker},
+	    {"durability", 'D', TLB_BENCH_STR, 0, 0, &cfg->durability},
+	    TLB_BENCH_COMMON_OPTS(&cfg->com),
+	    {"timeout", 'T', TLB_BENCH_INT, 1, 3600000, &cfg->timeout_ms},
+	    {"count", 'm', TLB_BENCH_U64, 1, UINT64_C(1) << 36, &count},
+	    {"batch", 'n', TLB_BENCH_INT, 1, TL_MAX_BATCH, &cfg->batch},
+	    {"inflight", 'k', TLB_BENCH_INT, 1, 1024, &cfg->inflight},
+	    {"body", 'b', TLB_BENCH_SIZE, 0, TL_DEFAULT_MAX_BODY, &cfg->body},
+	    {"natural-ids", 'N', TLB_BENCH_FLAG, 0, 0, &cfg->natural_ids},
+	    {"rate", 'R', TLB_BENCH_INT, 1, 10000000, &cfg->rate},
+	    {"secs", 's', TLB_BENCH_INT, 1, 3600, &cfg->secs},
+	    {"lead", 'L', TLB_BENCH_INT, 1, 3600000, &cfg->lead_ms},
+	    {"consumers", 'c', TLB_BENCH_INT, 1, 256, &cfg->consumers},
+	    {"credit", 'C', TLB_BENCH_U32, 1, 1000000, &cfg->credit},
+	    {"cycle-credit", 'X', TLB_BENCH_U32, 1, 1000000,
+	        &cfg->cycle_credit},
+	    {"ackers", 'A', TLB_BENCH_INT, 0, 4096, &cfg->ackers},
+	    {"grace", 'G', TLB_BENCH_INT, 0, 3600000, &cfg->grace_ms},
 	};
-	uint64_t v, count = 0;
-	int c;
 
-	while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
-		bool ok = true;
-
-		switch (c) {
-		case 'B':
-			cfg->broker = optarg;
-			break;
-		case 'D':
-			cfg->durability = optarg;
-			break;
-		case 'd':
-			cfg->dir = optarg;
-			break;
-		case 'K':
-			cfg->keep = true;
-			break;
-		case 'r':
-			ok = parse_u64(optarg, 1, BENCH_MAX_RUNS, &v);
-			cfg->repeat = (int) v;
-			break;
-		case 'j':
-			cfg->json = optarg;
-			break;
-		case 'T':
-			ok = parse_u64(optarg, 1, 3600000, &v);
-			cfg->timeout_ms = (int) v;
-			break;
-		case 'm':
-			ok = parse_u64(optarg, 1, UINT64_C(1) << 36, &count);
-			break;
-		case 'n':
-			ok = parse_u64(optarg, 1, TL_MAX_BATCH, &v);
-			cfg->batch = (int) v;
-			break;
-		case 'k':
-			ok = parse_u64(optarg, 1, 1024, &v);
-			cfg->inflight = (int) v;
-			break;
-		case 'b':
-			ok = parse_u64(optarg, 0, TL_DEFAULT_MAX_BODY, &v);
-			cfg->body = (size_t) v;
-			break;
-		case 'N':
-			cfg->natural_ids = true;
-			break;
-		case 'R':
-			ok = parse_u64(optarg, 1, 10000000, &v);
-			cfg->rate = (int) v;
-			break;
-		case 's':
-			ok = parse_u64(optarg, 1, 3600, &v);
-			cfg->secs = (int) v;
-			break;
-		case 'L':
-			ok = parse_u64(optarg, 1, 3600000, &v);
-			cfg->lead_ms = (int) v;
-			break;
-		case 'c':
-			ok = parse_u64(optarg, 1, 256, &v);
-			cfg->consumers = (int) v;
-			break;
-		case 'C':
-			ok = parse_u64(optarg, 1, 1000000, &v);
-			cfg->credit = (uint32_t) v;
-			break;
-		case 'X':
-			ok = parse_u64(optarg, 1, 1000000, &v);
-			cfg->cycle_credit = (uint32_t) v;
-			break;
-		case 'A':
-			ok = parse_u64(optarg, 0, 4096, &v);
-			cfg->ackers = (int) v;
-			break;
-		case 'G':
-			ok = parse_u64(optarg, 0, 3600000, &v);
-			cfg->grace_ms = (int) v;
-			break;
-		case 'h':
-			usage(stdout);
-			exit(0);
-		default:
-			ok = false;
-			break;
-		}
-		if (!ok) {
-			if (c != '?') {
-				fprintf(stderr, "bad value: %s\n",
-				    optarg != NULL ? optarg : "");
-			}
-			return -1;
-		}
-	}
-	if (optind + 1 != argc) {
+	if (tlb_bench_getopt(argc, argv, opts, sizeof(opts) / sizeof(opts[0]),
+	        NULL, NULL, usage, workload) != 0) {
 		return -1;
 	}
-	*workload = argv[optind];
 	{
 		bool known = strcmp(*workload, "all") == 0;
 
@@ -1866,6 +1659,34 @@ parse_args(int argc, char **argv, bench_cfg *cfg, const char **workload)
 	return 0;
 }
 
+static int
+run_one(void *arg, void *res, size_t w, int run, uint64_t *failures)
+{
+	bench_result *r = res;
+	int rv;
+
+	(void) arg;
+	r->workload = workloads[w];
+	r->run = run;
+	r->load1 = tlb_bench_load_avg();
+	switch (w) {
+	case 0:
+		rv = bench_produce(r);
+		break;
+	case 1:
+		rv = bench_lateness(r);
+		break;
+	case 2:
+		rv = bench_cycle(r);
+		break;
+	default:
+		rv = bench_scale(r);
+		break;
+	}
+	*failures = r->failures;
+	return rv;
+}
+
 /* <builddir>/bench/tl-broker-bench -> <builddir>/broker/timelined */
 static char *
 default_broker(void)
@@ -1887,7 +1708,7 @@ main(int argc, char **argv)
 {
 	static bench_result rs[NWORKLOADS * BENCH_MAX_RUNS];
 	bench_cfg cfg = {
-	    .repeat = 1,
+	    .com = {.repeat = 1},
 	    .timeout_ms = 30000,
 	    .produce_count = 1000000,
 	    .batch = 512,
@@ -1903,10 +1724,16 @@ main(int argc, char **argv)
 	    .cycle_credit = 8192,
 	    .scale_count = 5000000,
 	};
+	tlb_bench_driver d = {
+	    .names = workloads,
+	    .n = NWORKLOADS,
+	    .res = rs,
+	    .size = sizeof(rs[0]),
+	    .run = run_one,
+	    .done = median_print,
+	};
 	char *def_broker = NULL;
 	const char *workload = NULL;
-	uint64_t failures = 0;
-	int nrs = 0;
 
 	if (parse_args(argc, argv, &cfg, &workload) != 0) {
 		usage(stderr);
@@ -1922,52 +1749,13 @@ main(int argc, char **argv)
 	}
 	g_cfg = &cfg;
 	signal(SIGPIPE, SIG_IGN);
-	for (size_t w = 0; w < NWORKLOADS; w++) {
-		if (strcmp(workload, "all") != 0 &&
-		    strcmp(workload, workloads[w]) != 0) {
-			continue;
-		}
-		for (int i = 0; i < cfg.repeat; i++) {
-			bench_result *r = &rs[nrs];
-			int rv;
-
-			memset(r, 0, sizeof(*r));
-			r->workload = workloads[w];
-			r->run = i + 1;
-			r->load1 = load_avg();
-			switch (w) {
-			case 0:
-				rv = bench_produce(r);
-				break;
-			case 1:
-				rv = bench_lateness(r);
-				break;
-			case 2:
-				rv = bench_cycle(r);
-				break;
-			default:
-				rv = bench_scale(r);
-				break;
-			}
-			if (rv != 0) {
-				fprintf(stderr, "%s: run %d could not run\n",
-				    workloads[w], i + 1);
-				free(def_broker);
-				return 1;
-			}
-			failures += r->failures;
-			nrs++;
-		}
-		median_print(rs, nrs, workloads[w], cfg.repeat);
-	}
-	if (cfg.json != NULL) {
-		json_write(rs, nrs);
-	}
-	free(def_broker);
-	if (failures > 0) {
-		fprintf(stderr, "%llu failed operations or checks\n",
-		    (unsigned long long) failures);
+	if (tlb_bench_run_all(&d, workload, cfg.com.repeat) != 0) {
+		free(def_broker);
 		return 1;
 	}
-	return 0;
+	if (cfg.com.json != NULL) {
+		json_write(rs, d.nres);
+	}
+	free(def_broker);
+	return tlb_bench_exit_status(d.failures);
 }

@@ -10,19 +10,19 @@
  * See docs/bench-store.md.
  */
 #define _GNU_SOURCE
-#include <ftw.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "base.h"
 #include "store.h"
+
+#include "bench_util.h"
 
 #define BENCH_TOPIC "bench"
 #define BENCH_OWNER "bench-producer"
@@ -30,7 +30,7 @@
 #define BENCH_SPREAD_MS INT64_C(3600000)
 #define BENCH_PAGE 1000
 #define BENCH_FILL_PER 1000
-#define BENCH_MAX_RUNS 64
+#define BENCH_MAX_RUNS TLB_BENCH_MAX_RUNS
 
 typedef struct bench_cfg {
 	int threads;
@@ -41,10 +41,7 @@ typedef struct bench_cfg {
 	size_t body;
 	tli_sync_mode sync;
 	const char *sync_name;
-	const char *dir;
-	bool keep;
-	int repeat;
-	const char *json;
+	tlb_bench_common com; /* --dir, --keep, --repeat, --json */
 } bench_cfg;
 
 /* One run of one workload. */
@@ -99,46 +96,11 @@ typedef struct bench_worker {
 	int first_err;
 } bench_worker;
 
-static double
-now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
-}
-
-/* A cheap mix so due times spread over the hour without a pattern. */
-static uint64_t
-mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= UINT64_C(0xff51afd7ed558ccd);
-	x ^= x >> 33;
-	x *= UINT64_C(0xc4ceb9fe1a85ec53);
-	x ^= x >> 33;
-	return x;
-}
-
+/* Rates as "1.23M", "456k" or "789". */
 static void
 fmt_rate(char *buf, size_t len, double r)
 {
-	if (r >= 1e6) {
-		snprintf(buf, len, "%.2fM", r / 1e6);
-	} else if (r >= 1e3) {
-		snprintf(buf, len, "%.0fk", r / 1e3);
-	} else {
-		snprintf(buf, len, "%.0f", r);
-	}
-}
-
-static int
-rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void) sb;
-	(void) flag;
-	(void) ftw;
-	return remove(path);
+	tlb_bench_fmt_rate(buf, len, r, 0);
 }
 
 static char *
@@ -146,10 +108,8 @@ dir_make(const bench_cfg *cfg)
 {
 	char tmpl[4096];
 
-	snprintf(tmpl, sizeof(tmpl), "%s/tl-bench-XXXXXX",
-	    cfg->dir != NULL ? cfg->dir : "/tmp");
-	if (mkdtemp(tmpl) == NULL) {
-		perror(tmpl);
+	if (tlb_bench_dir_make(tmpl, sizeof(tmpl), &cfg->com, "tl-bench") !=
+	    0) {
 		return NULL;
 	}
 	return strdup(tmpl);
@@ -161,11 +121,7 @@ dir_done(const bench_cfg *cfg, char *path)
 	if (path == NULL) {
 		return;
 	}
-	if (cfg->keep) {
-		fprintf(stderr, "kept %s\n", path);
-	} else {
-		nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-	}
+	tlb_bench_dir_done(&cfg->com, path);
 	free(path);
 }
 
@@ -217,8 +173,8 @@ worker_fill_op(bench_worker *w, tli_op *op, char *id, uint64_t msg)
 	op->id = id;
 	op->who = BENCH_OWNER;
 	op->who_len = sizeof(BENCH_OWNER) - 1;
-	op->ts =
-	    w->base_ts + (int64_t) (mix64(msg) % (uint64_t) BENCH_SPREAD_MS);
+	op->ts = w->base_ts +
+	    (int64_t) (tlb_bench_mix64(msg) % (uint64_t) BENCH_SPREAD_MS);
 	op->ts_mode = TLI_TS_ABS;
 	op->body = w->body;
 	op->body_len = w->body_len;
@@ -422,14 +378,14 @@ creates_run(tli_store *s, bool sync1, int threads, int inflight, int per,
 	}
 	if (rv == 0) {
 		tli_store_get_stats(s, &st0);
-		t0 = now_s();
+		t0 = tlb_bench_mono_s();
 		for (int t = 0; t < threads; t++) {
 			pthread_create(&ws[t].thr, NULL, worker_main, &ws[t]);
 		}
 		for (int t = 0; t < threads; t++) {
 			pthread_join(ws[t].thr, NULL);
 		}
-		r->secs = now_s() - t0;
+		r->secs = tlb_bench_mono_s() - t0;
 		tli_store_get_stats(s, &st1);
 		r->msgs = count;
 		r->rate = r->secs > 0 ? (double) count / r->secs : 0;
@@ -604,20 +560,20 @@ bench_scan(const bench_cfg *cfg, bench_result *r)
 		    tl_errname(fill.first_err));
 	}
 	tli_store_close(s);
-	t0 = now_s();
+	t0 = tlb_bench_mono_s();
 	if ((s = store_open(dir, TLI_SYNC_ALWAYS)) == NULL) {
 		goto out;
 	}
-	r->reopen_secs = now_s() - t0;
+	r->reopen_secs = tlb_bench_mono_s() - t0;
 	for (int p = 0; p < 2; p++) {
 		uint64_t disorder;
 
-		t0 = now_s();
+		t0 = tlb_bench_mono_s();
 		if (scan_pass(s, bucket, page, &r->scan_n[p], &r->pages[p],
 		        &disorder) != TL_OK) {
 			goto out;
 		}
-		r->scan_secs[p] = now_s() - t0;
+		r->scan_secs[p] = tlb_bench_mono_s() - t0;
 		r->scan_rate[p] = r->scan_secs[p] > 0
 		    ? (double) r->scan_n[p] / r->scan_secs[p]
 		    : 0;
@@ -643,14 +599,6 @@ out:
 
 /* ---- medians and JSON ---- */
 
-static int
-cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *) a, y = *(const double *) b;
-
-	return x < y ? -1 : x > y ? 1 : 0;
-}
-
 static double
 median_of(const bench_result *rs, int n, const char *workload, int field)
 {
@@ -663,25 +611,19 @@ median_of(const bench_result *rs, int n, const char *workload, int field)
 		}
 		v[k++] = field < 0 ? rs[i].rate : rs[i].scan_rate[field];
 	}
-	if (k == 0) {
-		return 0;
-	}
-	qsort(v, (size_t) k, sizeof(v[0]), cmp_double);
-	return k % 2 == 1 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
+	return tlb_bench_median(v, k, 0);
 }
 
 static void
 json_write(const bench_cfg *cfg, const bench_result *rs, int n)
 {
 	static const char *names[] = {"create", "create-sync1"};
-	FILE *f = fopen(cfg->json, "w");
+	FILE *f = tlb_bench_json_open(&cfg->com);
 	bool any;
 
 	if (f == NULL) {
-		perror(cfg->json);
 		return;
 	}
-	fprintf(f, "{\n  \"cpus\": %ld,\n", sysconf(_SC_NPROCESSORS_ONLN));
 	fprintf(f,
 	    "  \"config\": {\"threads\": %d, \"inflight\": %d, "
 	    "\"per\": %d, \"count\": %llu, \"sync1_count\": %llu, "
@@ -689,8 +631,8 @@ json_write(const bench_cfg *cfg, const bench_result *rs, int n)
 	    cfg->threads, cfg->inflight, cfg->per,
 	    (unsigned long long) cfg->count,
 	    (unsigned long long) cfg->sync1_count, cfg->body, cfg->sync_name,
-	    cfg->repeat);
-	fprintf(f, "  \"runs\": [\n");
+	    cfg->com.repeat);
+	tlb_bench_json_runs(f);
 	for (int i = 0; i < n; i++) {
 		const bench_result *r = &rs[i];
 
@@ -715,9 +657,9 @@ json_write(const bench_cfg *cfg, const bench_result *rs, int n)
 			    (unsigned long long) r->max_batch, r->avg_batch,
 			    r->avg_sync_ms);
 		}
-		fprintf(f, "%s\n", i + 1 < n ? "," : "");
+		tlb_bench_json_run_end(f, i, n);
 	}
-	fprintf(f, "  ],\n  \"median\": {");
+	tlb_bench_json_median(f);
 	any = false;
 	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
 		double m = median_of(rs, n, names[k], -1);
@@ -735,11 +677,30 @@ json_write(const bench_cfg *cfg, const bench_result *rs, int n)
 		    any ? ", " : "", median_of(rs, n, "scan", 0),
 		    median_of(rs, n, "scan", 1));
 	}
-	fprintf(f, "}\n}\n");
-	fclose(f);
+	tlb_bench_json_close(f);
 }
 
 /* ---- main ---- */
+
+/* --sync MODE */
+static bool
+sync_opt(void *arg, int c, const char *val)
+{
+	bench_cfg *cfg = arg;
+
+	(void) c;
+	cfg->sync_name = val;
+	if (strcmp(val, "always") == 0) {
+		cfg->sync = TLI_SYNC_ALWAYS;
+	} else if (strcmp(val, "interval") == 0) {
+		cfg->sync = TLI_SYNC_INTERVAL;
+	} else if (strcmp(val, "none") == 0) {
+		cfg->sync = TLI_SYNC_NONE;
+	} else {
+		return false;
+	}
+	return true;
+}
 
 static void
 usage(FILE *f)
@@ -760,113 +721,25 @@ usage(FILE *f)
 	    TL_MAX_BATCH);
 }
 
-static bool
-parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	v = strtoull(s, &end, 10);
-	if (*s == '\0' || *s == '-' || *end != '\0' || v < lo || v > hi) {
-		return false;
-	}
-	*out = v;
-	return true;
-}
-
 static int
 parse_args(int argc, char **argv, bench_cfg *cfg, const char **workload)
 {
-	static const struct option longs[] = {
-	    {"threads", required_argument, NULL, 't'},
-	    {"inflight", required_argument, NULL, 'k'},
-	    {"per", required_argument, NULL, 'n'},
-	    {"count", required_argument, NULL, 'm'},
-	    {"sync1-count", required_argument, NULL, 'S'},
-	    {"body", required_argument, NULL, 'b'},
-	    {"sync", required_argument, NULL, 's'},
-	    {"dir", required_argument, NULL, 'd'},
-	    {"keep", no_argument, NULL, 'K'},
-	    {"repeat", required_argument, NULL, 'r'},
-	    {"json", required_argument, NULL, 'j'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+	const tlb_bench_opt opts[] = {
+	    {"threads", 't', TLB_BENCH_INT, 1, 1024, &cfg->threads},
+	    {"inflight", 'k', TLB_BENCH_INT, 1, 1024, &cfg->inflight},
+	    {"per", 'n', TLB_BENCH_INT, 1, TL_MAX_BATCH, &cfg->per},
+	    {"count", 'm', TLB_BENCH_U64, 1, UINT64_C(1) << 40, &cfg->count},
+	    {"sync1-count", 'S', TLB_BENCH_U64, 1, UINT64_C(1) << 40,
+	        &cfg->sync1_count},
+	    {"body", 'b', TLB_BENCH_SIZE, 0, TL_DEFAULT_MAX_BODY, &cfg->body},
+	    {"sync", 's', TLB_BENCH_FN, 0, 0, NULL},
+	    TLB_BENCH_COMMON_OPTS(&cfg->com),
 	};
-	uint64_t v;
-	int c;
 
-	while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
-		bool ok = true;
-
-		switch (c) {
-		case 't':
-			ok = parse_u64(optarg, 1, 1024, &v);
-			cfg->threads = (int) v;
-			break;
-		case 'k':
-			ok = parse_u64(optarg, 1, 1024, &v);
-			cfg->inflight = (int) v;
-			break;
-		case 'n':
-			ok = parse_u64(optarg, 1, TL_MAX_BATCH, &v);
-			cfg->per = (int) v;
-			break;
-		case 'm':
-			ok = parse_u64(
-			    optarg, 1, UINT64_C(1) << 40, &cfg->count);
-			break;
-		case 'S':
-			ok = parse_u64(
-			    optarg, 1, UINT64_C(1) << 40, &cfg->sync1_count);
-			break;
-		case 'b':
-			ok = parse_u64(optarg, 0, TL_DEFAULT_MAX_BODY, &v);
-			cfg->body = (size_t) v;
-			break;
-		case 's':
-			cfg->sync_name = optarg;
-			if (strcmp(optarg, "always") == 0) {
-				cfg->sync = TLI_SYNC_ALWAYS;
-			} else if (strcmp(optarg, "interval") == 0) {
-				cfg->sync = TLI_SYNC_INTERVAL;
-			} else if (strcmp(optarg, "none") == 0) {
-				cfg->sync = TLI_SYNC_NONE;
-			} else {
-				ok = false;
-			}
-			break;
-		case 'd':
-			cfg->dir = optarg;
-			break;
-		case 'K':
-			cfg->keep = true;
-			break;
-		case 'r':
-			ok = parse_u64(optarg, 1, BENCH_MAX_RUNS, &v);
-			cfg->repeat = (int) v;
-			break;
-		case 'j':
-			cfg->json = optarg;
-			break;
-		case 'h':
-			usage(stdout);
-			exit(0);
-		default:
-			ok = false;
-			break;
-		}
-		if (!ok) {
-			if (c != '?' && c != 'h') {
-				fprintf(stderr, "bad value: %s\n",
-				    optarg != NULL ? optarg : "");
-			}
-			return -1;
-		}
-	}
-	if (optind + 1 != argc) {
+	if (tlb_bench_getopt(argc, argv, opts, sizeof(opts) / sizeof(opts[0]),
+	        sync_opt, cfg, usage, workload) != 0) {
 		return -1;
 	}
-	*workload = argv[optind];
 	if (strcmp(*workload, "create") != 0 &&
 	    strcmp(*workload, "create-sync1") != 0 &&
 	    strcmp(*workload, "scan") != 0 && strcmp(*workload, "all") != 0) {
@@ -875,9 +748,30 @@ parse_args(int argc, char **argv, bench_cfg *cfg, const char **workload)
 	return 0;
 }
 
-static void
-median_print(const bench_result *rs, int n, const char *workload, int repeat)
+static const char *const all[] = {"create", "create-sync1", "scan"};
+
+static int
+run_one(void *arg, void *res, size_t w, int run, uint64_t *failures)
 {
+	const bench_cfg *cfg = arg;
+	bench_result *r = res;
+	int rv;
+
+	r->workload = all[w];
+	r->run = run;
+	if (w == 2) {
+		rv = bench_scan(cfg, r);
+	} else {
+		rv = bench_create(cfg, w == 1, r);
+	}
+	*failures = r->failures;
+	return rv;
+}
+
+static void
+median_print(const void *res, int n, const char *workload, int repeat)
+{
+	const bench_result *rs = res;
 	char a[32], b[32];
 
 	if (repeat < 2) {
@@ -901,7 +795,6 @@ int
 main(int argc, char **argv)
 {
 	static bench_result rs[3 * BENCH_MAX_RUNS];
-	static const char *all[] = {"create", "create-sync1", "scan"};
 	bench_cfg cfg = {
 	    .threads = 4,
 	    .inflight = 4,
@@ -911,50 +804,28 @@ main(int argc, char **argv)
 	    .body = 100,
 	    .sync = TLI_SYNC_ALWAYS,
 	    .sync_name = "always",
-	    .repeat = 1,
+	    .com = {.repeat = 1},
+	};
+	tlb_bench_driver d = {
+	    .names = all,
+	    .n = sizeof(all) / sizeof(all[0]),
+	    .res = rs,
+	    .size = sizeof(rs[0]),
+	    .run = run_one,
+	    .done = median_print,
+	    .arg = &cfg,
 	};
 	const char *workload = NULL;
-	uint64_t failures = 0;
-	int nrs = 0;
 
 	if (parse_args(argc, argv, &cfg, &workload) != 0) {
 		usage(stderr);
 		return 2;
 	}
-	for (size_t w = 0; w < sizeof(all) / sizeof(all[0]); w++) {
-		if (strcmp(workload, "all") != 0 &&
-		    strcmp(workload, all[w]) != 0) {
-			continue;
-		}
-		for (int i = 0; i < cfg.repeat; i++) {
-			bench_result *r = &rs[nrs];
-			int rv;
-
-			memset(r, 0, sizeof(*r));
-			r->workload = all[w];
-			r->run = i + 1;
-			if (w == 2) {
-				rv = bench_scan(&cfg, r);
-			} else {
-				rv = bench_create(&cfg, w == 1, r);
-			}
-			if (rv != 0) {
-				fprintf(stderr, "%s: run %d could not run\n",
-				    all[w], i + 1);
-				return 1;
-			}
-			failures += r->failures;
-			nrs++;
-		}
-		median_print(rs, nrs, all[w], cfg.repeat);
-	}
-	if (cfg.json != NULL) {
-		json_write(&cfg, rs, nrs);
-	}
-	if (failures > 0) {
-		fprintf(stderr, "%llu failed operations or checks\n",
-		    (unsigned long long) failures);
+	if (tlb_bench_run_all(&d, workload, cfg.com.repeat) != 0) {
 		return 1;
 	}
-	return 0;
+	if (cfg.com.json != NULL) {
+		json_write(&cfg, rs, d.nres);
+	}
+	return tlb_bench_exit_status(d.failures);
 }

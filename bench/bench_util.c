@@ -1,0 +1,328 @@
+/*
+ * bench_util.c: the helpers shared by tl-store-bench and tl-broker-bench
+ * (see bench_util.h): clocks, sleeps, the due-time mix, rate formatting,
+ * the load average, making and removing run directories, medians, the
+ * frame of the --json output, option parsing and the workload loop. Every
+ * helper prints and returns exactly what the copies it replaces did.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <ftw.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench_util.h"
+
+double
+tlb_bench_mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
+}
+
+int64_t
+tlb_bench_wall_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int64_t
+tlb_bench_wall_ms(void)
+{
+	return tlb_bench_wall_us() / 1000;
+}
+
+void
+tlb_bench_sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long) (ms % 1000) * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+uint64_t
+tlb_bench_mix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= UINT64_C(0xff51afd7ed558ccd);
+	x ^= x >> 33;
+	x *= UINT64_C(0xc4ceb9fe1a85ec53);
+	x ^= x >> 33;
+	return x;
+}
+
+void
+tlb_bench_fmt_rate(char *buf, size_t len, double r, int kdigits)
+{
+	if (r >= 1e6) {
+		snprintf(buf, len, "%.2fM", r / 1e6);
+	} else if (r >= 1e3) {
+		snprintf(buf, len, "%.*fk", kdigits, r / 1e3);
+	} else {
+		snprintf(buf, len, "%.0f", r);
+	}
+}
+
+double
+tlb_bench_load_avg(void)
+{
+	double l = -1;
+	FILE *f = fopen("/proc/loadavg", "r");
+
+	if (f != NULL) {
+		if (fscanf(f, "%lf", &l) != 1) {
+			l = -1;
+		}
+		fclose(f);
+	}
+	return l;
+}
+
+/* ---- run directories ---- */
+
+static int
+rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void) sb;
+	(void) flag;
+	(void) ftw;
+	return remove(path);
+}
+
+int
+tlb_bench_dir_make(
+    char *buf, size_t len, const tlb_bench_common *o, const char *prefix)
+{
+	snprintf(
+	    buf, len, "%s/%s-XXXXXX", o->dir != NULL ? o->dir : "/tmp", prefix);
+	if (mkdtemp(buf) == NULL) {
+		perror(buf);
+		return -1;
+	}
+	return 0;
+}
+
+void
+tlb_bench_dir_done(const tlb_bench_common *o, const char *path)
+{
+	if (o->keep) {
+		fprintf(stderr, "kept %s\n", path);
+	} else {
+		nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	}
+}
+
+/* ---- medians and JSON ---- */
+
+static int
+cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *) a, y = *(const double *) b;
+
+	return x < y ? -1 : x > y ? 1 : 0;
+}
+
+double
+tlb_bench_median(double *v, int k, double none)
+{
+	if (k == 0) {
+		return none;
+	}
+	qsort(v, (size_t) k, sizeof(v[0]), cmp_double);
+	return k % 2 == 1 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
+}
+
+FILE *
+tlb_bench_json_open(const tlb_bench_common *o)
+{
+	FILE *f = fopen(o->json, "w");
+
+	if (f == NULL) {
+		perror(o->json);
+		return NULL;
+	}
+	fprintf(f, "{\n  \"cpus\": %ld,\n", sysconf(_SC_NPROCESSORS_ONLN));
+	return f;
+}
+
+void
+tlb_bench_json_runs(FILE *f)
+{
+	fprintf(f, "  \"runs\": [\n");
+}
+
+void
+tlb_bench_json_run_end(FILE *f, int i, int n)
+{
+	fprintf(f, "%s\n", i + 1 < n ? "," : "");
+}
+
+void
+tlb_bench_json_median(FILE *f)
+{
+	fprintf(f, "  ],\n  \"median\": {");
+}
+
+void
+tlb_bench_json_close(FILE *f)
+{
+	fprintf(f, "}\n}\n");
+	fclose(f);
+}
+
+/* ---- options ---- */
+
+bool
+tlb_bench_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (*s == '\0' || *s == '-' || *end != '\0' || errno != 0 || v < lo ||
+	    v > hi) {
+		return false;
+	}
+	*out = v;
+	return true;
+}
+
+/* Stores the value val of option o; false when it is a bad one. */
+static bool
+opt_store(
+    const tlb_bench_opt *o, const char *val, tlb_bench_opt_fn fn, void *arg)
+{
+	uint64_t v = 0;
+
+	if (o->type == TLB_BENCH_FLAG) {
+		*(bool *) o->out = true;
+		return true;
+	}
+	if (o->type == TLB_BENCH_STR) {
+		*(const char **) o->out = val;
+		return true;
+	}
+	if (o->type == TLB_BENCH_FN) {
+		return fn(arg, o->c, val);
+	}
+	if (!tlb_bench_parse_u64(val, o->lo, o->hi, &v)) {
+		return false;
+	}
+	switch (o->type) {
+	case TLB_BENCH_INT:
+		*(int *) o->out = (int) v;
+		break;
+	case TLB_BENCH_U32:
+		*(uint32_t *) o->out = (uint32_t) v;
+		break;
+	case TLB_BENCH_U64:
+		*(uint64_t *) o->out = v;
+		break;
+	default:
+		*(size_t *) o->out = (size_t) v;
+		break;
+	}
+	return true;
+}
+
+int
+tlb_bench_getopt(int argc, char **argv, const tlb_bench_opt *opts, size_t n,
+    tlb_bench_opt_fn fn, void *arg, void (*usage)(FILE *), const char **operand)
+{
+	struct option longs[TLB_BENCH_MAX_OPTS + 2];
+	int c;
+
+	if (n > TLB_BENCH_MAX_OPTS) {
+		fprintf(stderr, "too many options\n");
+		return -1;
+	}
+	memset(longs, 0, sizeof(longs));
+	for (size_t k = 0; k < n; k++) {
+		longs[k].name = opts[k].name;
+		longs[k].has_arg = opts[k].type == TLB_BENCH_FLAG
+		    ? no_argument
+		    : required_argument;
+		longs[k].val = opts[k].c;
+	}
+	longs[n].name = "help";
+	longs[n].has_arg = no_argument;
+	longs[n].val = 'h';
+	while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
+		bool ok = false;
+
+		if (c == 'h') {
+			usage(stdout);
+			exit(0);
+		}
+		for (size_t k = 0; k < n; k++) {
+			if (opts[k].c == c) {
+				ok = opt_store(&opts[k], optarg, fn, arg);
+				break;
+			}
+		}
+		if (!ok) {
+			if (c != '?') {
+				fprintf(stderr, "bad value: %s\n",
+				    optarg != NULL ? optarg : "");
+			}
+			return -1;
+		}
+	}
+	if (optind + 1 != argc) {
+		return -1;
+	}
+	*operand = argv[optind];
+	return 0;
+}
+
+/* ---- running the workloads ---- */
+
+int
+tlb_bench_run_all(tlb_bench_driver *d, const char *workload, int repeat)
+{
+	for (size_t w = 0; w < d->n; w++) {
+		if (strcmp(workload, "all") != 0 &&
+		    strcmp(workload, d->names[w]) != 0) {
+			continue;
+		}
+		for (int i = 0; i < repeat; i++) {
+			void *r = (char *) d->res + (size_t) d->nres * d->size;
+			uint64_t f = 0;
+
+			memset(r, 0, d->size);
+			if (d->run(d->arg, r, w, i + 1, &f) != 0) {
+				fprintf(stderr, "%s: run %d could not run\n",
+				    d->names[w], i + 1);
+				return -1;
+			}
+			d->failures += f;
+			d->nres++;
+		}
+		d->done(d->res, d->nres, d->names[w], repeat);
+	}
+	return 0;
+}
+
+int
+tlb_bench_exit_status(uint64_t failures)
+{
+	if (failures > 0) {
+		fprintf(stderr, "%llu failed operations or checks\n",
+		    (unsigned long long) failures);
+		return 1;
+	}
+	return 0;
+}
