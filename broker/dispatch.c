@@ -24,6 +24,7 @@
  * anything is pushed. Lock: dsp->mtx, before any session's lock; bodies are
  * read from the store without it.
  */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -922,6 +923,7 @@ dsp_main(void *arg)
 {
 	tlb_dsp *p = arg;
 
+	pthread_setname_np(pthread_self(), "tl-dispatch");
 	pthread_mutex_lock(&p->mtx);
 	while (!p->stop) {
 		int64_t now = tlb_clock_now(NULL);

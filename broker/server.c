@@ -11,6 +11,7 @@
  * coalesced: frames queued while a send is in progress go out together in
  * the next send.
  */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -446,6 +447,7 @@ worker_main(void *arg)
 {
 	tlb_broker *b = arg;
 
+	pthread_setname_np(pthread_self(), "tl-worker");
 	for (;;) {
 		tlb_job *j;
 

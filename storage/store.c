@@ -14,6 +14,7 @@
  * rolls back nothing in memory because nothing in memory changed yet:
  * counters and topics change only after the write succeeded.
  */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -585,6 +586,7 @@ writer_main(void *arg)
 	 * by default; the writer compares millions of keys a second and
 	 * nobody reads those counts (measured: ~10% of the writer's CPU). */
 	rocksdb_set_perf_level(1); /* kDisable */
+	pthread_setname_np(pthread_self(), "tl-writer");
 
 	for (;;) {
 		sub *batch, *next;
