@@ -478,8 +478,8 @@ send_main(void *arg)
 			c->outq = t;
 			c->sending = true;
 			pthread_mutex_unlock(&c->mtx);
-			rv = stream_xfer(s, aio, out.data, out.len, true,
-			    NNG_DURATION_INFINITE);
+			rv = stream_xfer(
+			    s, aio, out.data, out.len, true, TLI_STALL_MS);
 			tlp_buf_reset(&out);
 			pthread_mutex_lock(&c->mtx);
 			c->sending = false;
@@ -488,6 +488,10 @@ send_main(void *arg)
 				tli_log(c, TL_LOG_WARN, "send failed: %s",
 				    tl_strerror(rv));
 				nng_stream_close(s);
+				/* The reader may wait on the dead stream for
+				 * ever: wake it so it takes the connection
+				 * down (and fails what is in flight). */
+				nng_aio_abort(c->raio, NNG_ECLOSED);
 			}
 			continue;
 		}
@@ -798,8 +802,10 @@ conn_main(void *arg)
 		pthread_cond_broadcast(&c->cv);
 		pthread_mutex_unlock(&c->mtx);
 		backoff = c->opts.backoff_min_ms;
-		while ((rv = rd_frame(s, aio, &r, NNG_DURATION_INFINITE, &h,
-		            &body, &blen)) == TL_OK) {
+		/* The broker answers a ping every TLI_PING_MS: a longer
+		 * silence means the connection is dead. */
+		while ((rv = rd_frame(s, aio, &r, TLI_IDLE_MS, &h, &body,
+		            &blen)) == TL_OK) {
 			conn_dispatch(c, &h, body, blen);
 		}
 		conn_down(c, s, rv);

@@ -37,6 +37,12 @@
 #include "msgs.h"
 
 #define TLI_PING_MS 5000
+/* A connection that accepts no byte of a send for this long, or sends
+ * nothing (not even a ping reply) for TLI_IDLE_MS, is dead: nng 1.5.2 was
+ * seen to leave both a send and a receive pending forever on an ipc stream
+ * whose peer was killed. */
+#define TLI_STALL_MS 3000
+#define TLI_IDLE_MS (3 * TLI_PING_MS)
 #define TLI_TABLE_SIZE 1024u
 /* A send is cut into batches of bodies below this many bytes. */
 #define TLI_BATCH_BYTES (24u * 1024u * 1024u)
