@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "broker.h"
 
@@ -571,11 +572,45 @@ tlb_server_stop(tlb_broker *b)
 void
 tlb_server_wait(tlb_broker *b)
 {
-	pthread_mutex_lock(&b->sess_mtx);
-	while (b->live_sessions > 0) {
-		pthread_cond_wait(&b->sess_cv, &b->sess_mtx);
+	for (;;) {
+		tlb_session *s, **v;
+		size_t n = 0, cap;
+
+		pthread_mutex_lock(&b->sess_mtx);
+		if (b->live_sessions == 0) {
+			pthread_mutex_unlock(&b->sess_mtx);
+			break;
+		}
+		/* nng 1.5.2 can leave an operation on a dead stream pending
+		 * even after the close: abort them until the sessions are
+		 * gone (outside the lock: a callback may free a session). */
+		cap = (size_t) b->live_sessions;
+		v = tli_alloc(sizeof(*v) * (cap + 1));
+		for (s = b->sessions; s != NULL && v != NULL && n < cap;
+		     s = s->next) {
+			tlb_session_hold(s);
+			v[n++] = s;
+		}
+		pthread_mutex_unlock(&b->sess_mtx);
+		for (size_t i = 0; i < n; i++) {
+			nng_aio_abort(v[i]->rx_aio, NNG_ECLOSED);
+			nng_aio_abort(v[i]->tx_aio, NNG_ECLOSED);
+			tlb_session_rele(v[i]);
+		}
+		tli_free(v);
+		pthread_mutex_lock(&b->sess_mtx);
+		if (b->live_sessions > 0) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += 20 * 1000000;
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			pthread_cond_timedwait(&b->sess_cv, &b->sess_mtx, &ts);
+		}
+		pthread_mutex_unlock(&b->sess_mtx);
 	}
-	pthread_mutex_unlock(&b->sess_mtx);
 	for (int i = 0; i < b->nlst; i++) {
 		nng_aio_free(b->acc_aio[i]);
 		nng_stream_listener_free(b->lst[i]);
