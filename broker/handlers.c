@@ -413,8 +413,10 @@ batch_done(void *arg)
 {
 	pending *p = arg;
 
-	tlb_send_frame(p->s, p->h.op, TLP_F_REPLY, p->h.reqid, enc_results, p);
+	/* Effects first: once the client has its answer, the dispatcher
+	 * already knows (the credit of an acked lease is back). */
 	batch_effects(p);
+	tlb_send_frame(p->s, p->h.op, TLP_F_REPLY, p->h.reqid, enc_results, p);
 	tlb_session_rele(p->s);
 	tli_free(p->frame);
 	tli_free(p);
