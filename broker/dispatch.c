@@ -33,6 +33,9 @@
 
 #define CHUNK 256     /* entries read per bucket refill */
 #define MAX_PASS 4096 /* leases taken per dispatcher pass */
+/* A DELIVER frame is cut at about this many bytes of bodies, so that
+ * credit x max_body never exceeds the frame limit (TLP_MAX_FRAME). */
+#define PUSH_BUDGET (8u << 20)
 
 typedef struct went {
 	int64_t ts;
@@ -449,6 +452,12 @@ send_push(tlb_session *s, uint8_t op, const char *topic, const dsub *d,
 	tlp_enc_deliver(&w, &dl);
 	if (tlp_frame_end(&b, 0) == TL_OK) {
 		tlb_session_send(s, b.data, b.len);
+	} else {
+		/* The leases stay held and run out: the messages come back. */
+		tlb_log(TLB_ERROR, "D002",
+		    "consumer %s: a %s frame of %zu messages could not be "
+		    "built (out of memory)",
+		    d->consumer, tlp_op_name(op), n);
 	}
 	tlp_buf_fini(&b);
 }
@@ -484,7 +493,7 @@ lease_done(void *arg)
 	while (i < lb->n) {
 		/* Items of one subscription are adjacent: one frame each. */
 		dsub *d = lb->it[i].sub;
-		size_t nd = 0;
+		size_t nd = 0, bytes = 0;
 		tlb_session *s = d->s;
 
 		for (; i < lb->n && lb->it[i].sub == d; i++) {
@@ -518,6 +527,15 @@ lease_done(void *arg)
 			}
 			held_put(d, it->e->id, it->e->id_len, o->new_version,
 			    o->new_ts);
+			if (nd > 0 && bytes + it->m.body_len > PUSH_BUDGET) {
+				d->delivered += nd;
+				atomic_fetch_add(&b->m.delivered, nd);
+				send_push(
+				    s, TLP_OP_DELIVER, lb->topic, d, dv, nd);
+				nd = 0;
+				bytes = 0;
+			}
+			bytes += it->m.body_len + it->e->id_len + 64;
 			dv[nd].id = (tlp_str){it->e->id, it->e->id_len};
 			dv[nd].version = o->new_version;
 			dv[nd].lease_until = o->new_ts;
