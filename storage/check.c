@@ -384,6 +384,79 @@ check_counters(chk *c)
 	}
 }
 
+/* Every (topic, owner) count against the records, both ways. */
+static void
+owner_expect(
+    void *arg, uint32_t topic, const char *owner, size_t olen, int64_t count)
+{
+	chk *c = arg;
+	uint8_t k[5 + TL_MAX_NAME_LEN];
+	char pown[TL_MAX_NAME_LEN * 4 + 8];
+	char *v;
+	size_t vl;
+	int found = chk_get(c, CF_DEFAULT, k,
+	    tli_key_meta_owner(k, topic, owner, olen), &v, &vl);
+	uint64_t stored = 0;
+
+	if (found < 0) {
+		return;
+	}
+	if (found > 0) {
+		stored = vl == 8 ? tli_get_be64((uint8_t *) v) : UINT64_MAX;
+		rocksdb_free(v);
+	}
+	if (stored != (uint64_t) count) {
+		problem(c, "topic %u owner %s: count says %llu, found %lld",
+		    topic, printable(pown, sizeof(pown), owner, olen),
+		    (unsigned long long) stored, (long long) count);
+	}
+}
+
+static void
+check_owners(chk *c)
+{
+	struct owner_deltas *d = tli_owner_deltas_new();
+	rocksdb_iterator_t *it;
+	char *err = NULL;
+
+	if (d == NULL || tli_owner_tally(c->s, c->ro, d) != TL_OK) {
+		problem(c, "owner counts: could not count the records");
+		tli_owner_deltas_free(d);
+		return;
+	}
+	tli_owner_each(d, owner_expect, c);
+	/* Stored counts without records. */
+	it = rocksdb_create_iterator_cf(c->s->db, c->ro, c->s->cf[CF_DEFAULT]);
+	for (rocksdb_iter_seek(it, "O", 1); rocksdb_iter_valid(it);
+	     rocksdb_iter_next(it)) {
+		size_t kl;
+		const uint8_t *k = (const uint8_t *) rocksdb_iter_key(it, &kl);
+		char pown[TL_MAX_NAME_LEN * 4 + 8];
+
+		if (kl < 1 || k[0] != 'O') {
+			break;
+		}
+		if (kl <= 5) {
+			problem(c, "owner count key of bad size");
+			continue;
+		}
+		if (tli_owner_get(d, tli_get_be32(k + 1), (const char *) k + 5,
+		        kl - 5) == 0) {
+			problem(c, "topic %u owner %s: a count but no messages",
+			    tli_get_be32(k + 1),
+			    printable(pown, sizeof(pown), (const char *) k + 5,
+			        kl - 5));
+		}
+	}
+	rocksdb_iter_get_error(it, &err);
+	if (err != NULL) {
+		problem(c, "iteration error: %s", err);
+		rocksdb_free(err);
+	}
+	rocksdb_iter_destroy(it);
+	tli_owner_deltas_free(d);
+}
+
 int
 tli_store_check(
     tli_store *s, tli_check_report_fn report, void *arg, uint64_t *problems)
@@ -412,6 +485,7 @@ tli_store_check(
 	walk(&c, CF_CONS, cons_entry);
 	walk(&c, CF_OWN, own_entry);
 	check_counters(&c);
+	check_owners(&c);
 	rocksdb_readoptions_destroy(c.ro);
 	rocksdb_release_snapshot(s->db, snap);
 	tli_free(c.topics);

@@ -253,6 +253,7 @@ msg_delete(tli_store *s, topic_rt *t, ov_ent *e)
 		    s, CF_MSG, k, tli_key_dead(k, t->id, e->id, e->id_len));
 		counters_note(t, 0, 0, -1);
 	}
+	tli_owner_note(s->owners, t->id, e->r.owner, e->r.owner_len, -1);
 	tli_stage_del(s, CF_MSG, k, tli_key_msg(k, t->id, e->id, e->id_len));
 	if (!(e->r.flags & REC_INLINE)) {
 		tli_stage_del(
@@ -321,6 +322,7 @@ msg_create(tli_store *s, topic_rt *t, ov_ent *e, const tli_op *op, int64_t ts,
 	}
 	record_put(s, t->id, e);
 	counters_note(t, 1, 0, 0);
+	tli_owner_note(s->owners, t->id, op->who, op->who_len, 1);
 }
 
 /* ---- checks ---- */

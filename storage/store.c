@@ -427,7 +427,7 @@ fail:
 static void
 topic_delete_apply(tli_store *s, sub *sb)
 {
-	uint8_t key[1 + TL_MAX_NAME_LEN], ck[5], lo[4], hi[4];
+	uint8_t key[1 + TL_MAX_NAME_LEN], ck[5], lo[4], hi[4], ok[5], oh[5];
 	topic_rt *t = tli_topic_find(s, sb->conf.name);
 	int rv;
 
@@ -440,6 +440,12 @@ topic_delete_apply(tli_store *s, sub *sb)
 	    tli_key_meta_topic(key, t->conf.name, strlen(t->conf.name)));
 	rocksdb_writebatch_delete_cf(s->wb, s->cf[CF_DEFAULT], (char *) ck,
 	    tli_key_meta_counters(ck, t->id));
+	ok[0] = 'O';
+	tli_put_be32(ok + 1, t->id);
+	oh[0] = 'O';
+	tli_put_be32(oh + 1, t->id + 1);
+	rocksdb_writebatch_delete_range_cf(
+	    s->wb, s->cf[CF_DEFAULT], (char *) ok, 5, (char *) oh, 5);
 	tli_put_be32(lo, t->id);
 	tli_put_be32(hi, t->id + 1);
 	for (int cf = CF_MSG; cf < CF_COUNT; cf++) {
@@ -483,6 +489,7 @@ ops_batch_apply(tli_store *s, sub *first, size_t nops)
 	rocksdb_writebatch_clear(s->wb);
 	stage_reset(&s->stg);
 	tli_overlay_reset(s->ov);
+	tli_owner_deltas_reset(s->owners);
 	for (sub *sb = first; sb != NULL; sb = sb->next) {
 		for (size_t i = 0; i < sb->n; i++) {
 			tli_apply_op(s, &sb->ops[i]);
@@ -494,7 +501,10 @@ ops_batch_apply(tli_store *s, sub *first, size_t nops)
 			counters_put(s, s->topics[i]);
 		}
 	}
-	rv = s->stg.oom ? TL_ENOMEM : write_batch(s);
+	rv = s->stg.oom ? TL_ENOMEM : tli_owner_stage(s, s->owners);
+	if (rv == TL_OK) {
+		rv = write_batch(s);
+	}
 	if (rv == TL_OK) {
 		tli_overlay_commit(s->ov);
 	}
@@ -840,6 +850,7 @@ store_free(tli_store *s)
 	if (s->ov != NULL) {
 		tli_overlay_free(s->ov);
 	}
+	tli_owner_deltas_free(s->owners);
 	if (s->wb != NULL) {
 		rocksdb_writebatch_destroy(s->wb);
 	}
@@ -980,11 +991,12 @@ format_check(tli_store *s)
 		return rv;
 	}
 	if (has_fmt) {
-		if (fmt != TLI_STORE_FORMAT || !has_next) {
+		if (!has_next ||
+		    (fmt != TLI_STORE_FORMAT && fmt != TLI_STORE_FORMAT_1)) {
 			return TL_EFORMAT;
 		}
 		s->next_topic_id = next;
-		return TL_OK;
+		return fmt == TLI_STORE_FORMAT_1 ? tli_owner_migrate(s) : TL_OK;
 	}
 	if (has_next) {
 		return TL_EFORMAT;
@@ -1103,7 +1115,8 @@ tli_store_open(tli_store **out, const tli_store_opts *o)
 	}
 	if ((s->path = tli_strndup(o->path, strlen(o->path))) == NULL ||
 	    (s->wb = rocksdb_writebatch_create()) == NULL ||
-	    (s->ov = tli_overlay_new()) == NULL) {
+	    (s->ov = tli_overlay_new()) == NULL ||
+	    (s->owners = tli_owner_deltas_new()) == NULL) {
 		rv = TL_ENOMEM;
 		goto fail;
 	}

@@ -33,7 +33,7 @@
 /* The storage format version, stored in the database. Bump it whenever a key
  * layout or record encoding changes, and write the migration (or the refusal)
  * in tli_store_open next to the check. */
-#define TLI_STORE_FORMAT 1
+#define TLI_STORE_FORMAT 2
 
 typedef struct tli_store tli_store;
 
@@ -267,6 +267,15 @@ int tli_store_count(
 /* The status counts of the whole topic, from the incremental counters plus
  * a scan of the due part only. */
 int tli_store_totals(tli_store *s, const char *topic, tli_counts *out);
+
+/* How many messages a producer group (owner) has stored — on the timeline
+ * or in the dead-letter list — in one topic, or in all topics. Exact as of
+ * the last committed batch. Errors: TL_EBADID, TL_ENOTOPIC, TL_ESTORAGE. */
+#define TLI_HAVE_OWNER_COUNT 1
+int tli_store_owner_count_topic(tli_store *s, const char *topic,
+    const char *owner, size_t olen, uint64_t *out);
+int tli_store_owner_count(
+    tli_store *s, const char *owner, size_t olen, uint64_t *out);
 
 /* ---- consistency ---- */
 

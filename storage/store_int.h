@@ -17,6 +17,9 @@
 
 #include "store.h"
 
+/* Format 1 lacked the per-owner counts; it is migrated at open. */
+#define TLI_STORE_FORMAT_1 1
+
 enum { CF_DEFAULT, CF_MSG, CF_TL, CF_CONS, CF_OWN, CF_COUNT };
 
 /* Key sizes: topic(4) + tag(1) + id, and the largest index key. */
@@ -121,6 +124,7 @@ struct tli_store {
 	rocksdb_writebatch_t *wb;
 	stage stg;
 	struct overlay *ov;
+	struct owner_deltas *owners;
 	int64_t last_sync_ms;
 	bool unsynced;
 
@@ -176,6 +180,26 @@ void tli_overlay_reset(struct overlay *ov);
 void tli_overlay_commit(struct overlay *ov);
 void tli_overlay_forget(struct overlay *ov);
 void tli_apply_op(tli_store *s, tli_op *op);
+
+/* ---- owners.c: per-owner counts (writer thread) ---- */
+size_t tli_key_meta_owner(
+    uint8_t *k, uint32_t topic, const char *owner, size_t olen);
+struct owner_deltas *tli_owner_deltas_new(void);
+void tli_owner_deltas_free(struct owner_deltas *d);
+void tli_owner_deltas_reset(struct owner_deltas *d);
+void tli_owner_note(struct owner_deltas *d, uint32_t topic, const char *owner,
+    size_t olen, int64_t delta);
+int tli_owner_stage(tli_store *s, struct owner_deltas *d);
+void tli_owner_each(struct owner_deltas *d,
+    void (*fn)(void *arg, uint32_t topic, const char *owner, size_t olen,
+        int64_t count),
+    void *arg);
+bool tli_owner_oom(const struct owner_deltas *d);
+int tli_owner_tally(
+    tli_store *s, rocksdb_readoptions_t *ro, struct owner_deltas *d);
+int tli_owner_migrate(tli_store *s);
+int64_t tli_owner_get(
+    struct owner_deltas *d, uint32_t topic, const char *owner, size_t olen);
 
 /* ---- query.c ---- */
 rocksdb_iterator_t *tli_iter(tli_store *s, int cf, const uint8_t *lo,

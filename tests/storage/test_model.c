@@ -1013,8 +1013,17 @@ compare_topic(mctx *c, int ti)
 		    c, ti, SCAN_DUE, 0, b, now + rnd_in(c, -100, 70000));
 	}
 	for (int w = 0; w < NWHO; w++) {
+		uint64_t n = 0, want_n = 0;
 		compare_scan(c, ti, SCAN_CONS, w, 0, 0);
 		compare_scan(c, ti, SCAN_OWNER, w, 0, 0);
+		for (int i = 0; i < tp->nids; i++) {
+			want_n += tp->msgs[i].live && tp->msgs[i].owner == w;
+		}
+		rv = tli_store_owner_count_topic(
+		    c->s, tp->name, owners[w], strlen(owners[w]), &n);
+		MCHECK(c, rv == TL_OK && n == want_n,
+		    "owner count %s/%s: %s %" PRIu64 ", expected %" PRIu64,
+		    tp->name, owners[w], tl_errname(rv), n, want_n);
 	}
 }
 
