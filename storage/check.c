@@ -101,7 +101,7 @@ expect_entry(chk *c, int cf, const char *what, const uint8_t *k, size_t kl,
 	if (found == 0) {
 		problem(c, "message %s: %s entry missing", id, what);
 	} else if (found > 0) {
-		if (vl != evl || memcmp(v, ev, evl) != 0) {
+		if (ev != NULL && (vl != evl || memcmp(v, ev, evl) != 0)) {
 			problem(c, "message %s: %s entry has a stale value", id,
 			    what);
 		}
@@ -187,9 +187,10 @@ check_record(chk *c, uint32_t topic, const char *id, size_t len,
 	tli_val_tl(ev, r.version, r.cons_len > 0);
 	expect_entry(c, CF_TL, "timeline", k,
 	    tli_key_tl(k, topic, r.bucket, r.ts, id, len), ev, 9, pid);
+	/* Its value is not read (format 1 wrote one). */
 	expect_entry(c, CF_OWN, "owner", k,
-	    tli_key_own(k, topic, r.owner, r.owner_len, r.ts, id, len), ev, 9,
-	    pid);
+	    tli_key_own(k, topic, r.owner, r.owner_len, r.sched, id, len), NULL,
+	    0, pid);
 	if (r.cons_len > 0) {
 		tli_val_cons(ev, r.ts, r.version);
 		expect_entry(c, CF_CONS, "consumer", k,
@@ -273,9 +274,10 @@ index_entry(chk *c, const char *what, uint32_t topic, const char *id,
 	} else if (found > 0 && (r.flags & REC_DEAD)) {
 		problem(c, "%s entry for dead letter %s", what, pid);
 	} else if (found > 0) {
-		if (check_ts && r.ts != ts) {
+		int64_t rts = want->sched != 0 ? r.sched : r.ts;
+		if (check_ts && rts != ts) {
 			problem(c, "%s entry for %s at ts %lld, record at %lld",
-			    what, pid, (long long) ts, (long long) r.ts);
+			    what, pid, (long long) ts, (long long) rts);
 		}
 		if (want->owner_len > 0 &&
 		    (r.owner_len != want->owner_len ||
@@ -335,11 +337,13 @@ own_entry(chk *c, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl)
 	rec want;
 	size_t olen;
 
-	if (kl < 5 || (olen = k[4]) == 0 || kl <= 13 + olen || vl != 9) {
+	if (kl < 5 || (olen = k[4]) == 0 || kl <= 13 + olen ||
+	    (vl != 0 && vl != 9)) {
 		problem(c, "owner entry of bad size");
 		return;
 	}
 	memset(&want, 0, sizeof(want));
+	want.sched = 1; /* compare with the record's sched */
 	want.bucket = UINT32_MAX;
 	want.owner_len = (uint8_t) olen;
 	memcpy(want.owner, k + 5, olen);

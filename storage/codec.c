@@ -88,7 +88,10 @@ tli_key_meta_counters(uint8_t *k, uint32_t topic)
 	return 5;
 }
 
-#define REC_FORMAT 1
+/* Record format 2 added sched after ts; format 1 records (sched = ts, which
+ * is where their owner entry is) are still read. */
+#define REC_FORMAT_1 1
+#define REC_FORMAT 2
 
 size_t
 tli_rec_encode(uint8_t *out, const rec *r)
@@ -98,12 +101,13 @@ tli_rec_encode(uint8_t *out, const rec *r)
 	*p++ = REC_FORMAT;
 	*p++ = r->flags;
 	tli_put_be64(p, (uint64_t) r->ts);
-	tli_put_be64(p + 8, r->version);
-	tli_put_be64(p + 16, (uint64_t) r->created_at);
-	tli_put_be32(p + 24, r->deliveries);
-	tli_put_be32(p + 28, r->bucket);
-	tli_put_be32(p + 32, r->body_len);
-	p += 36;
+	tli_put_be64(p + 8, (uint64_t) r->sched);
+	tli_put_be64(p + 16, r->version);
+	tli_put_be64(p + 24, (uint64_t) r->created_at);
+	tli_put_be32(p + 32, r->deliveries);
+	tli_put_be32(p + 36, r->bucket);
+	tli_put_be32(p + 40, r->body_len);
+	p += 44;
 	*p++ = r->owner_len;
 	memcpy(p, r->owner, r->owner_len);
 	p += r->owner_len;
@@ -122,18 +126,27 @@ tli_rec_decode(rec *r, const uint8_t *p, size_t len)
 {
 	const uint8_t *end = p + len;
 
-	if (len < 39 || p[0] != REC_FORMAT) {
+	size_t fix = len > 0 && p[0] == REC_FORMAT_1 ? 8 : 0;
+
+	if (len < 2 || (p[0] != REC_FORMAT && p[0] != REC_FORMAT_1) ||
+	    len < 47 - fix) {
 		return TL_ECORRUPT;
 	}
 	r->flags = p[1];
-	p++;
-	r->ts = (int64_t) tli_get_be64(p + 1);
-	r->version = tli_get_be64(p + 9);
-	r->created_at = (int64_t) tli_get_be64(p + 17);
-	r->deliveries = tli_get_be32(p + 25);
-	r->bucket = tli_get_be32(p + 29);
-	r->body_len = tli_get_be32(p + 33);
-	p += 37;
+	p += 2;
+	r->ts = (int64_t) tli_get_be64(p);
+	if (fix == 0) {
+		r->sched = (int64_t) tli_get_be64(p + 8);
+		p += 8;
+	} else {
+		r->sched = r->ts;
+	}
+	r->version = tli_get_be64(p + 8);
+	r->created_at = (int64_t) tli_get_be64(p + 16);
+	r->deliveries = tli_get_be32(p + 24);
+	r->bucket = tli_get_be32(p + 28);
+	r->body_len = tli_get_be32(p + 32);
+	p += 36;
 	r->owner_len = *p++;
 	if (r->owner_len == 0 || r->owner_len > TL_MAX_NAME_LEN ||
 	    end - p < r->owner_len + 1) {

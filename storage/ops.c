@@ -163,17 +163,22 @@ ov_get(tli_store *s, uint32_t topic, const char *id, size_t len, ov_ent **out)
 
 /* ---- effects ---- */
 
+/* The owner entry is keyed by sched, where the producer placed the message:
+ * a lease or an extend moves the timeline entry but not the owner's, so
+ * they write two keys fewer. */
 static void
-index_delete(tli_store *s, uint32_t topic, const ov_ent *e)
+index_delete(tli_store *s, uint32_t topic, const ov_ent *e, bool own)
 {
 	uint8_t k[KEY_MAX];
 	const rec *r = &e->r;
 
 	tli_stage_del(s, CF_TL, k,
 	    tli_key_tl(k, topic, r->bucket, r->ts, e->id, e->id_len));
-	tli_stage_del(s, CF_OWN, k,
-	    tli_key_own(
-	        k, topic, r->owner, r->owner_len, r->ts, e->id, e->id_len));
+	if (own) {
+		tli_stage_del(s, CF_OWN, k,
+		    tli_key_own(k, topic, r->owner, r->owner_len, r->sched,
+		        e->id, e->id_len));
+	}
 	if (r->cons_len > 0) {
 		tli_stage_del(s, CF_CONS, k,
 		    tli_key_cons(
@@ -182,7 +187,7 @@ index_delete(tli_store *s, uint32_t topic, const ov_ent *e)
 }
 
 static void
-record_put(tli_store *s, uint32_t topic, const ov_ent *e)
+record_put(tli_store *s, uint32_t topic, const ov_ent *e, bool own)
 {
 	uint8_t k[KEY_MAX], v[REC_MAX], iv[16];
 	const rec *r = &e->r;
@@ -194,10 +199,12 @@ record_put(tli_store *s, uint32_t topic, const ov_ent *e)
 	tli_stage_put(s, CF_TL, k,
 	    tli_key_tl(k, topic, r->bucket, r->ts, e->id, e->id_len),
 	    (char *) iv, 9, false);
-	tli_stage_put(s, CF_OWN, k,
-	    tli_key_own(
-	        k, topic, r->owner, r->owner_len, r->ts, e->id, e->id_len),
-	    (char *) iv, 9, false);
+	if (own) {
+		tli_stage_put(s, CF_OWN, k,
+		    tli_key_own(k, topic, r->owner, r->owner_len, r->sched,
+		        e->id, e->id_len),
+		    "", 0, false);
+	}
 	if (locked) {
 		tli_val_cons(iv, r->ts, r->version);
 		tli_stage_put(s, CF_CONS, k,
@@ -222,19 +229,25 @@ is_live(const ov_ent *e)
 	return e->present && (e->r.flags & REC_DEAD) == 0;
 }
 
-/* Change ts / lock of a present message: old index entries out, new in. */
+/* Change ts / lock of a present message: old index entries out, new in.
+ * With place, ts is also where the producer's view has it (move, release);
+ * without, the owner entry stays (lease, extend). */
 static void
 msg_update(tli_store *s, topic_rt *t, ov_ent *e, int64_t ts, const char *cons,
-    size_t clen)
+    size_t clen, bool place)
 {
 	bool was_locked = e->r.cons_len > 0;
+	bool own = place && e->r.sched != ts;
 
-	index_delete(s, t->id, e);
+	index_delete(s, t->id, e, own);
 	e->r.ts = ts;
+	if (place) {
+		e->r.sched = ts;
+	}
 	e->r.version++;
 	e->r.cons_len = (uint8_t) clen;
 	memcpy(e->r.cons, cons, clen);
-	record_put(s, t->id, e);
+	record_put(s, t->id, e, own);
 	if (was_locked != (clen > 0)) {
 		counters_note(t, 0, clen > 0 ? 1 : -1, 0);
 	}
@@ -246,7 +259,7 @@ msg_delete(tli_store *s, topic_rt *t, ov_ent *e)
 	uint8_t k[KEY_MAX];
 
 	if (is_live(e)) {
-		index_delete(s, t->id, e);
+		index_delete(s, t->id, e, true);
 		counters_note(t, -1, e->r.cons_len > 0 ? -1 : 0, 0);
 	} else {
 		tli_stage_del(
@@ -269,7 +282,7 @@ msg_dead_letter(tli_store *s, topic_rt *t, ov_ent *e, int64_t now)
 {
 	uint8_t k[KEY_MAX], v[REC_MAX], dv[16];
 
-	index_delete(s, t->id, e);
+	index_delete(s, t->id, e, true);
 	counters_note(t, -1, e->r.cons_len > 0 ? -1 : 0, 1);
 	e->r.flags |= REC_DEAD;
 	e->r.cons_len = 0;
@@ -292,8 +305,9 @@ msg_kick(tli_store *s, topic_rt *t, ov_ent *e, int64_t ts)
 	e->r.flags &= (uint8_t) ~REC_DEAD;
 	e->r.deliveries = 0;
 	e->r.ts = ts;
+	e->r.sched = ts;
 	e->r.version++;
-	record_put(s, t->id, e);
+	record_put(s, t->id, e, true);
 }
 
 static void
@@ -304,6 +318,7 @@ msg_create(tli_store *s, topic_rt *t, ov_ent *e, const tli_op *op, int64_t ts,
 
 	memset(&e->r, 0, sizeof(e->r));
 	e->r.ts = ts;
+	e->r.sched = ts;
 	e->r.version = 1;
 	e->r.created_at = now;
 	e->r.bucket = tli_bucket_of(e->id, e->id_len, t->conf.buckets);
@@ -320,7 +335,7 @@ msg_create(tli_store *s, topic_rt *t, ov_ent *e, const tli_op *op, int64_t ts,
 		    tli_key_body(k, t->id, e->id, e->id_len), op->body,
 		    op->body_len, true);
 	}
-	record_put(s, t->id, e);
+	record_put(s, t->id, e, true);
 	counters_note(t, 1, 0, 0);
 	tli_owner_note(s->owners, t->id, op->who, op->who_len, 1);
 }
@@ -513,19 +528,19 @@ apply(tli_store *s, tli_op *op)
 			return TL_EDEAD;
 		}
 		e->r.deliveries++;
-		msg_update(s, t, e, ts, op->who, op->who_len);
+		msg_update(s, t, e, ts, op->who, op->who_len, false);
 		break;
 	case TLI_OP_EXTEND:
 		if ((rv = check_holder(e, op, now)) != TL_OK) {
 			return rv;
 		}
-		msg_update(s, t, e, ts, e->r.cons, e->r.cons_len);
+		msg_update(s, t, e, ts, e->r.cons, e->r.cons_len, false);
 		break;
 	case TLI_OP_RELEASE:
 		if ((rv = check_holder(e, op, now)) != TL_OK) {
 			return rv;
 		}
-		msg_update(s, t, e, ts, "", 0);
+		msg_update(s, t, e, ts, "", 0, true);
 		break;
 	case TLI_OP_DELETE_LEASED:
 		if ((rv = check_holder(e, op, now)) != TL_OK) {
@@ -546,7 +561,7 @@ apply(tli_store *s, tli_op *op)
 		if ((rv = check_owner(e, op, now)) != TL_OK) {
 			return rv;
 		}
-		msg_update(s, t, e, ts, "", 0);
+		msg_update(s, t, e, ts, "", 0, true);
 		break;
 	case TLI_OP_DLQ_KICK:
 		if (!e->present || is_live(e)) {

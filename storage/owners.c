@@ -245,7 +245,7 @@ tli_store_owner_count(
 		return TL_ENOMEM;
 	}
 	for (size_t i = 0; i < n && rv == TL_OK; i++) {
-		uint64_t c;
+		uint64_t c = 0;
 		rv = count_get(
 		    s, k, tli_key_meta_owner(k, ids[i], owner, olen), &c);
 		sum += c;

@@ -43,6 +43,21 @@ scan_open(tli_store *s, scan *sc, int cf)
 	sc->it = tli_iter(s, cf, sc->lo, sc->lolen, sc->hi, sc->hilen, &sc->ro);
 }
 
+/* As scan_open, reading at a snapshot (so that further reads through
+ * sc->ro see the same state). */
+static void
+scan_open_snap(tli_store *s, scan *sc, int cf, const rocksdb_snapshot_t *snap)
+{
+	sc->ro = rocksdb_readoptions_create();
+	rocksdb_readoptions_set_iterate_upper_bound(
+	    sc->ro, (const char *) sc->hi, sc->hilen);
+	rocksdb_readoptions_set_iterate_lower_bound(
+	    sc->ro, (const char *) sc->lo, sc->lolen);
+	rocksdb_readoptions_set_snapshot(sc->ro, snap);
+	sc->it = rocksdb_create_iterator_cf(s->db, sc->ro, s->cf[cf]);
+	rocksdb_iter_seek(sc->it, (const char *) sc->lo, sc->lolen);
+}
+
 static int
 scan_close(tli_store *s, scan *sc)
 {
@@ -247,16 +262,20 @@ tli_store_scan_consumer(tli_store *s, const char *topic, const char *consumer,
 	    s, &sc, pre, conf.buckets, true, out, max, n, more);
 }
 
+/* The owner index is keyed by where the producer placed each message
+ * (sched) and has no value: the version and lock come from the record, read
+ * at the same snapshot as the index. */
 int
 tli_store_scan_owner(tli_store *s, const char *topic, const char *owner,
     size_t owner_len, const tli_cursor *after, tli_entry *out, size_t max,
     size_t *n, bool *more)
 {
+	const rocksdb_snapshot_t *snap;
 	tli_topic_conf conf;
 	uint32_t tid;
 	size_t got = 0, pre;
 	scan sc;
-	int rv;
+	int rv, rv2;
 
 	*n = 0;
 	*more = false;
@@ -268,43 +287,63 @@ tli_store_scan_owner(tli_store *s, const char *topic, const char *owner,
 	sc.lolen = tli_key_own(sc.lo, tid, owner, owner_len, TL_TS_MIN, "", 0);
 	sc.hilen = prefix_end(sc.hi, sc.lo, pre);
 	if (after != NULL && after->valid) {
-		uint8_t ck[KEY_MAX];
-		scan_open_after(s, &sc, CF_OWN, ck,
-		    tli_key_own(ck, tid, owner, owner_len, after->ts, after->id,
-		        after->id_len));
-	} else {
-		scan_open(s, &sc, CF_OWN);
+		sc.lolen = tli_key_own(sc.lo, tid, owner, owner_len, after->ts,
+		    after->id, after->id_len);
+	}
+	snap = rocksdb_create_snapshot(s->db);
+	scan_open_snap(s, &sc, CF_OWN, snap);
+	if (after != NULL && after->valid && rocksdb_iter_valid(sc.it)) {
+		size_t kl;
+		const char *k = rocksdb_iter_key(sc.it, &kl);
+		if (kl == sc.lolen && memcmp(k, sc.lo, kl) == 0) {
+			rocksdb_iter_next(sc.it);
+		}
 	}
 	for (; rocksdb_iter_valid(sc.it); rocksdb_iter_next(sc.it)) {
-		size_t kl, vl;
+		size_t kl, vl = 0;
 		const uint8_t *k =
 		    (const uint8_t *) rocksdb_iter_key(sc.it, &kl);
-		const uint8_t *v =
-		    (const uint8_t *) rocksdb_iter_value(sc.it, &vl);
+		uint8_t mk[5 + TL_MAX_ID_LEN];
+		char *v, *err = NULL;
 		tli_entry *e;
+		rec r;
 
 		if (got == max) {
 			*more = true;
 			break;
 		}
-		if (kl <= pre + 8 || kl > pre + 8 + TL_MAX_ID_LEN || vl != 9) {
+		if (kl <= pre + 8 || kl > pre + 8 + TL_MAX_ID_LEN) {
 			rv = TL_ECORRUPT;
 			break;
 		}
-		e = &out[got++];
+		e = &out[got];
 		e->ts = (int64_t) tli_get_be64(k + pre);
-		e->version = tli_get_be64(v);
-		e->locked = v[8] != 0;
 		e->id_len = (uint8_t) (kl - pre - 8);
 		memcpy(e->id, k + pre + 8, e->id_len);
 		e->id[e->id_len] = '\0';
-		e->bucket = tli_bucket_of(e->id, e->id_len, conf.buckets);
+		v = rocksdb_get_cf(s->db, sc.ro, s->cf[CF_MSG], (char *) mk,
+		    tli_key_msg(mk, tid, e->id, e->id_len), &vl, &err);
+		if (err != NULL) {
+			rv = tli_rdb_err(s, err);
+			break;
+		}
+		if (v == NULL ||
+		    tli_rec_decode(&r, (uint8_t *) v, vl) != TL_OK) {
+			rocksdb_free(v);
+			rv =
+			    TL_ECORRUPT; /* written in one batch: never apart */
+			break;
+		}
+		rocksdb_free(v);
+		e->version = r.version;
+		e->locked = r.cons_len > 0;
+		e->bucket = r.bucket;
+		got++;
 	}
 	*n = got;
-	{
-		int rv2 = scan_close(s, &sc);
-		return rv != TL_OK ? rv : rv2;
-	}
+	rv2 = scan_close(s, &sc);
+	rocksdb_release_snapshot(s->db, snap);
+	return rv != TL_OK ? rv : rv2;
 }
 
 int

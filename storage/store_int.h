@@ -27,7 +27,7 @@ enum { CF_DEFAULT, CF_MSG, CF_TL, CF_CONS, CF_OWN, CF_COUNT };
 /* Bodies up to INLINE_MAX bytes live inside the record (one key fewer per
  * create); larger ones under their own key, written once. */
 #define INLINE_MAX 256
-#define REC_MAX (2 + 8 * 3 + 4 * 3 + 2 + TL_MAX_NAME_LEN * 2 + INLINE_MAX)
+#define REC_MAX (2 + 8 * 4 + 4 * 3 + 2 + TL_MAX_NAME_LEN * 2 + INLINE_MAX)
 
 typedef struct topic_rt {
 	tli_topic_conf conf;
@@ -49,6 +49,7 @@ typedef struct topic_rt {
 typedef struct rec {
 	uint8_t flags;
 	int64_t ts;
+	int64_t sched; /* where the producer placed it: the owner index key */
 	uint64_t version;
 	int64_t created_at;
 	uint32_t deliveries;
@@ -153,8 +154,8 @@ size_t tli_key_meta_counters(uint8_t *k, uint32_t topic);
 size_t tli_rec_encode(uint8_t *out, const rec *r);
 int tli_rec_decode(rec *r, const uint8_t *p, size_t len);
 
-/* Index values: version(8) locked(1) for tl and own; ts(8) version(8) for
- * cons. */
+/* Index values: version(8) locked(1) for tl; ts(8) version(8) for cons;
+ * nothing for own (format 1 wrote version and locked there, now unread). */
 void tli_val_tl(uint8_t out[9], uint64_t version, bool locked);
 void tli_val_cons(uint8_t out[16], int64_t ts, uint64_t version);
 /* Dead index value: dead-lettered at (8), version (8) — as tli_val_cons. */

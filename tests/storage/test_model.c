@@ -67,6 +67,7 @@ typedef struct mmsg {
 	int owner;
 	int cons; /* -1: no lock_consumer */
 	int64_t ts;
+	int64_t sched; /* where the producer placed it: owner scans' order */
 	uint64_t version;
 	uint32_t deliveries;
 	uint32_t bucket;
@@ -557,6 +558,7 @@ model_apply(mctx *c, const gop *g, const tli_op *op, int64_t now, int64_t t)
 		m->owner = g->who;
 		m->cons = -1;
 		m->ts = t;
+		m->sched = t;
 		m->version = 1;
 		m->deliveries = 0;
 		m->bucket =
@@ -582,6 +584,7 @@ model_apply(mctx *c, const gop *g, const tli_op *op, int64_t now, int64_t t)
 	case TLI_OP_RELEASE:
 	case TLI_OP_MOVE:
 		m->ts = t;
+		m->sched = t;
 		m->cons = -1;
 		m->version++;
 		break;
@@ -777,8 +780,10 @@ model_list(const mctx *c, int ti, int kind, int who, uint32_t bucket,
 			const mmsg *x = &tp->msgs[out[b]];
 			const mmsg *y = &tp->msgs[v];
 			int r;
-			if (kind != SCAN_CONS && x->ts != y->ts) {
-				r = x->ts < y->ts ? -1 : 1;
+			int64_t xt = kind == SCAN_OWNER ? x->sched : x->ts;
+			int64_t yt = kind == SCAN_OWNER ? y->sched : y->ts;
+			if (kind != SCAN_CONS && xt != yt) {
+				r = xt < yt ? -1 : 1;
 			} else {
 				r = id_cmp(&tp->ids[out[b]], &tp->ids[v]);
 			}
@@ -865,9 +870,10 @@ compare_scan(mctx *c, int ti, int kind, int who, uint32_t bucket, int64_t up_to)
 			    "%s: entry %zu "
 			    "is not %s",
 			    desc, total + k, idb);
-			MCHECK(c, e->ts == m->ts,
+			int64_t wts = kind == SCAN_OWNER ? m->sched : m->ts;
+			MCHECK(c, e->ts == wts,
 			    "%s: %s ts %" PRId64 ", expected %" PRId64, desc,
-			    idb, e->ts, m->ts);
+			    idb, e->ts, wts);
 			MCHECK(c, e->version == m->version,
 			    "%s: %s version %" PRIu64 ", expected %" PRIu64,
 			    desc, idb, e->version, m->version);

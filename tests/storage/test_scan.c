@@ -967,14 +967,22 @@ Test(scan, owner_scan_returns_only_that_owners_messages_in_order)
 	tt_topic(e.s, "t", 4);
 	create_all(e.s, "t", m, NOWN, 4, &rng);
 
-	/* Leasing moves a message on the owner's timeline too. */
+	/* A lease does not move a message on its owner's timeline: the owner
+	 * sees it where it was placed, with the lease's version and lock. A
+	 * release to another time places it anew. */
 	for (size_t i = 0; i < NOWN; i += 4) {
 		int64_t end = NOW0 + 1000 + 10 * (int64_t) rng_below(&rng, 20);
 
 		apply_one(e.s, TLI_OP_LEASE, "t", &m[i], "c", end, 1);
-		m[i].ts = end;
 		m[i].version = 2;
 		m[i].consumer = "c";
+		if (i % 8 == 4) {
+			int64_t at = NOW0 + 10 * (int64_t) rng_below(&rng, 60);
+			apply_one(e.s, TLI_OP_RELEASE, "t", &m[i], "c", at, 2);
+			m[i].ts = at;
+			m[i].version = 3;
+			m[i].consumer = NULL;
+		}
 	}
 
 	for (int o = 0; o < 3; o++) {
