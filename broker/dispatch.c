@@ -897,6 +897,7 @@ lbatch_submit(tlb_dsp *p, lbatch *lb)
 		o->ts = it->sub->lease_ms;
 		o->ts_mode = TLI_TS_REL;
 		o->version = it->e->version;
+		o->hint = &it->m; /* read above: spares the writer a read */
 	}
 	if (tli_store_submit(b->store, lb->ops, keep, lease_done, lb) ==
 	    TL_OK) {

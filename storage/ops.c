@@ -9,6 +9,7 @@
  * later operation of the same batch sees the earlier ones before anything
  * is on disk.
  */
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "store_int.h"
@@ -19,6 +20,12 @@
  * committed state of recently touched messages (present or absent). A
  * lease and the ack that follows it then cost no database read. */
 #define CACHE_CAP 16384
+/* Read hints: for each of MOD_CAP hash slots, the commit generation of the
+ * last batch that changed a message hashing there. A record read at
+ * generation g is still the committed one if its slot's generation is at
+ * most g (collisions only make the check stricter) and no topic was
+ * deleted since g. */
+#define MOD_CAP 65536
 
 typedef struct ov_ent {
 	bool used;
@@ -34,6 +41,8 @@ struct overlay {
 	uint32_t *used;
 	size_t nused;
 	ov_ent *cache;
+	uint64_t *mod;       /* MOD_CAP generations */
+	uint64_t forget_gen; /* generation of the last topic deletion */
 };
 
 static uint64_t
@@ -60,7 +69,10 @@ tli_overlay_new(void)
 	ov->slots = tli_zalloc(sizeof(ov_ent) * OV_CAP);
 	ov->used = tli_alloc(sizeof(uint32_t) * OV_CAP);
 	ov->cache = tli_zalloc(sizeof(ov_ent) * CACHE_CAP);
-	if (ov->slots == NULL || ov->used == NULL || ov->cache == NULL) {
+	ov->mod = tli_zalloc(sizeof(uint64_t) * MOD_CAP);
+	ov->forget_gen = 1;
+	if (ov->slots == NULL || ov->used == NULL || ov->cache == NULL ||
+	    ov->mod == NULL) {
 		tli_overlay_free(ov);
 		return NULL;
 	}
@@ -74,29 +86,64 @@ tli_overlay_free(struct overlay *ov)
 		tli_free(ov->slots);
 		tli_free(ov->used);
 		tli_free(ov->cache);
+		tli_free(ov->mod);
 		tli_free(ov);
 	}
 }
 
-/* The batch is durable: its final states become the cache's. */
+/* The batch is durable as generation gen: its final states become the
+ * cache's, and its messages' slots take the generation. */
 void
-tli_overlay_commit(struct overlay *ov)
+tli_overlay_commit(struct overlay *ov, uint64_t gen)
 {
 	for (size_t i = 0; i < ov->nused; i++) {
 		const ov_ent *e = &ov->slots[ov->used[i]];
-		ov_ent *c = &ov->cache[ov_hash(e->topic, e->id, e->id_len) &
-		    (CACHE_CAP - 1)];
-		*c = *e;
+		uint64_t h = ov_hash(e->topic, e->id, e->id_len);
+		ov->cache[h & (CACHE_CAP - 1)] = *e;
+		ov->mod[h & (MOD_CAP - 1)] = gen;
 	}
 }
 
-/* Forget everything cached (a topic was deleted under it). */
+/* Forget everything cached (a topic was deleted under it, as gen). */
 void
-tli_overlay_forget(struct overlay *ov)
+tli_overlay_forget(struct overlay *ov, uint64_t gen)
 {
 	for (size_t i = 0; i < CACHE_CAP; i++) {
 		ov->cache[i].used = false;
 	}
+	ov->forget_gen = gen;
+}
+
+/* The record from a read hint, if nothing changed the message since. */
+static bool
+ov_from_hint(const struct overlay *ov, uint64_t h, const tli_msg *m,
+    const char *id, size_t len, rec *r)
+{
+	if (m == NULL || m->gen == 0 || m->gen < ov->forget_gen ||
+	    ov->mod[h & (MOD_CAP - 1)] > m->gen || m->id_len != len ||
+	    memcmp(m->id, id, len) != 0 || m->owner_len == 0 ||
+	    m->owner_len > TL_MAX_NAME_LEN ||
+	    m->consumer_len > TL_MAX_NAME_LEN) {
+		return false;
+	}
+	memset(r, 0, offsetof(rec, owner));
+	r->flags = (uint8_t) ((m->dead ? REC_DEAD : 0) |
+	    (m->body_len <= INLINE_MAX ? REC_INLINE : 0));
+	r->ts = m->ts;
+	r->sched = m->sched;
+	r->version = m->version;
+	r->created_at = m->created_at;
+	r->deliveries = m->deliveries;
+	r->bucket = m->bucket;
+	r->body_len = (uint32_t) m->body_len;
+	r->owner_len = (uint8_t) m->owner_len;
+	memcpy(r->owner, m->owner, m->owner_len);
+	r->cons_len = (uint8_t) m->consumer_len;
+	memcpy(r->cons, m->consumer, m->consumer_len);
+	if (r->flags & REC_INLINE) {
+		memcpy(r->body, m->body, m->body_len);
+	}
+	return true;
 }
 
 void
@@ -110,7 +157,8 @@ tli_overlay_reset(struct overlay *ov)
 
 /* Find the message's slot, loading it from RocksDB on first touch. */
 static int
-ov_get(tli_store *s, uint32_t topic, const char *id, size_t len, ov_ent **out)
+ov_get(tli_store *s, uint32_t topic, const char *id, size_t len,
+    const tli_msg *hint, ov_ent **out)
 {
 	struct overlay *ov = s->ov;
 	uint64_t h = ov_hash(topic, id, len);
@@ -133,8 +181,18 @@ ov_get(tli_store *s, uint32_t topic, const char *id, size_t len, ov_ent **out)
 		}
 	}
 	c = &ov->cache[h & (CACHE_CAP - 1)];
-	if (ov_same(c, topic, id, len)) {
+	if (!s->opts.no_record_cache && ov_same(c, topic, id, len)) {
 		*e = *c;
+		ov->used[ov->nused++] = (uint32_t) i;
+		*out = e;
+		return TL_OK;
+	}
+	if (ov_from_hint(ov, h, hint, id, len, &e->r)) {
+		e->used = true;
+		e->present = true;
+		e->topic = topic;
+		e->id_len = (uint8_t) len;
+		memcpy(e->id, id, len);
 		ov->used[ov->nused++] = (uint32_t) i;
 		*out = e;
 		return TL_OK;
@@ -505,7 +563,8 @@ apply(tli_store *s, tli_op *op)
 	        (rv = check_time(s, t, op->type, ts, now)) != TL_OK)) {
 		return rv;
 	}
-	if ((rv = ov_get(s, t->id, id, id_len, &e)) != TL_OK) {
+	if ((rv = ov_get(s, t->id, id, id_len,
+	         op->type == TLI_OP_CREATE ? NULL : op->hint, &e)) != TL_OK) {
 		return rv;
 	}
 	switch (op->type) {

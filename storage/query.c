@@ -511,9 +511,13 @@ tli_store_get(tli_store *s, const char *topic, const char *id, size_t id_len,
 	char *err = NULL, *v, *b;
 	size_t vl = 0, bl = 0;
 	uint32_t tid;
+	uint64_t gen;
 	rec r;
 	int rv;
 
+	/* Noted before the read: the writer trusts the record only if
+	 * nothing changed it after this generation. */
+	gen = atomic_load(&s->commit_gen);
 	if ((rv = tli_topic_lookup(s, topic, &tid, NULL)) != TL_OK) {
 		return rv;
 	}
@@ -585,6 +589,8 @@ tli_store_get(tli_store *s, const char *topic, const char *id, size_t id_len,
 	memcpy(out->consumer, r.cons, r.cons_len);
 	out->consumer_len = r.cons_len;
 	out->ts = r.ts;
+	out->sched = r.sched;
+	out->gen = gen;
 	out->bucket = r.bucket;
 	out->version = r.version;
 	out->deliveries = r.deliveries;

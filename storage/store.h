@@ -58,6 +58,8 @@ typedef struct tli_store_opts {
 	                             default 1 */
 	size_t cache_bytes;       /* block cache; default 64 MiB */
 	tli_clock clock;          /* default: wall clock */
+	bool no_record_cache;     /* the writer keeps no records between
+	                             batches (tests: every path reads) */
 } tli_store_opts;
 
 /* Fill opts with the defaults. */
@@ -168,6 +170,12 @@ typedef struct tli_op {
 	uint64_t version; /* expected version; 0 = any (owner ops only) */
 	const void *body;
 	size_t body_len;
+	/* Optional: the message as tli_store_get read it (same store, topic
+	 * and id).
+	 * When nothing has changed it since that read, the writer takes the
+	 * record from here instead of reading it again; otherwise it reads.
+	 * Must stay valid until the operation is done. */
+	const struct tli_msg *hint;
 	/* results */
 	int err;              /* TL_OK or the precise error */
 	uint64_t new_version; /* version after the operation */
@@ -209,6 +217,9 @@ typedef struct tli_msg {
 	bool dead;  /* in the dead-letter list */
 	void *body; /* owned; release with tli_msg_fini */
 	size_t body_len;
+	int64_t
+	    sched;    /* where its producer placed it (create, move, release) */
+	uint64_t gen; /* the store's commit generation before the read */
 } tli_msg;
 
 void tli_msg_fini(tli_msg *m);

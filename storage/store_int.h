@@ -129,6 +129,11 @@ struct tli_store {
 	int64_t last_sync_ms;
 	bool unsynced;
 
+	/* Commit generation: bumped (by the writer) after each batch is
+	 * durable; readers note it before a read (tli_msg.gen) so the writer
+	 * can tell whether a message changed since (ops.c, read hints). */
+	_Atomic uint64_t commit_gen;
+
 	_Atomic uint64_t st_batches;
 	_Atomic uint64_t st_ops;
 	_Atomic uint64_t st_sync_ns;
@@ -178,8 +183,8 @@ int tli_topic_lookup(
 struct overlay *tli_overlay_new(void);
 void tli_overlay_free(struct overlay *ov);
 void tli_overlay_reset(struct overlay *ov);
-void tli_overlay_commit(struct overlay *ov);
-void tli_overlay_forget(struct overlay *ov);
+void tli_overlay_commit(struct overlay *ov, uint64_t gen);
+void tli_overlay_forget(struct overlay *ov, uint64_t gen);
 void tli_apply_op(tli_store *s, tli_op *op);
 
 /* ---- owners.c: per-owner counts (writer thread) ---- */

@@ -111,6 +111,10 @@ typedef struct mctx {
 	bool combine_faults; /* a bad id and a bad name in the same op */
 	bool trace;
 	mtopic topics[NTOPIC];
+	/* Read hints handed to operations: reads of earlier steps, so often
+	 * stale; the store must notice and read again. */
+	tli_msg hints[NTOPIC][MAXIDS];
+	bool hint_ok[NTOPIC][MAXIDS];
 	char *log;
 	size_t loglen;
 	size_t logcap;
@@ -340,6 +344,7 @@ ctx_new(const char *tag, int64_t gap, int max_ops, int max_groups)
 	c->opts.sync_mode = TLI_SYNC_NONE;
 	c->opts.min_lease_gap_ms = gap;
 	c->opts.clock = tt_clock_as_tli(&c->clk);
+	c->opts.no_record_cache = getenv("TL_MODEL_NO_CACHE") != NULL;
 
 	c->topics[0].name = "ta";
 	c->topics[0].buckets = 1;
@@ -367,12 +372,18 @@ ctx_recycle(mctx *c)
 	free(c->dir);
 	c->dir = tt_mkdtemp("model");
 	c->opts.path = c->dir;
+	/* Every other database without the writer's record cache, so that
+	 * read hints (and reads) are used where the cache would answer. */
+	c->opts.no_record_cache = !c->opts.no_record_cache;
 	store_open(c);
 }
+
+static void hints_clear(mctx *c);
 
 static void
 ctx_free(mctx *c)
 {
+	hints_clear(c);
 	tli_store_close(c->s);
 	tt_rmtree(c->dir);
 	free(c->dir);
@@ -1190,6 +1201,43 @@ pick_id(mctx *c, const mtopic *tp, int n, int want, int64_t now)
 	}
 }
 
+/* Sometimes read the message now (a fresh hint), sometimes hand over the
+ * read of an earlier step (maybe stale), else none. */
+static void
+hint_pick(mctx *c, int ti, int idx, tli_op *op)
+{
+	tli_msg *h = &c->hints[ti][idx];
+	int r = (int) rnd(c, 100);
+
+	if (r < 25) {
+		if (c->hint_ok[ti][idx]) {
+			tli_msg_fini(h);
+			c->hint_ok[ti][idx] = false;
+		}
+		if (tli_store_get(c->s, c->topics[ti].name,
+		        c->topics[ti].ids[idx].s, c->topics[ti].ids[idx].len,
+		        h) == TL_OK) {
+			c->hint_ok[ti][idx] = true;
+		}
+	}
+	if (r < 60 && c->hint_ok[ti][idx]) {
+		op->hint = h;
+	}
+}
+
+static void
+hints_clear(mctx *c)
+{
+	for (int t = 0; t < NTOPIC; t++) {
+		for (int i = 0; i < MAXIDS; i++) {
+			if (c->hint_ok[t][i]) {
+				tli_msg_fini(&c->hints[t][i]);
+				c->hint_ok[t][i] = false;
+			}
+		}
+	}
+}
+
 static void
 gen_op(mctx *c, gop *g, tli_op *op, int64_t now, int *pending_gen)
 {
@@ -1240,6 +1288,9 @@ gen_op(mctx *c, gop *g, tli_op *op, int64_t now, int *pending_gen)
 		op->id_len = tp->ids[g->idx].len;
 		if (g->topic >= 0 && tp->msgs[g->idx].live) {
 			m = &tp->msgs[g->idx];
+		}
+		if (g->topic >= 0) {
+			hint_pick(c, g->topic, g->idx, op);
 		}
 	} else if (g->idx == ID_LONG) {
 		op->id = long_id;
