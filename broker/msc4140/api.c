@@ -1,0 +1,1029 @@
+/*
+ * The delayed-event endpoints behind the HTTP front (http.c): idempotent
+ * transaction ids, scheduling (unstable and stable forms), management
+ * (restart, cancel, send), and the lists. Each handler fills a gout with
+ * the status and JSON body; http.c sends it.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+
+/* The query parameters kept with the event and passed on at send time:
+ * all but ours and those only the gateway may set when it acts as the
+ * user (user_id, ts, device ids, the caller's access token). */
+static bool
+extra_query(const greq *r, gbuf *out)
+{
+	static const char *drop[] = {"access_token", "user_id", "ts",
+	    "device_id", "org.matrix.msc3202.device_id", NULL};
+	const char *q = r->query;
+
+	while (*q != '\0') {
+		const char *amp = strchr(q, '&');
+		size_t len = amp ? (size_t) (amp - q) : strlen(q);
+		size_t kl = strcspn(q, "=&");
+		bool keep = len > 0 && strncmp(q, "org.matrix.msc4140.", 19);
+		for (int i = 0; keep && drop[i] != NULL; i++) {
+			if (kl == strlen(drop[i]) &&
+			    strncmp(q, drop[i], kl) == 0) {
+				keep = false;
+			}
+		}
+		for (size_t i = 0; i < len; i++) {
+			if ((unsigned char) q[i] < 0x21) {
+				return false;
+			}
+		}
+		if (keep) {
+			if (out->n > 0) {
+				gbuf_add(out, "&", 1);
+			}
+			gbuf_add(out, q, len);
+		}
+		q += len + (amp ? 1 : 0);
+	}
+	return true;
+}
+
+/* ---- transaction ids ---- */
+
+static void
+txn_key(const greq *r, char *tid, size_t cap, gbuf *key)
+{
+	gbuf_str(key, r->user);
+	gbuf_add(key, "\n", 1);
+	gbuf_str(key, r->device);
+	gbuf_add(key, "\n", 1);
+	gbuf_str(key, r->path);
+	snprintf(tid, cap, "t%016llx%016llx",
+	    (unsigned long long) tlg_hash64(key->p, key->n, 21),
+	    (unsigned long long) tlg_hash64(key->p, key->n, 22));
+}
+
+/* The delay_id of an earlier request with the same transaction, if any. */
+static bool
+txn_lookup(tlg *g, const greq *r, char *delay_id, size_t cap)
+{
+	char tid[64];
+	gbuf key = {0};
+	tl_message *m = NULL;
+	bool found = false;
+
+	txn_key(r, tid, sizeof(tid), &key);
+	if (!key.oom && tl_get(g->cl, g->t_txn, tid, &m) == TL_OK) {
+		const char *b = m->body, *nl = memchr(b, '\n', m->body_len);
+		/* the hash names the record; the stored key decides */
+		if (nl != NULL && (size_t) (nl - b) < cap &&
+		    m->body_len - (size_t) (nl - b) - 1 == key.n &&
+		    memcmp(nl + 1, key.p, key.n) == 0 &&
+		    m->consumer[0] == '\0' && m->ts > tlg_now_ms()) {
+			memcpy(delay_id, b, (size_t) (nl - b));
+			delay_id[nl - b] = '\0';
+			found = true;
+		}
+	}
+	tl_message_free(m);
+	gbuf_free(&key);
+	return found;
+}
+
+static void
+txn_record(tlg *g, const greq *r, const char *owner, const char *delay_id)
+{
+	char tid[64];
+	gbuf key = {0}, body = {0};
+	int rv;
+
+	txn_key(r, tid, sizeof(tid), &key);
+	gbuf_str(&body, delay_id);
+	gbuf_add(&body, "\n", 1);
+	gbuf_add(&body, key.p, key.n);
+	if (!body.oom) {
+		rv = tl_put_in(g->cl, g->t_txn, owner, tid, 30 * 60 * 1000,
+		    body.p, body.n, NULL);
+		if (rv == TL_EEXISTS) {
+			/* an expired record not reaped yet */
+			tl_delete(g->cl, g->t_txn, owner, tid, 0);
+			tl_put_in(g->cl, g->t_txn, owner, tid, 30 * 60 * 1000,
+			    body.p, body.n, NULL);
+		}
+	}
+	gbuf_free(&key);
+	gbuf_free(&body);
+}
+
+/* ---- scheduling ---- */
+
+static bool
+field_ok(const char *s, size_t n)
+{
+	if (n > 255 || !tlg_utf8_ok(s, n)) {
+		return false;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if ((unsigned char) s[i] < 0x20 || s[i] == 0x7f) {
+			return false;
+		}
+	}
+	return true;
+}
+
+static void
+delay_too_long(tlg *g, gout *o)
+{
+	o->body.n = 0;
+	if (g->c.max_delay_forbidden) {
+		o->status = 403;
+		gbuf_fmt(&o->body,
+		    "{\"errcode\":\"M_FORBIDDEN\",\"error\":\"The requested "
+		    "delay exceeds the allowed maximum.\","
+		    "\"org.matrix.msc4140.errcode\":\"M_MAX_DELAY_EXCEEDED\","
+		    "\"org.matrix.msc4140.max_delay\":%lld}",
+		    (long long) g->c.max_delay_ms);
+	} else {
+		o->status = 400;
+		gbuf_fmt(&o->body,
+		    "{\"errcode\":\"M_UNKNOWN\",\"error\":\"The requested "
+		    "delay exceeds the allowed maximum.\","
+		    "\"org.matrix.msc4140.errcode\":\"M_MAX_DELAY_EXCEEDED\","
+		    "\"org.matrix.msc4140.max_delay\":%lld}",
+		    (long long) g->c.max_delay_ms);
+	}
+}
+
+/* Checks that need no body. true: go on reading; false: o is the reply. */
+bool
+tlg_schedule_head(tlg *g, struct MHD_Connection *conn, greq *r, gout *o)
+{
+	char dbuf[64], *end;
+	const char *d;
+	long long x;
+	int64_t wait;
+
+	if (!tlg_authenticate(g, conn, r, o)) {
+		return false;
+	}
+	if (r->has_txn) {
+		char id[TL_MAX_ID_LEN + 1];
+		if (txn_lookup(g, r, id, sizeof(id))) {
+			o->status = 200;
+			gbuf_str(&o->body, "{\"delay_id\":");
+			gbuf_jstr(&o->body, id, strlen(id));
+			gbuf_str(&o->body, "}");
+			return false;
+		}
+	}
+	if (r->stable) {
+		goto fields; /* the delay is in the body */
+	}
+	d = tlg_query_get(r, "org.matrix.msc4140.delay", dbuf, sizeof(dbuf));
+	if (d == NULL) {
+		tlg_out_err(o, 400, "M_INVALID_PARAM",
+		    "org.matrix.msc4140.delay must be a whole number of ms");
+		return false;
+	}
+	errno = 0;
+	x = strtoll(d, &end, 10);
+	if (*d == '\0' || *end != '\0' || errno != 0 || x < 0 ||
+	    !(*d >= '0' && *d <= '9')) {
+		if (errno == ERANGE && *d != '-') {
+			delay_too_long(g, o);
+			return false;
+		}
+		tlg_out_err(o, 400, "M_INVALID_PARAM",
+		    "org.matrix.msc4140.delay must be a whole number of ms");
+		return false;
+	}
+	if (x > g->c.max_delay_ms) {
+		delay_too_long(g, o);
+		return false;
+	}
+	r->delay = x;
+fields:
+	if (r->seglen[4] < 2 || r->segs[4][0] != '!') {
+		tlg_out_err(o, 400, "M_INVALID_PARAM", "Not a room id");
+		return false;
+	}
+	for (int i = 4; i < r->nseg; i++) {
+		if (i != 5 && !field_ok(r->segs[i], r->seglen[i])) {
+			tlg_out_err(o, 400, "M_INVALID_PARAM",
+			    "Bad room id, event type or state key");
+			return false;
+		}
+	}
+	if ((wait = tlg_rate_take(
+	         g, "sched", r->user, g->c.sched_rate, g->c.sched_burst)) > 0) {
+		tlg_out_limited(o, wait);
+		return false;
+	}
+	return true;
+}
+
+/* The bytes of a JSON value starting at p (already validated as part of
+ * a whole document): its end. */
+static const char *
+json_skip(const char *p, const char *end)
+{
+	int depth = 0;
+
+	do {
+		while (p < end &&
+		    (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' ||
+		        *p == ',' || *p == ':')) {
+			if (depth == 0 && (*p == ',' || *p == ':')) {
+				return p;
+			}
+			p++;
+		}
+		if (p >= end) {
+			return p;
+		}
+		if (*p == '"') {
+			for (p++; p < end && *p != '"'; p++) {
+				if (*p == '\\') {
+					p++;
+				}
+			}
+			p++;
+		} else if (*p == '{' || *p == '[') {
+			depth++;
+			p++;
+		} else if (*p == '}' || *p == ']') {
+			if (depth == 0) {
+				return p;
+			}
+			depth--;
+			p++;
+		} else {
+			while (p < end && !strchr(",:}] \t\r\n", *p)) {
+				p++;
+			}
+		}
+	} while (depth > 0);
+	return p;
+}
+
+/* The raw bytes of the top-level member key of a JSON object text. */
+static bool
+json_member(const char *p, size_t n, const char *key, gstr *out)
+{
+	const char *end = p + n;
+	size_t kl = strlen(key);
+
+	while (p < end && *p != '{') {
+		p++;
+	}
+	p++;
+	for (;;) {
+		const char *ks, *vs;
+		while (p < end && strchr(" \t\r\n,", *p)) {
+			p++;
+		}
+		if (p >= end || *p != '"') {
+			return false;
+		}
+		ks = p + 1;
+		p = json_skip(p, end);
+		while (p < end && *p != ':') {
+			p++;
+		}
+		p++;
+		while (p < end && strchr(" \t\r\n", *p)) {
+			p++;
+		}
+		vs = p;
+		p = json_skip(p, end);
+		if ((size_t) (p - ks) >= kl + 1 && memcmp(ks, key, kl) == 0 &&
+		    ks[kl] == '"') {
+			const char *ve = p;
+			while (ve > vs && strchr(" \t\r\n", ve[-1])) {
+				ve--;
+			}
+			*out = (gstr){vs, (size_t) (ve - vs)};
+			return true;
+		}
+	}
+}
+
+/* The stable form's body: {"delay": ms, "state_key"?: s, "content": {}}. */
+static bool
+stable_fields(tlg *g, greq *r, json_t *j, gout *o)
+{
+	json_t *d = json_object_get(j, "delay");
+	json_t *sk = json_object_get(j, "state_key");
+	json_t *c = json_object_get(j, "content");
+	double x = json_is_number(d) ? json_number_value(d) : -1;
+
+	if (!json_is_number(d) || x != (double) (int64_t) x || x < 1) {
+		tlg_out_err(o, 400, "M_INVALID_PARAM",
+		    "delay must be a positive whole number of ms");
+		return false;
+	}
+	if (x > (double) g->c.max_delay_ms) {
+		o->status = 400;
+		gbuf_fmt(&o->body,
+		    "{\"errcode\":\"M_MAX_DELAY_EXCEEDED\",\"error\":\"The "
+		    "requested delay exceeds the allowed maximum.\","
+		    "\"max_delay\":%lld}",
+		    (long long) g->c.max_delay_ms);
+		return false;
+	}
+	r->delay = (int64_t) x;
+	if (!json_is_object(c) ||
+	    !json_member(r->body.p, r->body.n, "content", &r->content)) {
+		tlg_out_err(
+		    o, 400, "M_BAD_JSON", "content must be a JSON object");
+		return false;
+	}
+	r->state = sk != NULL;
+	if (sk != NULL) {
+		if (!json_is_string(sk) ||
+		    !field_ok(json_string_value(sk), json_string_length(sk)) ||
+		    (r->skey = strdup(json_string_value(sk))) == NULL) {
+			tlg_out_err(o, 400, "M_INVALID_PARAM", "bad state_key");
+			return false;
+		}
+	}
+	return true;
+}
+
+void
+tlg_schedule_body(tlg *g, greq *r, gout *o)
+{
+	char owner[TL_MAX_NAME_LEN + 1], id[TL_MAX_ID_LEN + 1];
+	gbuf extra = {0}, body = {0};
+	tl_entry *es = NULL;
+	size_t n = 0;
+	bool more = false;
+	pthread_mutex_t *um = NULL;
+	json_t *j;
+	gev e;
+	tl_put p;
+	int rv;
+
+	if (r->too_large) {
+		tlg_out_err(
+		    o, 413, "M_TOO_LARGE", "Event content is too large");
+		return;
+	}
+	/* Only validated: the bytes are kept, so big integers and \u0000
+	 * are fine here. */
+	j = json_loadb(r->body.p ? r->body.p : "", r->body.n,
+	    JSON_DECODE_INT_AS_REAL | JSON_ALLOW_NUL |
+	        (r->stable ? JSON_REJECT_DUPLICATES : 0),
+	    NULL);
+	if (j == NULL) {
+		tlg_out_err(o, 400, "M_NOT_JSON", "Content not JSON.");
+		return;
+	}
+	if (!json_is_object(j)) {
+		json_decref(j);
+		tlg_out_err(
+		    o, 400, "M_BAD_JSON", "Content must be a JSON object.");
+		return;
+	}
+	if (r->stable) {
+		bool ok = stable_fields(g, r, j, o);
+		json_decref(j);
+		if (!ok) {
+			return;
+		}
+	} else {
+		json_decref(j);
+		r->content = (gstr){r->body.p, r->body.n};
+	}
+	if (!extra_query(r, &extra)) {
+		tlg_out_err(o, 400, "M_INVALID_PARAM", "Bad query string");
+		goto out;
+	}
+	tlg_owner(r->user, owner, sizeof(owner));
+	/* One user's requests one at a time from here: the limit holds and
+	 * a concurrent repeat of the transaction gets the same delay_id. */
+	um = &g->user_mtx[tlg_hash64(owner, strlen(owner), 4) %
+	    TLG_USER_STRIPES];
+	pthread_mutex_lock(um);
+	if (r->has_txn && txn_lookup(g, r, id, sizeof(id))) {
+		o->status = 200;
+		gbuf_str(&o->body, "{\"delay_id\":");
+		gbuf_jstr(&o->body, id, strlen(id));
+		gbuf_str(&o->body, "}");
+		goto out;
+	}
+	rv = tl_list(
+	    g->cl, g->t_ev, owner, g->c.max_scheduled, NULL, &es, &n, &more);
+	if (rv != TL_OK) {
+		tlg_out_err(o, 503, "M_UNKNOWN",
+		    "The delayed-event store is "
+		    "unavailable");
+		goto out;
+	}
+	if (n >= g->c.max_scheduled && r->stable) {
+		tlg_out_err(o, 400, "M_MAX_DELAYED_EVENTS_EXCEEDED",
+		    "The maximum number of delayed events has been reached.");
+		goto out;
+	}
+	if (n >= g->c.max_scheduled) {
+		int64_t ms = es[0].ts - tlg_now_ms();
+		tlg_out_limited(o, ms > 1000 ? ms : 1000);
+		goto out;
+	}
+	memset(&e, 0, sizeof(e));
+	e.user = (gstr){r->user, strlen(r->user)};
+	e.room = (gstr){r->segs[4], r->seglen[4]};
+	e.type = (gstr){r->segs[6], r->seglen[6]};
+	e.state = r->state;
+	if (r->state) {
+		e.skey = r->stable ? (gstr){r->skey, strlen(r->skey)}
+		    : r->nseg == 8 ? (gstr){r->segs[7], r->seglen[7]}
+		                   : (gstr){"", 0};
+	}
+	e.delay = r->delay;
+	e.query = (gstr){extra.p ? extra.p : "", extra.n};
+	gbuf_str(&body, "M1\n");
+	tlg_ev_header(&body, &e);
+	gbuf_add(&body, "\n", 1);
+	gbuf_add(&body, r->content.p, r->content.n);
+	if (body.oom || extra.oom || tlg_random_id(id, 24) != 0) {
+		tlg_out_err(o, 500, "M_UNKNOWN", "out of memory");
+		goto out;
+	}
+	memset(&p, 0, sizeof(p));
+	p.id = id;
+	p.ts = r->delay;
+	p.rel = true;
+	p.body = body.p;
+	p.body_len = body.n;
+	rv = tl_put_batch(g->cl, g->t_ev, owner, &p, 1);
+	if (rv != TL_OK || p.err != TL_OK) {
+		tlg_log("warn", "G040", "cannot store a delayed event: %s",
+		    tl_strerror(rv != TL_OK ? rv : p.err));
+		tlg_out_err(o, 503, "M_UNKNOWN",
+		    "The delayed-event store is "
+		    "unavailable");
+		goto out;
+	}
+	tlg_evc_put(g, id, owner, r->delay);
+	if (r->has_txn) {
+		txn_record(g, r, owner, id);
+	}
+	o->status = 200;
+	gbuf_str(&o->body, "{\"delay_id\":");
+	gbuf_jstr(&o->body, id, strlen(id));
+	gbuf_str(&o->body, "}");
+out:
+	if (um != NULL) {
+		pthread_mutex_unlock(um);
+	}
+	tl_free(es);
+	gbuf_free(&extra);
+	gbuf_free(&body);
+}
+
+/* ---- management ---- */
+
+static bool
+id_ok(const char *id, size_t n)
+{
+	if (n == 0 || n > TL_MAX_ID_LEN) {
+		return false;
+	}
+	for (size_t i = 0; i < n; i++) {
+		char c = id[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		        (c >= '0' && c <= '9') || c == '-' || c == '_')) {
+			return false;
+		}
+	}
+	return true;
+}
+
+static void
+not_found(tlg *g, greq *r, gout *o)
+{
+	tlg_storm_miss(g, r->ip);
+	tlg_out_err(o, 404, "M_NOT_FOUND", "Delayed event not found");
+}
+
+/* The finalised outcome of id, as the answer to a repeated "send". */
+static bool
+send_outcome(tlg *g, const char *id, gout *o)
+{
+	tl_message *m = NULL;
+	gev e;
+	bool done = false;
+
+	if (tl_get(g->cl, g->t_final, id, &m) != TL_OK) {
+		return false;
+	}
+	if (tlg_ev_parse(&e, m->body, m->body_len) == 0 && e.final) {
+		if (e.outcome.n == 4 && memcmp(e.outcome.p, "send", 4) == 0) {
+			o->status = 200;
+			gbuf_str(&o->body, "{}");
+			done = true;
+		} else if (e.reason.n == 5 &&
+		    memcmp(e.reason.p, "error", 5) == 0) {
+			o->status = e.status;
+			gbuf_add(&o->body, e.err.p, e.err.n);
+			done = true;
+		}
+	}
+	tl_message_free(m);
+	return done;
+}
+
+static void
+do_send(tlg *g, greq *r, const char *id, tl_message *m, gout *o)
+{
+	gwaiter *w = tlg_waiter_add(g, id);
+	int rv = TL_OK;
+
+	if (w == NULL) {
+		tlg_out_err(o, 500, "M_UNKNOWN", "out of memory");
+		return;
+	}
+	if (m->consumer[0] == '\0') {
+		rv = tl_move(
+		    g->cl, g->t_ev, m->owner, id, m->version, 0, true, NULL);
+	}
+	if (rv != TL_OK && rv != TL_ELEASED) {
+		tlg_waiter_wait(g, w, 0);
+		gbuf_free(&w->body);
+		free(w);
+		if (!send_outcome(g, id, o)) {
+			not_found(g, r, o);
+		}
+		return;
+	}
+	if (tlg_waiter_wait(g, w, g->c.send_wait_ms)) {
+		o->status = w->status;
+		gbuf_add(&o->body, w->body.p, w->body.n);
+	} else if (!send_outcome(g, id, o)) {
+		tlg_out_err(o, 504, "M_UNKNOWN", "The event is being sent");
+	}
+	gbuf_free(&w->body);
+	free(w);
+}
+
+/* A restart of a known event: one move, any version; an active lease
+ * (being sent) refuses it. true when o holds the answer. */
+static bool
+restart_cached(tlg *g, greq *r, const char *id, gout *o)
+{
+	char owner[TL_MAX_NAME_LEN + 1];
+	int64_t delay;
+	int rv;
+
+	if (tlg_waiter_exists(g, id) ||
+	    !tlg_evc_get(g, id, owner, sizeof(owner), &delay)) {
+		return false;
+	}
+	rv = tl_move(g->cl, g->t_ev, owner, id, 0, delay, true, NULL);
+	if (rv == TL_OK) {
+		o->status = 200;
+		gbuf_str(&o->body, "{}");
+		return true;
+	}
+	if (rv == TL_ENOTFOUND || rv == TL_ELEASED) {
+		if (rv == TL_ENOTFOUND) {
+			tlg_evc_del(g, id);
+		}
+		not_found(g, r, o);
+		return true;
+	}
+	return false; /* the long way decides */
+}
+
+static void
+manage(
+    tlg *g, greq *r, const char *id, size_t idlen, const char *action, gout *o)
+{
+	bool restart = strcmp(action, "restart") == 0;
+	bool cancel = strcmp(action, "cancel") == 0;
+	bool sendit = strcmp(action, "send") == 0;
+	tl_message *m = NULL;
+	int64_t wait;
+	int rv = TL_OK;
+
+	if ((wait = tlg_storm_blocked(g, r->ip)) > 0) {
+		tlg_out_limited(o, wait);
+		return;
+	}
+	if (!id_ok(id, idlen)) {
+		not_found(g, r, o);
+		return;
+	}
+	wait = tlg_rate_take(g, "mgmt", id, g->c.mgmt_rate, g->c.mgmt_burst);
+	if (wait == 0) {
+		wait =
+		    tlg_rate_take(g, "ip", r->ip, g->c.ip_rate, g->c.ip_burst);
+	}
+	if (wait > 0) {
+		tlg_out_limited(o, wait);
+		return;
+	}
+	if (restart && restart_cached(g, r, id, o)) {
+		return;
+	}
+	for (int tries = 0; tries < 5; tries++) {
+		tl_message_free(m);
+		m = NULL;
+		if ((rv = tl_get(g->cl, g->t_ev, id, &m)) != TL_OK) {
+			break;
+		}
+		if (sendit) {
+			do_send(g, r, id, m, o);
+			tl_message_free(m);
+			return;
+		}
+		if (m->consumer[0] != '\0' || tlg_waiter_exists(g, id)) {
+			rv = TL_ELEASED; /* being sent: too late */
+			break;
+		}
+		if (restart) {
+			gev e;
+			if (tlg_ev_parse(&e, m->body, m->body_len) != 0) {
+				rv = TL_ENOTFOUND;
+				break;
+			}
+			rv = tl_move(g->cl, g->t_ev, m->owner, id, m->version,
+			    e.delay, true, NULL);
+			if (rv == TL_OK) {
+				tlg_evc_put(g, id, m->owner, e.delay);
+			}
+		} else if (cancel) {
+			rv =
+			    tl_delete(g->cl, g->t_ev, m->owner, id, m->version);
+			if (rv == TL_OK) {
+				tlg_evc_del(g, id);
+				gev e;
+				if (tlg_ev_parse(&e, m->body, m->body_len) ==
+				    0) {
+					tlg_finalise(g, m->owner, id, &e,
+					    m->ts - e.delay, "cancel", "action",
+					    NULL, 0, NULL, 0);
+				}
+			}
+		}
+		if (rv != TL_EVERSION) {
+			break;
+		}
+	}
+	tl_message_free(m);
+	if (rv == TL_OK) {
+		o->status = 200;
+		gbuf_str(&o->body, "{}");
+	} else if (rv == TL_ENOTFOUND && sendit && send_outcome(g, id, o)) {
+		return;
+	} else if (rv == TL_ENOTFOUND || rv == TL_ELEASED ||
+	    rv == TL_ENOTOWNER || rv == TL_EVERSION) {
+		not_found(g, r, o);
+	} else {
+		tlg_out_err(o, 503, "M_UNKNOWN",
+		    "The delayed-event store is "
+		    "unavailable");
+	}
+}
+
+void
+tlg_manage_path(tlg *g, greq *r, gout *o)
+{
+	const char *a = r->segs[r->idseg + 1];
+
+	if (strcmp(a, "cancel") && strcmp(a, "restart") && strcmp(a, "send")) {
+		tlg_out_err(o, 404, "M_UNRECOGNIZED", "Unrecognized request");
+		return;
+	}
+	manage(g, r, r->segs[r->idseg], r->seglen[r->idseg], a, o);
+}
+
+void
+tlg_manage_body(tlg *g, greq *r, gout *o)
+{
+	json_t *j, *a;
+	char action[16];
+
+	if (r->too_large) {
+		tlg_out_err(o, 413, "M_TOO_LARGE", "Request too large");
+		return;
+	}
+	j = json_loadb(r->body.p ? r->body.p : "", r->body.n, 0, NULL);
+	if (!json_is_object(j)) {
+		json_decref(j);
+		tlg_out_err(o, 400, "M_NOT_JSON", "Content not JSON.");
+		return;
+	}
+	a = json_object_get(j, "action");
+	if (a == NULL) {
+		json_decref(j);
+		tlg_out_err(o, 400, "M_MISSING_PARAM", "'action' is missing");
+		return;
+	}
+	if (!json_is_string(a) ||
+	    (strcmp(json_string_value(a), "cancel") &&
+	        strcmp(json_string_value(a), "restart") &&
+	        strcmp(json_string_value(a), "send"))) {
+		json_decref(j);
+		tlg_out_err(o, 400, "M_INVALID_PARAM",
+		    "'action' must be cancel, restart or send");
+		return;
+	}
+	snprintf(action, sizeof(action), "%s", json_string_value(a));
+	json_decref(j);
+	manage(g, r, r->segs[5], r->seglen[5], action, o);
+}
+
+/* ---- listing ---- */
+
+static void
+ev_json(gbuf *b, const char *id, const gev *e, int64_t since, bool one)
+{
+	gbuf_str(b, "{\"delay_id\":");
+	gbuf_jstr(b, id, strlen(id));
+	gbuf_str(b, ",\"room_id\":");
+	gbuf_jstr(b, e->room.p, e->room.n);
+	gbuf_str(b, ",\"type\":");
+	gbuf_jstr(b, e->type.p, e->type.n);
+	if (e->state) {
+		gbuf_str(b, ",\"state_key\":");
+		gbuf_jstr(b, e->skey.p, e->skey.n);
+	}
+	if (one) {
+		gbuf_fmt(b, ",\"delay_ms\":%lld,\"delayed_since_ts\":%lld",
+		    (long long) e->delay, (long long) since);
+	} else {
+		gbuf_fmt(b, ",\"delay\":%lld,\"running_since\":%lld",
+		    (long long) e->delay, (long long) since);
+	}
+	gbuf_str(b, ",\"content\":");
+	gbuf_add(b, e->content.p, e->content.n);
+}
+
+void
+tlg_list_scheduled(tlg *g, greq *r, gout *o)
+{
+	char owner[TL_MAX_NAME_LEN + 1];
+	tl_entry *es = NULL, last;
+	size_t n = 0;
+	bool more = true, first = true, started = false;
+	int rv = TL_OK;
+
+	tlg_owner(r->user, owner, sizeof(owner));
+	gbuf_str(&o->body, "{\"delayed_events\":[");
+	while (more && rv == TL_OK) {
+		rv = tl_list(g->cl, g->t_ev, owner, 1000,
+		    started ? &last : NULL, &es, &n, &more);
+		for (size_t i = 0; rv == TL_OK && i < n; i++) {
+			tl_message *m = NULL;
+			gev e;
+			if (es[i].leased ||
+			    tl_get(g->cl, g->t_ev, es[i].id, &m) != TL_OK) {
+				continue;
+			}
+			if (m->consumer[0] == '\0' &&
+			    tlg_ev_parse(&e, m->body, m->body_len) == 0) {
+				if (!first) {
+					gbuf_add(&o->body, ",", 1);
+				}
+				first = false;
+				ev_json(&o->body, es[i].id, &e, m->ts - e.delay,
+				    false);
+				gbuf_str(&o->body, "}");
+			}
+			tl_message_free(m);
+		}
+		if (n > 0) {
+			last = es[n - 1];
+			started = true;
+		}
+		tl_free(es);
+		es = NULL;
+		if (n == 0) {
+			break;
+		}
+	}
+	if (rv != TL_OK) {
+		tlg_out_err(o, 503, "M_UNKNOWN",
+		    "The delayed-event store is "
+		    "unavailable");
+		return;
+	}
+	gbuf_str(&o->body, "]}");
+	o->status = 200;
+}
+
+void
+tlg_get_one(tlg *g, greq *r, gout *o)
+{
+	char owner[TL_MAX_NAME_LEN + 1];
+	const char *id = r->segs[5];
+	tl_message *m = NULL;
+	gev e;
+
+	tlg_owner(r->user, owner, sizeof(owner));
+	if (!id_ok(id, r->seglen[5])) {
+		not_found(g, r, o);
+		return;
+	}
+	if (tl_get(g->cl, g->t_ev, id, &m) == TL_OK &&
+	    strcmp(m->owner, owner) == 0 &&
+	    tlg_ev_parse(&e, m->body, m->body_len) == 0) {
+		ev_json(&o->body, id, &e, m->ts - e.delay, true);
+		gbuf_str(&o->body, "}");
+		o->status = 200;
+		tl_message_free(m);
+		return;
+	}
+	tl_message_free(m);
+	m = NULL;
+	if (tl_get(g->cl, g->t_final, id, &m) == TL_OK &&
+	    strcmp(m->owner, owner) == 0 &&
+	    tlg_ev_parse(&e, m->body, m->body_len) == 0 && e.final &&
+	    !(e.reason.n == 6 && memcmp(e.reason.p, "action", 6) == 0 &&
+	        e.outcome.n == 6)) {
+		ev_json(&o->body, id, &e, e.since, true);
+		gbuf_fmt(&o->body, ",\"finalised\":{\"finalised_ts\":%lld",
+		    (long long) e.fin);
+		if (e.event_id.n > 0) {
+			gbuf_str(&o->body, ",\"event_id\":");
+			gbuf_jstr(&o->body, e.event_id.p, e.event_id.n);
+		} else {
+			gbuf_fmt(
+			    &o->body, ",\"status\":%d,\"error\":", e.status);
+			if (e.err.n > 0) {
+				gbuf_add(&o->body, e.err.p, e.err.n);
+			} else {
+				gbuf_str(&o->body, "{}");
+			}
+		}
+		gbuf_str(&o->body, "}}");
+		o->status = 200;
+		tl_message_free(m);
+		return;
+	}
+	tl_message_free(m);
+	not_found(g, r, o);
+}
+
+/* Whether id is asked for by the delay_id parameters (all when none). */
+static bool
+id_wanted(const greq *r, const char *id)
+{
+	const char *q = r->query;
+	bool any = false;
+
+	while (*q != '\0') {
+		const char *amp = strchr(q, '&');
+		size_t len = amp ? (size_t) (amp - q) : strlen(q);
+		if (len > 9 && strncmp(q, "delay_id=", 9) == 0) {
+			char v[TL_MAX_ID_LEN * 3 + 1];
+			long n;
+			any = true;
+			if (len - 9 < sizeof(v)) {
+				memcpy(v, q + 9, len - 9);
+				n = tlg_urldec(v, len - 9);
+				if (n >= 0 && strcmp(v, id) == 0) {
+					return true;
+				}
+			}
+		}
+		q += len + (amp ? 1 : 0);
+	}
+	return !any;
+}
+
+/* Every entry of owner in topic t, in timeline order (free with tl_free). */
+static int
+list_all(tlg *g, const char *t, const char *owner, tl_entry **out, size_t *nout)
+{
+	tl_entry *all = NULL, *es = NULL;
+	size_t n = 0, total = 0;
+	bool more = true;
+	int rv = TL_OK;
+
+	while (more && rv == TL_OK) {
+		rv = tl_list(g->cl, t, owner, 1000,
+		    total ? &all[total - 1] : NULL, &es, &n, &more);
+		if (rv == TL_OK && n > 0) {
+			tl_entry *na = realloc(all, (total + n) * sizeof(*all));
+			if (na == NULL) {
+				rv = TL_ENOMEM;
+			} else {
+				all = na;
+				memcpy(all + total, es, n * sizeof(*es));
+				total += n;
+			}
+		}
+		tl_free(es);
+		es = NULL;
+		if (n == 0) {
+			break;
+		}
+	}
+	if (rv != TL_OK) {
+		free(all);
+		return rv;
+	}
+	*out = all;
+	*nout = total;
+	return TL_OK;
+}
+
+void
+tlg_stable_list(tlg *g, greq *r, gout *o)
+{
+	char owner[TL_MAX_NAME_LEN + 1], st[32];
+	const char *status = tlg_query_get(r, "status", st, sizeof(st));
+	bool sched = true, fin = true, first = true;
+	tl_entry *es = NULL;
+	size_t n = 0;
+
+	if (status != NULL) {
+		sched = strcmp(status, "scheduled") == 0;
+		fin = strcmp(status, "finalised") == 0;
+		if (!sched && !fin) {
+			tlg_out_err(o, 400, "M_UNKNOWN",
+			    "status must be scheduled or finalised");
+			return;
+		}
+	}
+	tlg_owner(r->user, owner, sizeof(owner));
+	gbuf_str(&o->body, "{");
+	if (sched) {
+		if (list_all(g, g->t_ev, owner, &es, &n) != TL_OK) {
+			goto unavailable;
+		}
+		gbuf_str(&o->body, "\"scheduled\":[");
+		for (size_t i = 0; i < n; i++) {
+			tl_message *m = NULL;
+			gev e;
+			if (es[i].leased || !id_wanted(r, es[i].id) ||
+			    tl_get(g->cl, g->t_ev, es[i].id, &m) != TL_OK) {
+				continue;
+			}
+			if (m->consumer[0] == '\0' &&
+			    tlg_ev_parse(&e, m->body, m->body_len) == 0) {
+				gbuf_str(&o->body, first ? "" : ",");
+				first = false;
+				ev_json(&o->body, es[i].id, &e, m->ts - e.delay,
+				    false);
+				gbuf_str(&o->body, "}");
+			}
+			tl_message_free(m);
+		}
+		gbuf_str(&o->body, "]");
+		free(es);
+		es = NULL;
+	}
+	if (fin) {
+		if (list_all(g, g->t_final, owner, &es, &n) != TL_OK) {
+			goto unavailable;
+		}
+		gbuf_str(
+		    &o->body, sched ? ",\"finalised\":[" : "\"finalised\":[");
+		first = true;
+		for (size_t i = n; i-- > 0;) { /* latest first */
+			tl_message *m = NULL;
+			gev e;
+			if (!id_wanted(r, es[i].id) ||
+			    tl_get(g->cl, g->t_final, es[i].id, &m) != TL_OK) {
+				continue;
+			}
+			if (tlg_ev_parse(&e, m->body, m->body_len) == 0 &&
+			    e.final) {
+				gbuf_str(&o->body, first ? "{" : ",{");
+				first = false;
+				gbuf_str(&o->body, "\"delayed_event\":");
+				ev_json(&o->body, es[i].id, &e, e.since, false);
+				gbuf_str(&o->body, "},\"outcome\":");
+				gbuf_jstr(&o->body, e.outcome.p, e.outcome.n);
+				gbuf_str(&o->body, ",\"reason\":");
+				gbuf_jstr(&o->body, e.reason.p, e.reason.n);
+				if (e.event_id.n > 0) {
+					gbuf_str(&o->body, ",\"event_id\":");
+					gbuf_jstr(&o->body, e.event_id.p,
+					    e.event_id.n);
+				}
+				if (e.err.n > 0) {
+					gbuf_str(&o->body, ",\"error\":");
+					gbuf_add(&o->body, e.err.p, e.err.n);
+				}
+				gbuf_fmt(&o->body,
+				    ",\"origin_server_ts\":%lld}",
+				    (long long) e.fin);
+			}
+			tl_message_free(m);
+		}
+		gbuf_str(&o->body, "]");
+		free(es);
+	}
+	gbuf_str(&o->body, "}");
+	o->status = 200;
+	return;
+unavailable:
+	tlg_out_err(
+	    o, 503, "M_UNKNOWN", "The delayed-event store is unavailable");
+}

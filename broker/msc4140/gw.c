@@ -1,0 +1,679 @@
+/*
+ * The gateway object and its sending side: start and stop, the three
+ * topics (PREFIX.events: scheduled events, id = delay_id, owner = user,
+ * ts = due; PREFIX.final: finalised records, due when they expire;
+ * PREFIX.txn: idempotent transaction ids, due after 30 minutes), the
+ * consumers, the sender threads and the waiters of "send" actions.
+ *
+ * A due event is leased by the broker for this gateway's consumer id and
+ * sent through the homeserver as an appservice acting as the user, with a
+ * transaction id derived from the delay_id (a retry after a crash cannot
+ * send twice) and ts = the due time. 5xx and network errors are retried
+ * with backoff for retry_for_ms, extending the lease; a 4xx is recorded.
+ * The finalised record is written before the event is deleted, so a crash
+ * in between sends again under the same transaction id.
+ */
+#include <curl/curl.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gw.h"
+
+/* ---- waiters of the "send" action ---- */
+
+gwaiter *
+tlg_waiter_add(tlg *g, const char *id)
+{
+	gwaiter *w = calloc(1, sizeof(*w));
+
+	if (w == NULL) {
+		return NULL;
+	}
+	snprintf(w->id, sizeof(w->id), "%s", id);
+	pthread_mutex_lock(&g->w_mtx);
+	w->next = g->waiters;
+	g->waiters = w;
+	pthread_mutex_unlock(&g->w_mtx);
+	return w;
+}
+
+bool
+tlg_waiter_exists(tlg *g, const char *id)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&g->w_mtx);
+	for (gwaiter *w = g->waiters; w != NULL && !found; w = w->next) {
+		found = strcmp(w->id, id) == 0;
+	}
+	pthread_mutex_unlock(&g->w_mtx);
+	return found;
+}
+
+bool
+tlg_waiter_wait(tlg *g, gwaiter *w, int64_t ms)
+{
+	struct timespec dl;
+	bool done;
+
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += ms / 1000;
+	dl.tv_nsec += (ms % 1000) * 1000000L;
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&g->w_mtx);
+	while (!w->done && !atomic_load(&g->stopping)) {
+		if (pthread_cond_timedwait(&g->w_cv, &g->w_mtx, &dl) != 0) {
+			break;
+		}
+	}
+	done = w->done;
+	for (gwaiter **pp = &g->waiters; *pp != NULL; pp = &(*pp)->next) {
+		if (*pp == w) {
+			*pp = w->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&g->w_mtx);
+	return done;
+}
+
+void
+tlg_waiter_wake(
+    tlg *g, const char *id, int status, const char *body, size_t len)
+{
+	bool any = false;
+
+	pthread_mutex_lock(&g->w_mtx);
+	for (gwaiter *w = g->waiters; w != NULL; w = w->next) {
+		if (!w->done && strcmp(w->id, id) == 0) {
+			w->done = true;
+			w->status = status;
+			gbuf_add(&w->body, body, len);
+			any = true;
+		}
+	}
+	if (any) {
+		pthread_cond_broadcast(&g->w_cv);
+	}
+	pthread_mutex_unlock(&g->w_mtx);
+}
+
+/* ---- the restart cache ---- */
+
+static gevc *
+evc_slot(tlg *g, const char *id)
+{
+	return &g->evc[tlg_hash64(id, strlen(id), 9) % TLG_EVC_SLOTS];
+}
+
+void
+tlg_evc_put(tlg *g, const char *id, const char *owner, int64_t delay)
+{
+	gevc *s;
+
+	if (g->evc == NULL || strlen(id) >= sizeof(s->id)) {
+		return;
+	}
+	pthread_mutex_lock(&g->evc_mtx);
+	s = evc_slot(g, id);
+	snprintf(s->id, sizeof(s->id), "%s", id);
+	snprintf(s->owner, sizeof(s->owner), "%s", owner);
+	s->delay = delay;
+	pthread_mutex_unlock(&g->evc_mtx);
+}
+
+bool
+tlg_evc_get(tlg *g, const char *id, char *owner, size_t cap, int64_t *delay)
+{
+	bool hit = false;
+	gevc *s;
+
+	if (g->evc == NULL) {
+		return false;
+	}
+	pthread_mutex_lock(&g->evc_mtx);
+	s = evc_slot(g, id);
+	if (strcmp(s->id, id) == 0 && strlen(s->owner) < cap) {
+		memcpy(owner, s->owner, strlen(s->owner) + 1);
+		*delay = s->delay;
+		hit = true;
+	}
+	pthread_mutex_unlock(&g->evc_mtx);
+	return hit;
+}
+
+void
+tlg_evc_del(tlg *g, const char *id)
+{
+	gevc *s;
+
+	if (g->evc == NULL) {
+		return;
+	}
+	pthread_mutex_lock(&g->evc_mtx);
+	s = evc_slot(g, id);
+	if (strcmp(s->id, id) == 0) {
+		s->id[0] = '\0';
+	}
+	pthread_mutex_unlock(&g->evc_mtx);
+}
+
+/* ---- finalised records ---- */
+
+#define MAX_ERR_KEPT 16384
+
+static void final_trim(tlg *g, const char *owner);
+
+int
+tlg_finalise(tlg *g, const char *owner, const char *id, const gev *e,
+    int64_t since, const char *outcome, const char *reason,
+    const char *event_id, int status, const char *err, size_t errlen)
+{
+	gbuf b = {0};
+	int64_t now = tlg_now_ms();
+	tl_put p;
+	int rv;
+
+	if (errlen > MAX_ERR_KEPT) {
+		errlen = MAX_ERR_KEPT;
+	}
+	gbuf_str(&b, "F1\n");
+	gbuf_fmt(
+	    &b, "fin\t%lld\nsince\t%lld\n", (long long) now, (long long) since);
+	gbuf_fmt(&b, "outcome\t%s\nreason\t%s\n", outcome, reason);
+	if (event_id != NULL && event_id[0] != '\0') {
+		gbuf_fmt(&b, "event_id\t%s\n", event_id);
+	}
+	gbuf_fmt(&b, "status\t%d\nerrlen\t%zu\n", status, errlen);
+	tlg_ev_header(&b, e);
+	gbuf_add(&b, "\n", 1);
+	gbuf_add(&b, err, errlen);
+	gbuf_add(&b, e->content.p, e->content.n);
+	if (b.oom) {
+		gbuf_free(&b);
+		return TL_ENOMEM;
+	}
+	memset(&p, 0, sizeof(p));
+	p.id = id;
+	p.ts = g->c.final_keep_ms;
+	p.rel = true;
+	p.body = b.p;
+	p.body_len = b.n;
+	rv = tl_put_batch(g->cl, g->t_final, owner, &p, 1);
+	if (rv == TL_OK) {
+		rv = p.err == TL_EEXISTS ? TL_OK : p.err;
+	}
+	gbuf_free(&b);
+	if (rv != TL_OK) {
+		tlg_log("warn", "G030", "cannot write a finalised record: %s",
+		    tl_strerror(rv));
+	} else {
+		final_trim(g, owner);
+	}
+	return rv;
+}
+
+/* Keep at most final_max records per user: drop the oldest. */
+static void
+final_trim(tlg *g, const char *owner)
+{
+	tl_entry *es = NULL;
+	size_t n = 0;
+	bool more = false;
+
+	if (tl_list(g->cl, g->t_final, owner, 1000, NULL, &es, &n, &more) !=
+	    TL_OK) {
+		return;
+	}
+	/* one record is added at a time: with more than a page, dropping
+	 * the oldest keeps the count where it was */
+	size_t have = n + (more ? 1 : 0);
+	for (size_t i = 0;
+	     have > g->c.final_max && i < have - g->c.final_max && i < n; i++) {
+		tl_delete(g->cl, g->t_final, owner, es[i].id, 0);
+	}
+	tl_free(es);
+}
+
+/* ---- sending ---- */
+
+static void
+nap_ms(int64_t ms)
+{
+	struct timespec ts = {ms / 1000, (long) (ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+static void
+event_url(tlg *g, gbuf *u, const gev *e, const char *id, int64_t ts)
+{
+	char txn[64];
+
+	gbuf_str(u, g->c.homeserver);
+	gbuf_str(u, "/_matrix/client/v3/rooms/");
+	gbuf_urlenc(u, e->room.p, e->room.n);
+	if (e->state) {
+		gbuf_str(u, "/state/");
+		gbuf_urlenc(u, e->type.p, e->type.n);
+		gbuf_str(u, "/");
+		gbuf_urlenc(u, e->skey.p, e->skey.n);
+	} else {
+		/* The delay_id itself is a secret: derive the txnId. */
+		snprintf(txn, sizeof(txn), "msc4140.%016llx%016llx",
+		    (unsigned long long) tlg_hash64(id, strlen(id), 11),
+		    (unsigned long long) tlg_hash64(id, strlen(id), 12));
+		gbuf_str(u, "/send/");
+		gbuf_urlenc(u, e->type.p, e->type.n);
+		gbuf_str(u, "/");
+		gbuf_str(u, txn);
+	}
+	gbuf_str(u, "?user_id=");
+	gbuf_urlenc(u, e->user.p, e->user.n);
+	gbuf_fmt(u, "&ts=%lld", (long long) ts);
+	if (e->query.n > 0) {
+		gbuf_str(u, "&");
+		gbuf_add(u, e->query.p, e->query.n);
+	}
+}
+
+/* Send one due event; ends with the lease deleted (or left to run out
+ * when the gateway stops). */
+static void
+send_one(tlg *g, tl_lease *l)
+{
+	const char *id = tl_lease_id(l);
+	size_t blen;
+	const void *body = tl_lease_body(l, &blen);
+	int64_t due = tl_lease_due(l), start = tlg_mono_ms(), backoff = 100;
+	char auth[600], event_id[256] = "";
+	bool by_action = tlg_waiter_exists(g, id);
+	hs_resp r = {0};
+	gbuf url = {0};
+	gev e;
+
+	if (tlg_ev_parse(&e, body, blen) != 0 || e.user.n == 0) {
+		tlg_log(
+		    "error", "G020", "a stored event is unreadable; dropped");
+		tl_lease_delete(l);
+		return;
+	}
+	/* It may have waited in the queue: keep the lease well ahead, or
+	 * leave the event to whoever holds it now. */
+	if (tl_lease_until(l) - tlg_now_ms() < 30000 &&
+	    tl_lease_extend(l, 60000) != TL_OK) {
+		return;
+	}
+	event_url(g, &url, &e, id, due);
+	snprintf(auth, sizeof(auth), "Bearer %s", g->c.as_token);
+	hs_hdr h[] = {
+	    {"Authorization", auth}, {"Content-Type", "application/json"}};
+	for (;;) {
+		tlg_hs_request(
+		    g, "PUT", url.p, h, 2, e.content.p, e.content.n, &r);
+		if (r.status >= 200 && r.status < 500) {
+			break;
+		}
+		if (atomic_load(&g->stopping)) {
+			goto out; /* the lease runs out; sent after restart */
+		}
+		if (tlg_mono_ms() - start >= g->c.retry_for_ms) {
+			break;
+		}
+		tlg_log("warn", "G021",
+		    "homeserver answered %ld; retrying in "
+		    "%lld ms",
+		    r.status, (long long) backoff);
+		tlg_hs_resp_free(&r);
+		if (tl_lease_until(l) - tlg_now_ms() < backoff + 10000) {
+			tl_lease_extend(l, backoff + 30000);
+		}
+		nap_ms(backoff);
+		backoff = backoff * 2 > 5000 ? 5000 : backoff * 2;
+	}
+	if (r.status >= 200 && r.status < 300) {
+		json_t *j = json_loadb(r.body.p, r.body.n, 0, NULL);
+		json_t *ev = j != NULL ? json_object_get(j, "event_id") : NULL;
+		if (json_is_string(ev)) {
+			snprintf(event_id, sizeof(event_id), "%s",
+			    json_string_value(ev));
+		}
+		json_decref(j);
+		tlg_finalise(g, tl_lease_owner(l), id, &e, due - e.delay,
+		    "send", by_action ? "action" : "delay", event_id,
+		    (int) r.status, NULL, 0);
+	} else {
+		const char *err = r.body.p != NULL ? r.body.p : "";
+		size_t elen = r.body.n;
+		gbuf ne = {0};
+		json_t *ej =
+		    json_loadb(err, elen, JSON_DECODE_INT_AS_REAL, NULL);
+		if (r.status == 0) {
+			gbuf_str(&ne,
+			    "{\"errcode\":\"M_UNKNOWN\",\"error\":"
+			    "\"the homeserver did not answer\"}");
+		} else if (!json_is_object(ej)) {
+			/* not a Matrix error (a proxy's page): keep it as text
+			 */
+			gbuf_str(&ne, "{\"errcode\":\"M_UNKNOWN\",\"error\":");
+			gbuf_jstr(&ne, err, elen > 1024 ? 1024 : elen);
+			gbuf_str(&ne, "}");
+		}
+		json_decref(ej);
+		if (ne.n > 0) {
+			err = ne.p;
+			elen = ne.n;
+		}
+		tlg_finalise(g, tl_lease_owner(l), id, &e, due - e.delay,
+		    "cancel", "error", NULL, r.status ? (int) r.status : 502,
+		    err, elen);
+		gbuf_free(&ne);
+	}
+	tl_lease_delete(l);
+	tlg_evc_del(g, id);
+	if (r.status >= 200 && r.status < 300) {
+		tlg_waiter_wake(g, id, 200, "{}", 2);
+	} else if (r.status == 0) {
+		tlg_waiter_wake(g, id, 502, "{\"errcode\":\"M_UNKNOWN\"}", 22);
+	} else {
+		tlg_waiter_wake(
+		    g, id, (int) r.status, r.body.p ? r.body.p : "", r.body.n);
+	}
+out:
+	tlg_hs_resp_free(&r);
+	gbuf_free(&url);
+}
+
+static void *
+sender_main(void *arg)
+{
+	gsender *s = arg;
+
+	for (;;) {
+		gqitem *it;
+		pthread_mutex_lock(&s->mtx);
+		while (s->head == NULL && !s->stop) {
+			pthread_cond_wait(&s->cv, &s->mtx);
+		}
+		it = s->head;
+		if (it != NULL) {
+			s->head = it->next;
+			if (s->head == NULL) {
+				s->tail = NULL;
+			}
+		}
+		pthread_mutex_unlock(&s->mtx);
+		if (it == NULL) {
+			break;
+		}
+		if (!atomic_load(&s->g->stopping)) {
+			send_one(s->g, it->lease);
+		}
+		tl_lease_free(it->lease);
+		free(it);
+	}
+	return NULL;
+}
+
+void
+tlg_on_due(void *arg, tl_lease *l)
+{
+	tlg *g = arg;
+	size_t blen;
+	const void *body = tl_lease_body(l, &blen);
+	gev e;
+	gsender *s;
+	gqitem *it = calloc(1, sizeof(*it));
+
+	if (it == NULL) {
+		tl_lease_free(l); /* runs out and comes back */
+		return;
+	}
+	/* One room's events go to one sender, in due order. */
+	if (tlg_ev_parse(&e, body, blen) == 0) {
+		s = &g->senders[tlg_hash64(e.room.p, e.room.n, 3) %
+		    (uint64_t) g->nsenders];
+	} else {
+		s = &g->senders[0];
+	}
+	it->lease = l;
+	pthread_mutex_lock(&s->mtx);
+	if (s->tail != NULL) {
+		s->tail->next = it;
+	} else {
+		s->head = it;
+	}
+	s->tail = it;
+	pthread_cond_signal(&s->cv);
+	pthread_mutex_unlock(&s->mtx);
+}
+
+void
+tlg_on_expired(void *arg, tl_lease *l)
+{
+	(void) arg;
+	tl_lease_delete(l);
+	tl_lease_free(l);
+}
+
+int
+tlg_senders_start(tlg *g)
+{
+	g->nsenders = g->c.senders;
+	g->senders = calloc((size_t) g->nsenders, sizeof(*g->senders));
+	if (g->senders == NULL) {
+		return -1;
+	}
+	for (int i = 0; i < g->nsenders; i++) {
+		gsender *s = &g->senders[i];
+		s->g = g;
+		pthread_mutex_init(&s->mtx, NULL);
+		pthread_cond_init(&s->cv, NULL);
+		if (pthread_create(&s->thr, NULL, sender_main, s) != 0) {
+			return -1;
+		}
+		s->started = true;
+	}
+	return 0;
+}
+
+void
+tlg_senders_stop(tlg *g)
+{
+	for (int i = 0; g->senders != NULL && i < g->nsenders; i++) {
+		gsender *s = &g->senders[i];
+		pthread_mutex_lock(&s->mtx);
+		s->stop = true;
+		pthread_cond_signal(&s->cv);
+		pthread_mutex_unlock(&s->mtx);
+	}
+	for (int i = 0; g->senders != NULL && i < g->nsenders; i++) {
+		gsender *s = &g->senders[i];
+		if (s->started) {
+			pthread_join(s->thr, NULL);
+		}
+		pthread_mutex_destroy(&s->mtx);
+		pthread_cond_destroy(&s->cv);
+	}
+	free(g->senders);
+	g->senders = NULL;
+}
+
+/* ---- start and stop ---- */
+
+static int
+topic(tlg *g, const char *name)
+{
+	tl_topic_conf tc;
+	int rv;
+
+	memset(&tc, 0, sizeof(tc));
+	tc.name = name;
+	tc.max_body = g->c.max_body + 64 * 1024;
+	tc.default_lease_ms = 60000;
+	tc.max_deliveries = 0; /* never dead-letter a user's event */
+	rv = tl_topic_create(g->cl, &tc);
+	if (rv != TL_OK && rv != TL_ETOPICEXISTS) {
+		tlg_log("error", "G002", "cannot create topic %s: %s", name,
+		    tl_strerror(rv));
+		return -1;
+	}
+	return 0;
+}
+
+static int
+consume(tlg *g, tl_consumer **out, const char *t, const char *suffix,
+    tl_deliver_fn fn, uint32_t credit)
+{
+	tl_consumer_conf cc;
+	char cid[TL_MAX_NAME_LEN + 1];
+	int rv;
+
+	snprintf(cid, sizeof(cid), "%s%s", g->c.consumer_id, suffix);
+	memset(&cc, 0, sizeof(cc));
+	cc.topic = t;
+	cc.consumer_id = cid;
+	cc.lease_ms = 60000;
+	cc.credit = credit;
+	cc.on_message = fn;
+	cc.arg = g;
+	if ((rv = tl_consumer_open(out, g->cl, &cc)) != TL_OK) {
+		tlg_log("error", "G003", "cannot consume %s: %s", t,
+		    tl_strerror(rv));
+		return -1;
+	}
+	return 0;
+}
+
+static void
+gw_log(void *arg, tl_log_level level, const char *msg)
+{
+	static const char *names[] = {"error", "warn", "info", "debug"};
+	(void) arg;
+	if (level <= TL_LOG_WARN) {
+		tlg_log(names[level], "G090", "sdk: %s", msg);
+	}
+}
+
+int
+tlg_start(tlg **out, const tlg_conf *c, const char *broker_url)
+{
+	tlg *g = calloc(1, sizeof(*g));
+	tl_opts *o = NULL;
+	int rv;
+
+	if (g == NULL) {
+		return -1;
+	}
+	g->c = *c;
+	pthread_mutex_init(&g->w_mtx, NULL);
+	pthread_cond_init(&g->w_cv, NULL);
+	pthread_mutex_init(&g->auth_mtx, NULL);
+	pthread_mutex_init(&g->rate_mtx, NULL);
+	pthread_mutex_init(&g->curl_mtx, NULL);
+	pthread_mutex_init(&g->evc_mtx, NULL);
+	for (int i = 0; i < TLG_USER_STRIPES; i++) {
+		pthread_mutex_init(&g->user_mtx[i], NULL);
+	}
+	g->evc = calloc(TLG_EVC_SLOTS, sizeof(*g->evc));
+	snprintf(g->t_ev, sizeof(g->t_ev), "%s.events", c->topic_prefix);
+	snprintf(g->t_final, sizeof(g->t_final), "%s.final", c->topic_prefix);
+	snprintf(g->t_txn, sizeof(g->t_txn), "%s.txn", c->topic_prefix);
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	if (tl_opts_alloc(&o) != TL_OK ||
+	    tl_opts_set_url(o, broker_url ? broker_url : c->broker) != TL_OK ||
+	    tl_opts_set_name(o, "msc4140-gateway") != TL_OK ||
+	    tl_opts_set_log(o, gw_log, g) != TL_OK ||
+	    (c->broker_token[0] &&
+	        tl_opts_set_token(o, c->broker_token) != TL_OK)) {
+		tlg_log("error", "G001", "bad broker URL %s",
+		    broker_url ? broker_url : c->broker);
+		goto fail;
+	}
+	tl_opts_set_reconnect(o, 50, 2000);
+	if ((rv = tl_client_open(&g->cl, o)) != TL_OK) {
+		tlg_log("error", "G001", "cannot reach the broker at %s: %s",
+		    broker_url ? broker_url : c->broker, tl_strerror(rv));
+		goto fail;
+	}
+	if (topic(g, g->t_ev) || topic(g, g->t_final) || topic(g, g->t_txn) ||
+	    tlg_senders_start(g) != 0 ||
+	    consume(g, &g->cons_ev, g->t_ev, "", tlg_on_due, 64) ||
+	    consume(
+	        g, &g->cons_final, g->t_final, ".final", tlg_on_expired, 16) ||
+	    consume(g, &g->cons_txn, g->t_txn, ".txn", tlg_on_expired, 16) ||
+	    tlg_http_start(g) != 0) {
+		goto fail;
+	}
+	tl_opts_free(o);
+	tlg_log(
+	    "info", "G005", "serving on %s for %s", g->url, g->c.homeserver);
+	*out = g;
+	return 0;
+fail:
+	tl_opts_free(o);
+	tlg_stop(g);
+	return -1;
+}
+
+const char *
+tlg_url(const tlg *g)
+{
+	return g->url;
+}
+
+void
+tlg_stop(tlg *g)
+{
+	if (g == NULL) {
+		return;
+	}
+	atomic_store(&g->stopping, true);
+	pthread_mutex_lock(&g->w_mtx);
+	pthread_cond_broadcast(&g->w_cv);
+	pthread_mutex_unlock(&g->w_mtx);
+	tlg_http_stop(g);
+	tl_consumer_close(g->cons_ev);
+	tl_consumer_close(g->cons_final);
+	tl_consumer_close(g->cons_txn);
+	tlg_senders_stop(g);
+	tl_client_close(g->cl);
+	for (int i = 0; i < g->ncurls; i++) {
+		curl_easy_cleanup(g->curls[i]);
+	}
+	for (int i = 0; i < TLG_AUTH_SLOTS; i++) {
+		free(g->auth[i].token);
+		free(g->auth[i].user);
+		free(g->auth[i].device);
+	}
+	pthread_mutex_destroy(&g->w_mtx);
+	pthread_cond_destroy(&g->w_cv);
+	pthread_mutex_destroy(&g->auth_mtx);
+	pthread_mutex_destroy(&g->rate_mtx);
+	pthread_mutex_destroy(&g->curl_mtx);
+	pthread_mutex_destroy(&g->evc_mtx);
+	for (int i = 0; i < TLG_USER_STRIPES; i++) {
+		pthread_mutex_destroy(&g->user_mtx[i]);
+	}
+	free(g->evc);
+	tlg_log("info", "G008", "stopped");
+	free(g);
+}
+
+tlg *
+tlg_start_file(const char *conf_path, const char *broker_url)
+{
+	tlg_conf c;
+	tlg *g = NULL;
+
+	tlg_conf_defaults(&c);
+	if (tlg_conf_file(&c, conf_path) != 0 || tlg_conf_check(&c) != 0 ||
+	    tlg_start(&g, &c, broker_url) != 0) {
+		return NULL;
+	}
+	return g;
+}

@@ -1,0 +1,237 @@
+/*
+ * Internals of the MSC4140 gateway shared between its files: the gateway
+ * object, byte buffers and JSON output, the stored form of a delayed event
+ * and of a finalised record, the homeserver client and rate limits.
+ *
+ * DESIGN. Threads: libmicrohttpd runs one thread per HTTP connection; a
+ * request's handler does its blocking work (whoami, SDK calls, proxying)
+ * on that thread. The SDK's consumer thread hands due events to the sender
+ * threads (one queue each, chosen by room so that one room's events keep
+ * their order); a sender sends through the homeserver, writes the
+ * finalised record, deletes the event and wakes a "send" action waiting
+ * for it. Locks: a user's scheduling stripe (held across the broker calls
+ * of one scheduling request) comes before the others, which are leaves and
+ * never nested: the waiter list, each sender queue, the whoami cache, the
+ * rate-limit table, the restart cache, the curl handle pool.
+ */
+#ifndef TL_MSC4140_GW_H
+#define TL_MSC4140_GW_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "msc4140.h"
+#include "timeline/timeline.h"
+
+/* ---- logging ---- */
+
+void tlg_log(const char *level, const char *id, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- bytes ---- */
+
+typedef struct gbuf {
+	char *p;
+	size_t n, cap;
+	bool oom;
+} gbuf;
+
+void gbuf_add(gbuf *b, const void *p, size_t n);
+void gbuf_str(gbuf *b, const char *s);
+void gbuf_fmt(gbuf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* A JSON string literal (quotes included) of n bytes of UTF-8. */
+void gbuf_jstr(gbuf *b, const char *s, size_t n);
+void gbuf_free(gbuf *b);
+/* Percent-encode for a URL path segment or query value. */
+void gbuf_urlenc(gbuf *b, const char *s, size_t n);
+
+/* Decode %XX in place; returns the new length or -1 on a bad escape. */
+long tlg_urldec(char *s, size_t n);
+bool tlg_utf8_ok(const char *s, size_t n);
+uint64_t tlg_hash64(const void *p, size_t n, uint64_t seed);
+/* n random bytes as base64url (no padding) into out (4n/3+1 bytes). */
+int tlg_random_id(char *out, size_t nbytes);
+int64_t tlg_now_ms(void);
+int64_t tlg_mono_ms(void);
+
+/* ---- a stored delayed event (body of a message in PREFIX.events) ----
+ * "M1\n" then "key\tvalue\n" lines, an empty line, then the content bytes
+ * exactly as received. Values never hold control characters (checked at
+ * scheduling). A finalised record (PREFIX.final) starts with "F1\n" and
+ * adds fin, since, outcome, reason, event_id, status and errlen lines;
+ * after the empty line come errlen bytes of the homeserver's error body,
+ * then the content. */
+typedef struct gstr {
+	const char *p;
+	size_t n;
+} gstr;
+
+typedef struct gev {
+	bool final;
+	gstr user, room, type, skey, query;
+	bool state;
+	int64_t delay;
+	gstr content;
+	/* finalised records */
+	int64_t fin, since;
+	gstr outcome, reason, event_id, err;
+	int status;
+} gev;
+
+int tlg_ev_parse(gev *e, const void *body, size_t len);
+void tlg_ev_header(gbuf *b, const gev *e);
+
+/* ---- the homeserver ---- */
+
+typedef struct hs_resp {
+	long status; /* 0: no answer (network error) */
+	gbuf body;
+	gbuf headers; /* raw "Name: value\r\n" lines */
+	char ctype[128];
+} hs_resp;
+
+typedef struct hs_hdr {
+	const char *name;
+	const char *value;
+} hs_hdr;
+
+/* One request to url; body may be NULL. Returns 0 with resp filled (also
+ * for error statuses) or -1 when no answer came (resp->status 0). */
+int tlg_hs_request(tlg *g, const char *method, const char *url,
+    const hs_hdr *hdrs, size_t nhdrs, const void *body, size_t len,
+    hs_resp *resp);
+void tlg_hs_resp_free(hs_resp *r);
+
+/* ---- rate limits ---- */
+
+/* Take one token from the bucket of key. Returns 0 or the ms to wait. */
+int64_t tlg_rate_take(
+    tlg *g, const char *kind, const char *key, double rate, double burst);
+/* Unknown-id storms: count a miss for an IP; true while it is blocked. */
+void tlg_storm_miss(tlg *g, const char *ip);
+int64_t tlg_storm_blocked(tlg *g, const char *ip);
+
+/* ---- the gateway ---- */
+
+typedef struct gwaiter {
+	struct gwaiter *next;
+	char id[TL_MAX_ID_LEN + 1];
+	bool done;
+	int status;
+	gbuf body;
+} gwaiter;
+
+typedef struct gqitem {
+	struct gqitem *next;
+	tl_lease *lease;
+} gqitem;
+
+typedef struct gsender {
+	tlg *g;
+	pthread_t thr;
+	pthread_mutex_t mtx;
+	pthread_cond_t cv;
+	gqitem *head, *tail;
+	bool stop;
+	bool started;
+} gsender;
+
+#define TLG_RATE_SLOTS 4096
+
+typedef struct grate {
+	uint64_t key;
+	double tokens;
+	int64_t at;
+	int misses;
+	int64_t blocked_until;
+} grate;
+
+#define TLG_AUTH_SLOTS 1024
+
+/* What a restart needs of an event (owner and delay never change), so
+ * that it is one move on the broker instead of a lookup and a move. */
+#define TLG_EVC_SLOTS 32768
+#define TLG_USER_STRIPES 64
+
+typedef struct gevc {
+	char id[40];
+	char owner[TL_MAX_NAME_LEN + 1];
+	int64_t delay;
+} gevc;
+
+typedef struct gauth {
+	char *token;
+	char *user;
+	char *device;
+	int64_t until;
+} gauth;
+
+struct tlg {
+	tlg_conf c;
+	tl_client *cl;
+	tl_consumer *cons_ev, *cons_final, *cons_txn;
+	char t_ev[TL_MAX_NAME_LEN + 1];
+	char t_final[TL_MAX_NAME_LEN + 1];
+	char t_txn[TL_MAX_NAME_LEN + 1];
+	struct MHD_Daemon *httpd;
+	char url[300];
+
+	pthread_mutex_t w_mtx;
+	pthread_cond_t w_cv;
+	gwaiter *waiters;
+
+	gsender *senders;
+	int nsenders;
+	_Atomic bool stopping;
+
+	pthread_mutex_t auth_mtx;
+	gauth auth[TLG_AUTH_SLOTS];
+
+	pthread_mutex_t rate_mtx;
+	grate rate[TLG_RATE_SLOTS];
+
+	pthread_mutex_t evc_mtx;
+	gevc *evc;
+
+	/* scheduling of one user is serialised (limit, transaction) */
+	pthread_mutex_t user_mtx[TLG_USER_STRIPES];
+
+	pthread_mutex_t curl_mtx;
+	void *curls[64];
+	int ncurls;
+};
+
+/* ---- pieces ---- */
+
+int tlg_http_start(tlg *g);
+void tlg_http_stop(tlg *g);
+int tlg_senders_start(tlg *g);
+void tlg_senders_stop(tlg *g);
+/* The consumer callback of PREFIX.events. */
+void tlg_on_due(void *arg, tl_lease *l);
+/* The consumer callback of the retention topics: delete when due. */
+void tlg_on_expired(void *arg, tl_lease *l);
+/* Write a finalised record for e (owner, delay_id). */
+int tlg_finalise(tlg *g, const char *owner, const char *id, const gev *e,
+    int64_t since, const char *outcome, const char *reason,
+    const char *event_id, int status, const char *err, size_t errlen);
+/* The waiter registry of "send" actions. */
+gwaiter *tlg_waiter_add(tlg *g, const char *id);
+bool tlg_waiter_exists(tlg *g, const char *id);
+/* Wait until done or the deadline; then unregister. true when done. */
+bool tlg_waiter_wait(tlg *g, gwaiter *w, int64_t ms);
+void tlg_waiter_wake(
+    tlg *g, const char *id, int status, const char *body, size_t len);
+/* The restart cache (a direct-mapped table: a collision forgets). */
+void tlg_evc_put(tlg *g, const char *id, const char *owner, int64_t delay);
+bool tlg_evc_get(
+    tlg *g, const char *id, char *owner, size_t cap, int64_t *delay);
+void tlg_evc_del(tlg *g, const char *id);
+/* The owner (producer group) of a Matrix user's messages. */
+void tlg_owner(const char *user, char *out, size_t cap);
+
+#endif

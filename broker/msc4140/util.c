@@ -1,0 +1,496 @@
+/*
+ * Small pieces of the gateway: logging, byte buffers with JSON and URL
+ * encoding, hashing, random delay ids, clocks, the stored event format
+ * (see gw.h) and the token-bucket rate limits.
+ */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "gw.h"
+
+void
+tlg_log(const char *level, const char *id, const char *fmt, ...)
+{
+	char msg[1024], stamp[32];
+	struct tm tm;
+	time_t t;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	t = time(NULL);
+	gmtime_r(&t, &tm);
+	strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	fprintf(stderr, "%s msc4140 %s %s %s\n", stamp, level, id, msg);
+}
+
+/* ---- buffers ---- */
+
+void
+gbuf_add(gbuf *b, const void *p, size_t n)
+{
+	if (b->oom) {
+		return;
+	}
+	if (b->n + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 256;
+		char *np;
+		while (cap < b->n + n + 1) {
+			cap *= 2;
+		}
+		if ((np = realloc(b->p, cap)) == NULL) {
+			b->oom = true;
+			return;
+		}
+		b->p = np;
+		b->cap = cap;
+	}
+	if (n > 0) {
+		memcpy(b->p + b->n, p, n);
+	}
+	b->n += n;
+	b->p[b->n] = '\0';
+}
+
+void
+gbuf_str(gbuf *b, const char *s)
+{
+	gbuf_add(b, s, strlen(s));
+}
+
+void
+gbuf_fmt(gbuf *b, const char *fmt, ...)
+{
+	char tmp[512];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	if (n < 0) {
+		return;
+	}
+	if ((size_t) n < sizeof(tmp)) {
+		gbuf_add(b, tmp, (size_t) n);
+		return;
+	}
+	char *big = malloc((size_t) n + 1);
+	if (big == NULL) {
+		b->oom = true;
+		return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(big, (size_t) n + 1, fmt, ap);
+	va_end(ap);
+	gbuf_add(b, big, (size_t) n);
+	free(big);
+}
+
+void
+gbuf_jstr(gbuf *b, const char *s, size_t n)
+{
+	gbuf_add(b, "\"", 1);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char) s[i];
+		if (ch == '"' || ch == '\\') {
+			gbuf_add(b, "\\", 1);
+			gbuf_add(b, &s[i], 1);
+		} else if (ch < 0x20) {
+			gbuf_fmt(b, "\\u%04x", ch);
+		} else {
+			gbuf_add(b, &s[i], 1);
+		}
+	}
+	gbuf_add(b, "\"", 1);
+}
+
+void
+gbuf_free(gbuf *b)
+{
+	free(b->p);
+	memset(b, 0, sizeof(*b));
+}
+
+void
+gbuf_urlenc(gbuf *b, const char *s, size_t n)
+{
+	static const char hex[] = "0123456789ABCDEF";
+
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char) s[i];
+		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		    (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' ||
+		    ch == '.' || ch == '~') {
+			gbuf_add(b, &s[i], 1);
+		} else {
+			char e[3] = {'%', hex[ch >> 4], hex[ch & 15]};
+			gbuf_add(b, e, 3);
+		}
+	}
+}
+
+static int
+hexval(char c)
+{
+	if (c >= '0' && c <= '9') {
+		return c - '0';
+	}
+	if (c >= 'a' && c <= 'f') {
+		return c - 'a' + 10;
+	}
+	if (c >= 'A' && c <= 'F') {
+		return c - 'A' + 10;
+	}
+	return -1;
+}
+
+long
+tlg_urldec(char *s, size_t n)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] == '%') {
+			int hi, lo;
+			if (i + 2 >= n || (hi = hexval(s[i + 1])) < 0 ||
+			    (lo = hexval(s[i + 2])) < 0) {
+				return -1;
+			}
+			s[o++] = (char) (hi * 16 + lo);
+			i += 2;
+		} else {
+			s[o++] = s[i];
+		}
+	}
+	s[o] = '\0';
+	return (long) o;
+}
+
+bool
+tlg_utf8_ok(const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *) s;
+	size_t i = 0;
+
+	while (i < n) {
+		unsigned char c = p[i];
+		size_t k;
+		uint32_t cp;
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		if (c >= 0xc2 && c <= 0xdf) {
+			k = 1;
+			cp = c & 0x1f;
+		} else if (c >= 0xe0 && c <= 0xef) {
+			k = 2;
+			cp = c & 0x0f;
+		} else if (c >= 0xf0 && c <= 0xf4) {
+			k = 3;
+			cp = c & 0x07;
+		} else {
+			return false;
+		}
+		if (i + k >= n) {
+			return false;
+		}
+		for (size_t j = 1; j <= k; j++) {
+			if ((p[i + j] & 0xc0) != 0x80) {
+				return false;
+			}
+			cp = (cp << 6) | (p[i + j] & 0x3f);
+		}
+		if ((k == 2 && cp < 0x800) || (k == 3 && cp < 0x10000) ||
+		    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
+			return false;
+		}
+		i += k + 1;
+	}
+	return true;
+}
+
+uint64_t
+tlg_hash64(const void *p, size_t n, uint64_t seed)
+{
+	const unsigned char *s = p;
+	uint64_t h = 0xcbf29ce484222325ULL ^ seed;
+
+	for (size_t i = 0; i < n; i++) {
+		h ^= s[i];
+		h *= 0x100000001b3ULL;
+	}
+	/* a final mix so that close inputs spread over the table */
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	return h;
+}
+
+int
+tlg_random_id(char *out, size_t nbytes)
+{
+	static const char b64[] =
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstu"
+	    "vwxyz0123456789-_";
+	unsigned char raw[48];
+	size_t o = 0;
+	uint32_t acc = 0;
+	int bits = 0;
+
+	if (nbytes > sizeof(raw) ||
+	    getrandom(raw, nbytes, 0) != (ssize_t) nbytes) {
+		return -1;
+	}
+	for (size_t i = 0; i < nbytes; i++) {
+		acc = (acc << 8) | raw[i];
+		bits += 8;
+		while (bits >= 6) {
+			bits -= 6;
+			out[o++] = b64[(acc >> bits) & 63];
+		}
+	}
+	if (bits > 0) {
+		out[o++] = b64[(acc << (6 - bits)) & 63];
+	}
+	out[o] = '\0';
+	return 0;
+}
+
+int64_t
+tlg_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t
+tlg_mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void
+tlg_owner(const char *user, char *out, size_t cap)
+{
+	size_t n = strlen(user);
+
+	/* Matrix user ids may be 255 bytes; producer groups hold 128. */
+	if (n <= TL_MAX_NAME_LEN && n < cap) {
+		memcpy(out, user, n + 1);
+		return;
+	}
+	snprintf(out, cap, "#%016llx%016llx",
+	    (unsigned long long) tlg_hash64(user, n, 1),
+	    (unsigned long long) tlg_hash64(user, n, 2));
+}
+
+/* ---- the stored event ---- */
+
+static int64_t
+to_i64(gstr v)
+{
+	char tmp[32];
+
+	if (v.n == 0 || v.n >= sizeof(tmp)) {
+		return 0;
+	}
+	memcpy(tmp, v.p, v.n);
+	tmp[v.n] = '\0';
+	return strtoll(tmp, NULL, 10);
+}
+
+int
+tlg_ev_parse(gev *e, const void *body, size_t len)
+{
+	const char *p = body, *end = p + len;
+	int64_t errlen = 0;
+
+	memset(e, 0, sizeof(*e));
+	if (len < 3 || (memcmp(p, "M1\n", 3) != 0 && memcmp(p, "F1\n", 3))) {
+		return -1;
+	}
+	e->final = p[0] == 'F';
+	p += 3;
+	for (;;) {
+		const char *nl = memchr(p, '\n', (size_t) (end - p));
+		const char *tab;
+		gstr k, v;
+		if (nl == NULL) {
+			return -1;
+		}
+		if (nl == p) {
+			p++;
+			break;
+		}
+		if ((tab = memchr(p, '\t', (size_t) (nl - p))) == NULL) {
+			return -1;
+		}
+		k = (gstr){p, (size_t) (tab - p)};
+		v = (gstr){tab + 1, (size_t) (nl - tab - 1)};
+#define KEY(s) (k.n == sizeof(s) - 1 && memcmp(k.p, s, k.n) == 0)
+		if (KEY("user")) {
+			e->user = v;
+		} else if (KEY("room")) {
+			e->room = v;
+		} else if (KEY("type")) {
+			e->type = v;
+		} else if (KEY("skey")) {
+			e->skey = v;
+			e->state = true;
+		} else if (KEY("query")) {
+			e->query = v;
+		} else if (KEY("delay")) {
+			e->delay = to_i64(v);
+		} else if (KEY("fin")) {
+			e->fin = to_i64(v);
+		} else if (KEY("since")) {
+			e->since = to_i64(v);
+		} else if (KEY("outcome")) {
+			e->outcome = v;
+		} else if (KEY("reason")) {
+			e->reason = v;
+		} else if (KEY("event_id")) {
+			e->event_id = v;
+		} else if (KEY("status")) {
+			e->status = (int) to_i64(v);
+		} else if (KEY("errlen")) {
+			errlen = to_i64(v);
+		}
+#undef KEY
+		p = nl + 1;
+	}
+	if (errlen < 0 || errlen > end - p) {
+		return -1;
+	}
+	e->err = (gstr){p, (size_t) errlen};
+	p += errlen;
+	e->content = (gstr){p, (size_t) (end - p)};
+	return 0;
+}
+
+static void
+line(gbuf *b, const char *k, gstr v)
+{
+	gbuf_str(b, k);
+	gbuf_add(b, "\t", 1);
+	gbuf_add(b, v.p, v.n);
+	gbuf_add(b, "\n", 1);
+}
+
+/* The event lines (no magic, no terminating empty line). */
+void
+tlg_ev_header(gbuf *b, const gev *e)
+{
+	line(b, "user", e->user);
+	line(b, "room", e->room);
+	line(b, "type", e->type);
+	if (e->state) {
+		line(b, "skey", e->skey);
+	}
+	gbuf_fmt(b, "delay\t%lld\n", (long long) e->delay);
+	if (e->query.n > 0) {
+		line(b, "query", e->query);
+	}
+}
+
+/* ---- rate limits ---- */
+
+static grate *
+rate_slot(tlg *g, const char *kind, const char *key)
+{
+	uint64_t h = tlg_hash64(key, strlen(key), tlg_hash64(kind, 1, 7));
+	grate *r = &g->rate[h % TLG_RATE_SLOTS];
+
+	/* A collision takes the slot over: the table forgets, never blocks
+	 * a stranger for long. */
+	if (r->key != h) {
+		memset(r, 0, sizeof(*r));
+		r->key = h;
+		r->tokens = -1;
+	}
+	return r;
+}
+
+int64_t
+tlg_rate_take(
+    tlg *g, const char *kind, const char *key, double rate, double burst)
+{
+	int64_t now = tlg_mono_ms(), wait = 0;
+	grate *r;
+
+	if (!g->c.rate_limits) {
+		return 0;
+	}
+	pthread_mutex_lock(&g->rate_mtx);
+	r = rate_slot(g, kind, key);
+	if (r->tokens < 0) {
+		r->tokens = burst;
+		r->at = now;
+	}
+	r->tokens += (double) (now - r->at) * rate / 1000.0;
+	if (r->tokens > burst) {
+		r->tokens = burst;
+	}
+	r->at = now;
+	if (r->tokens >= 1.0) {
+		r->tokens -= 1.0;
+	} else {
+		wait = (int64_t) ((1.0 - r->tokens) * 1000.0 / rate) + 1;
+	}
+	pthread_mutex_unlock(&g->rate_mtx);
+	return wait;
+}
+
+#define STORM_MISSES 5
+#define STORM_BLOCK_MS 10000
+
+void
+tlg_storm_miss(tlg *g, const char *ip)
+{
+	int64_t now = tlg_mono_ms();
+	grate *r;
+
+	if (!g->c.rate_limits) {
+		return;
+	}
+	pthread_mutex_lock(&g->rate_mtx);
+	r = rate_slot(g, "storm", ip);
+	if (r->at + STORM_BLOCK_MS < now) {
+		r->misses = 0; /* misses older than the window are forgotten */
+	}
+	r->at = now;
+	if (++r->misses >= STORM_MISSES) {
+		r->blocked_until = now + STORM_BLOCK_MS;
+		r->misses = 0;
+	}
+	pthread_mutex_unlock(&g->rate_mtx);
+}
+
+int64_t
+tlg_storm_blocked(tlg *g, const char *ip)
+{
+	int64_t now = tlg_mono_ms(), left = 0;
+	grate *r;
+
+	if (!g->c.rate_limits) {
+		return 0;
+	}
+	pthread_mutex_lock(&g->rate_mtx);
+	r = rate_slot(g, "storm", ip);
+	if (r->blocked_until > now) {
+		left = r->blocked_until - now;
+	}
+	pthread_mutex_unlock(&g->rate_mtx);
+	return left;
+}

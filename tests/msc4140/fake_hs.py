@@ -1,0 +1,268 @@
+#!/usr/bin/env python3
+"""A small Matrix homeserver for the gateway's tests.
+
+It implements what the tests rely on, the way Synapse does: whoami (access
+tokens, guests), versions, capabilities, sending message events with
+transaction ids (deduplicated per sender and transaction), state events
+with power levels it can be told to enforce, room messages, and appservice
+masquerading (?user_id= with the appservice token, ts honoured only for the
+appservice). Every request is recorded; /_test/ endpoints let a test read
+the record, add users and rooms, and make the next sends fail.
+
+usage: fake_hs.py --ready FILE [--as-token TOKEN]
+"""
+
+import argparse
+import base64
+import json
+import os
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+LOCK = threading.Lock()
+STATE = {
+    "users": {  # token -> (user_id, device_id, is_guest)
+        "tok_alice": ("@alice:test", "ALICEDEV", False),
+        "tok_alice2": ("@alice:test", "ALICEDEV2", False),
+        "tok_bob": ("@bob:test", "BOBDEV", False),
+        "tok_guest": ("@guest1:test", "GUESTDEV", True),
+    },
+    "rooms": {},  # room_id -> {members, power, enforce, events, state}
+    "requests": [],
+    "fail": [],  # statuses for the next sends
+    "hang": 0,  # seconds the next send waits before it is handled
+    "txns": {},  # (sender, scope, txn) -> event_id
+    "seq": 0,
+}
+AS_TOKEN = "as_secret"
+
+
+def new_room(room_id, members=None, power=None, enforce=False):
+    return {
+        "members": set(members or ["@alice:test", "@bob:test", "@guest1:test"]),
+        "power": power or {"users": {}, "users_default": 0,
+                           "state_default": 50, "events_default": 0,
+                           "events": {}},
+        "enforce": enforce,
+        "events": [],
+        "state": {},
+    }
+
+
+STATE["rooms"]["!room:test"] = new_room("!room:test")
+STATE["rooms"]["!other:test"] = new_room("!other:test")
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def reply(self, status, obj, raw=None):
+        body = raw if raw is not None else json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("X-Fake-HS", "yes")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def err(self, status, code, msg):
+        self.reply(status, {"errcode": code, "error": msg})
+
+    def body(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(n) if n > 0 else b""
+
+    def token(self, query):
+        h = self.headers.get("Authorization") or ""
+        if h.startswith("Bearer "):
+            return h[7:]
+        return (query.get("access_token") or [None])[0]
+
+    def caller(self, query):
+        """(user_id, device, is_as) or None after replying 401."""
+        tok = self.token(query)
+        if tok is None:
+            self.err(401, "M_MISSING_TOKEN", "Missing access token")
+            return None
+        if tok == AS_TOKEN:
+            uid = (query.get("user_id") or ["@msc4140-gateway:test"])[0]
+            return (uid, None, True)
+        u = STATE["users"].get(tok)
+        if u is None:
+            self.err(401, "M_UNKNOWN_TOKEN", "Unrecognised access token")
+            return None
+        return (u[0], u[1], False)
+
+    def handle_any(self):
+        url = urllib.parse.urlsplit(self.path)
+        raw_path = url.path
+        query = urllib.parse.parse_qs(url.query, keep_blank_values=True)
+        body = self.body()
+        if not raw_path.startswith("/_test/"):
+            with LOCK:
+                STATE["requests"].append({
+                    "method": self.command,
+                    "path": raw_path,
+                    "query": url.query,
+                    "auth": self.headers.get("Authorization") or "",
+                    "body_b64": base64.b64encode(body).decode(),
+                    "headers": {k.lower(): v for k, v in self.headers.items()},
+                    "at": int(time.time() * 1000),
+                })
+        segs = [urllib.parse.unquote(s) for s in raw_path.split("/")[1:]]
+        try:
+            self.route(segs, query, body)
+        except BrokenPipeError:
+            pass
+
+    def route(self, segs, query, body):
+        m = self.command
+        if segs[:1] == ["_test"]:
+            return self.test_api(segs[1:], body)
+        if segs == ["_matrix", "client", "versions"] and m == "GET":
+            return self.reply(200, {"versions": ["v1.1", "v1.11"],
+                                    "unstable_features": {"x.other": True}})
+        if len(segs) < 4 or segs[:2] != ["_matrix", "client"]:
+            return self.err(404, "M_UNRECOGNIZED", "Unrecognized request")
+        rest = segs[3:]
+        if rest == ["capabilities"] and m == "GET":
+            if self.caller(query) is None:
+                return
+            return self.reply(200, {"capabilities": {
+                "m.change_password": {"enabled": True}}})
+        if rest == ["account", "whoami"] and m == "GET":
+            c = self.caller(query)
+            if c is None:
+                return
+            tok = self.token(query)
+            u = STATE["users"].get(tok)
+            return self.reply(200, {"user_id": c[0], "device_id": c[1],
+                                    "is_guest": bool(u and u[2])})
+        if len(rest) >= 3 and rest[0] == "rooms":
+            return self.room_api(rest[1], rest[2:], query, body)
+        if rest[:1] == ["echo"]:
+            return self.reply(200, {"method": m, "query": self.path,
+                                    "len": len(body),
+                                    "body_b64": base64.b64encode(body).decode()})
+        return self.err(404, "M_UNRECOGNIZED", "Unrecognized request")
+
+    def room_api(self, room_id, rest, query, body):
+        c = self.caller(query)
+        if c is None:
+            return
+        sender, device, is_as = c
+        with LOCK:
+            hang, STATE["hang"] = STATE["hang"], 0
+        if hang and self.command == "PUT":
+            time.sleep(hang)
+        with LOCK:
+            room = STATE["rooms"].get(room_id)
+            if room is None or sender not in room["members"]:
+                return self.err(403, "M_FORBIDDEN",
+                                "User %s not in room %s" % (sender, room_id))
+            if rest[0] == "messages" and self.command == "GET":
+                chunk = list(reversed(room["events"]))
+                if (query.get("dir") or ["b"])[0] == "f":
+                    chunk = list(room["events"])
+                return self.reply(200, {"chunk": chunk, "start": "s0"})
+            if self.command != "PUT" or rest[0] not in ("send", "state"):
+                return self.err(404, "M_UNRECOGNIZED", "Unrecognized request")
+            if STATE["fail"]:
+                st = STATE["fail"].pop(0)
+                return self.err(st, "M_UNKNOWN", "told to fail with %d" % st)
+            try:
+                content = json.loads(body.decode("utf-8"))
+            except Exception:
+                return self.err(400, "M_NOT_JSON", "Content not JSON.")
+            if not isinstance(content, dict):
+                return self.err(400, "M_BAD_JSON", "Content must be an object")
+            ts = int(time.time() * 1000)
+            if is_as and "ts" in query:
+                ts = int(query["ts"][0])
+            if rest[0] == "send":
+                if len(rest) != 3:
+                    return self.err(404, "M_UNRECOGNIZED", "bad path")
+                etype, txn = rest[1], rest[2]
+                key = (sender, "as" if is_as else device, txn)
+                if key in STATE["txns"]:
+                    return self.reply(200, {"event_id": STATE["txns"][key]})
+                need = room["power"]["events"].get(
+                    etype, room["power"]["events_default"])
+                skey = None
+            else:
+                etype = rest[1]
+                skey = rest[2] if len(rest) > 2 else ""
+                need = room["power"]["events"].get(
+                    etype, room["power"]["state_default"])
+            have = room["power"]["users"].get(
+                sender, room["power"]["users_default"])
+            if room["enforce"] and have < need:
+                return self.err(403, "M_FORBIDDEN",
+                                "You don't have permission to post that "
+                                "to the room. user_level (%d) < "
+                                "send_level (%d)" % (have, need))
+            STATE["seq"] += 1
+            eid = "$ev%d" % STATE["seq"]
+            ev = {"event_id": eid, "room_id": room_id, "sender": sender,
+                  "type": etype, "content": content,
+                  "origin_server_ts": ts}
+            if skey is not None:
+                ev["state_key"] = skey
+                room["state"][(etype, skey)] = ev
+            else:
+                STATE["txns"][(sender, "as" if is_as else device,
+                               rest[2])] = eid
+            room["events"].append(ev)
+            return self.reply(200, {"event_id": eid})
+
+    def test_api(self, rest, body):
+        with LOCK:
+            if rest == ["requests"]:
+                return self.reply(200, {"requests": STATE["requests"]})
+            if rest == ["hang"]:
+                STATE["hang"] = json.loads(body)["seconds"]
+                return self.reply(200, {})
+            if rest == ["fail"]:
+                STATE["fail"].extend(json.loads(body)["statuses"])
+                return self.reply(200, {})
+            if rest == ["room"]:
+                r = json.loads(body)
+                STATE["rooms"][r["room_id"]] = new_room(
+                    r["room_id"], r.get("members"), r.get("power"),
+                    r.get("enforce", False))
+                return self.reply(200, {})
+            if rest == ["events"]:
+                out = []
+                for room in STATE["rooms"].values():
+                    out.extend(room["events"])
+                out.sort(key=lambda e: int(e["event_id"][3:]))
+                return self.reply(200, {"events": out})
+        return self.err(404, "M_UNRECOGNIZED", "no such test endpoint")
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = do_OPTIONS = handle_any
+
+
+def main():
+    global AS_TOKEN
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ready", required=True)
+    ap.add_argument("--as-token", default=AS_TOKEN)
+    a = ap.parse_args()
+    AS_TOKEN = a.as_token
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    srv.daemon_threads = True
+    tmp = a.ready + ".tmp"
+    with open(tmp, "w") as f:
+        f.write("http://127.0.0.1:%d\n" % srv.server_address[1])
+    os.rename(tmp, a.ready)
+    srv.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
