@@ -123,6 +123,7 @@ typedef struct lbatch {
 	char topic[TL_MAX_NAME_LEN + 1];
 	size_t n;
 	litem *it;
+	int *rv; /* per item: the read's result */
 	tli_op *ops;
 } lbatch;
 
@@ -472,6 +473,7 @@ lbatch_free(lbatch *lb)
 		tli_free(lb->it[i].e);
 	}
 	tli_free(lb->it);
+	tli_free(lb->rv);
 	tli_free(lb->ops);
 	tli_free(lb);
 }
@@ -855,6 +857,36 @@ litem_cmp(const void *a, const void *b)
 	return went_less(x->e, y->e) ? -1 : went_less(y->e, x->e) ? 1 : 0;
 }
 
+/* Read every message of the batch in one batched lookup; lb->rv[i] is
+ * message i's result. */
+static int
+read_all(tlb_broker *b, lbatch *lb)
+{
+	const char **ids = tli_alloc(sizeof(*ids) * lb->n);
+	size_t *lens = tli_alloc(sizeof(*lens) * lb->n);
+	tli_msg *m = tli_alloc(sizeof(*m) * lb->n);
+	int rv = TL_ENOMEM;
+
+	lb->rv = tli_alloc(sizeof(int) * lb->n);
+	if (ids != NULL && lens != NULL && m != NULL && lb->rv != NULL) {
+		for (size_t i = 0; i < lb->n; i++) {
+			ids[i] = lb->it[i].e->id;
+			lens[i] = lb->it[i].e->id_len;
+		}
+		rv = tli_store_get_many(
+		    b->store, lb->topic, lb->n, ids, lens, m, lb->rv);
+		for (size_t i = 0; rv == TL_OK && i < lb->n; i++) {
+			if (lb->rv[i] == TL_OK) {
+				lb->it[i].m = m[i];
+			}
+		}
+	}
+	tli_free(ids);
+	tli_free(lens);
+	tli_free(m);
+	return rv;
+}
+
 static void
 lbatch_submit(tlb_dsp *p, lbatch *lb)
 {
@@ -862,10 +894,12 @@ lbatch_submit(tlb_dsp *p, lbatch *lb)
 	size_t keep = 0;
 
 	qsort(lb->it, lb->n, sizeof(litem), litem_cmp);
+	if (read_all(b, lb) != TL_OK) {
+		goto fail;
+	}
 	for (size_t i = 0; i < lb->n; i++) {
 		litem *it = &lb->it[i];
-		int rv = tli_store_get(
-		    b->store, lb->topic, it->e->id, it->e->id_len, &it->m);
+		int rv = lb->rv[i];
 		if (rv != TL_OK) {
 			/* Deleted since it was read: nothing to lease. */
 			pthread_mutex_lock(&p->mtx);

@@ -503,13 +503,69 @@ tli_msg_fini(tli_msg *m)
 	}
 }
 
-int
-tli_store_get(tli_store *s, const char *topic, const char *id, size_t id_len,
-    tli_msg *out)
+static int
+msg_fill(tli_msg *out, const char *id, size_t id_len, const rec *r,
+    const void *body, size_t bl, uint64_t gen)
 {
-	uint8_t k[5 + TL_MAX_ID_LEN];
-	char *err = NULL, *v, *b;
-	size_t vl = 0, bl = 0;
+	memset(out, 0, sizeof(*out));
+	out->body = tli_alloc(bl);
+	if (out->body == NULL) {
+		return TL_ENOMEM;
+	}
+	memcpy(out->body, body, bl);
+	out->body_len = bl;
+	memcpy(out->id, id, id_len);
+	out->id_len = id_len;
+	memcpy(out->owner, r->owner, r->owner_len);
+	out->owner_len = r->owner_len;
+	memcpy(out->consumer, r->cons, r->cons_len);
+	out->consumer_len = r->cons_len;
+	out->ts = r->ts;
+	out->sched = r->sched;
+	out->gen = gen;
+	out->bucket = r->bucket;
+	out->version = r->version;
+	out->deliveries = r->deliveries;
+	out->created_at = r->created_at;
+	out->dead = (r->flags & REC_DEAD) != 0;
+	return TL_OK;
+}
+
+static int
+id_check(const char *id, size_t id_len)
+{
+	if (id == NULL || id_len == 0) {
+		return TL_EBADID;
+	}
+	return id_len > TL_MAX_ID_LEN ? TL_ETOOLARGE : TL_OK;
+}
+
+/* One batched MultiGet of keys[0..n) in the msg column family at ro;
+ * vals[i] NULL when missing; errors as codes in rvs. */
+static void
+msg_multi_get(tli_store *s, rocksdb_readoptions_t *ro, size_t n,
+    const char **keys, const size_t *klens, rocksdb_pinnableslice_t **vals,
+    char **errs, int *rvs)
+{
+	rocksdb_batched_multi_get_cf(
+	    s->db, ro, s->cf[CF_MSG], n, keys, klens, vals, errs, false);
+	for (size_t i = 0; i < n; i++) {
+		rvs[i] = errs[i] != NULL ? tli_rdb_err(s, errs[i]) : TL_OK;
+	}
+}
+
+int
+tli_store_get_many(tli_store *s, const char *topic, size_t n,
+    const char *const *ids, const size_t *id_lens, tli_msg *out, int *rvs)
+{
+	const rocksdb_snapshot_t *snap;
+	rocksdb_readoptions_t *ro;
+	rocksdb_pinnableslice_t **vals, **bvals;
+	uint8_t(*k)[5 + TL_MAX_ID_LEN];
+	const char **keys;
+	size_t *klens, *need, nneed = 0;
+	char **errs;
+	int *brv;
 	uint32_t tid;
 	uint64_t gen;
 	rec r;
@@ -521,80 +577,118 @@ tli_store_get(tli_store *s, const char *topic, const char *id, size_t id_len,
 	if ((rv = tli_topic_lookup(s, topic, &tid, NULL)) != TL_OK) {
 		return rv;
 	}
-	if (id == NULL || id_len == 0) {
-		return TL_EBADID;
+	if (n == 0) {
+		return TL_OK;
 	}
-	if (id_len > TL_MAX_ID_LEN) {
-		return TL_ETOOLARGE;
+	k = tli_alloc(n * sizeof(*k));
+	keys = tli_alloc(n * sizeof(*keys));
+	klens = tli_alloc(n * sizeof(*klens));
+	vals = tli_zalloc(n * sizeof(*vals));
+	bvals = tli_zalloc(n * sizeof(*bvals));
+	errs = tli_zalloc(n * sizeof(*errs));
+	need = tli_alloc(n * sizeof(*need));
+	brv = tli_alloc(n * sizeof(*brv));
+	if (k == NULL || keys == NULL || klens == NULL || vals == NULL ||
+	    bvals == NULL || errs == NULL || need == NULL || brv == NULL) {
+		rv = TL_ENOMEM;
+		goto out;
 	}
-	/* One MultiGet reads the record and its body from one consistent
-	 * view, so a concurrent delete cannot split them. */
-	{
-		uint8_t bk[5 + TL_MAX_ID_LEN];
-		const char *keys[2] = {(char *) k, (char *) bk};
-		size_t klens[2] = {tli_key_msg(k, tid, id, id_len),
-		    tli_key_body(bk, tid, id, id_len)};
-		const rocksdb_column_family_handle_t *cfs[2] = {
-		    s->cf[CF_MSG], s->cf[CF_MSG]};
-		char *vals[2] = {NULL, NULL}, *errs[2] = {NULL, NULL};
-		size_t vlens[2] = {0, 0};
+	/* Records, then the bodies kept apart, from one snapshot: a
+	 * concurrent delete cannot split a record from its body. */
+	snap = rocksdb_create_snapshot(s->db);
+	ro = rocksdb_readoptions_create();
+	rocksdb_readoptions_set_snapshot(ro, snap);
+	for (size_t i = 0; i < n; i++) {
+		rvs[i] = id_check(ids[i], id_lens[i]);
+		keys[i] = (const char *) k[i];
+		klens[i] = rvs[i] == TL_OK
+		    ? tli_key_msg(k[i], tid, ids[i], id_lens[i])
+		    : tli_key_msg(k[i], tid, "", 0);
+	}
+	msg_multi_get(s, ro, n, keys, klens, vals, errs, brv);
+	for (size_t i = 0; i < n; i++) {
+		const char *v;
+		size_t vl = 0;
 
-		rocksdb_multi_get_cf(
-		    s->db, s->ropts, cfs, 2, keys, klens, vals, vlens, errs);
-		v = vals[0];
-		vl = vlens[0];
-		b = vals[1];
-		bl = vlens[1];
-		rv = tli_rdb_err(s, errs[0]);
-		err = errs[1];
-		if (err != NULL) {
-			int rv2 = tli_rdb_err(s, err);
-			rv = rv != TL_OK ? rv : rv2;
+		if (rvs[i] != TL_OK) {
+			continue;
+		}
+		if ((rvs[i] = brv[i]) != TL_OK) {
+			continue;
+		}
+		if (vals[i] == NULL) {
+			rvs[i] = TL_ENOTFOUND;
+			continue;
+		}
+		v = rocksdb_pinnableslice_value(vals[i], &vl);
+		if ((rvs[i] = tli_rec_decode(&r, (const uint8_t *) v, vl)) !=
+		    TL_OK) {
+			continue;
+		}
+		if (r.flags & REC_INLINE) {
+			rvs[i] = msg_fill(&out[i], ids[i], id_lens[i], &r,
+			    r.body, r.body_len, gen);
+		} else {
+			keys[nneed] = (const char *) k[i];
+			klens[nneed] =
+			    tli_key_body(k[i], tid, ids[i], id_lens[i]);
+			need[nneed++] = i;
 		}
 	}
-	if (rv == TL_OK && v == NULL) {
-		rv = TL_ENOTFOUND;
+	if (nneed > 0) {
+		memset(errs, 0, nneed * sizeof(*errs));
+		msg_multi_get(s, ro, nneed, keys, klens, bvals, errs, brv);
 	}
-	if (rv == TL_OK) {
-		rv = tli_rec_decode(&r, (uint8_t *) v, vl);
+	for (size_t j = 0; j < nneed; j++) {
+		size_t i = need[j], vl = 0, bl = 0;
+		const char *v = rocksdb_pinnableslice_value(vals[i], &vl);
+		const char *b;
+
+		tli_rec_decode(&r, (const uint8_t *) v, vl); /* decoded above */
+		if ((rvs[i] = brv[j]) != TL_OK) {
+			continue;
+		}
+		b = bvals[j] != NULL
+		    ? rocksdb_pinnableslice_value(bvals[j], &bl)
+		    : NULL;
+		if (b == NULL || bl != r.body_len) {
+			rvs[i] = TL_ECORRUPT; /* written in one batch */
+			continue;
+		}
+		rvs[i] = msg_fill(&out[i], ids[i], id_lens[i], &r, b, bl, gen);
 	}
-	if (rv == TL_OK && !(r.flags & REC_INLINE) &&
-	    (b == NULL || bl != r.body_len)) {
-		rv = TL_ECORRUPT; /* written in one batch: never apart */
+	for (size_t i = 0; i < n; i++) {
+		rocksdb_pinnableslice_destroy(vals[i]);
+		rocksdb_pinnableslice_destroy(bvals[i]);
 	}
-	if (rv == TL_OK && (r.flags & REC_INLINE)) {
-		rocksdb_free(b);
-		b = NULL;
-		bl = r.body_len;
-	}
-	rocksdb_free(v);
-	if (rv != TL_OK) {
-		rocksdb_free(b);
+	rocksdb_readoptions_destroy(ro);
+	rocksdb_release_snapshot(s->db, snap);
+	rv = TL_OK;
+out:
+	tli_free(k);
+	tli_free(keys);
+	tli_free(klens);
+	tli_free(vals);
+	tli_free(bvals);
+	tli_free(errs);
+	tli_free(need);
+	tli_free(brv);
+	return rv;
+}
+
+int
+tli_store_get(tli_store *s, const char *topic, const char *id, size_t id_len,
+    tli_msg *out)
+{
+	tli_msg m;
+	int rv, one;
+
+	if ((rv = tli_store_get_many(s, topic, 1, &id, &id_len, &m, &one)) !=
+	    TL_OK) {
 		return rv;
 	}
-	memset(out, 0, sizeof(*out));
-	out->body = tli_alloc(bl);
-	if (out->body == NULL) {
-		rocksdb_free(b);
-		return TL_ENOMEM;
+	if (one == TL_OK) {
+		*out = m;
 	}
-	memcpy(out->body, b != NULL ? (const void *) b : (const void *) r.body,
-	    bl);
-	rocksdb_free(b);
-	out->body_len = bl;
-	memcpy(out->id, id, id_len);
-	out->id_len = id_len;
-	memcpy(out->owner, r.owner, r.owner_len);
-	out->owner_len = r.owner_len;
-	memcpy(out->consumer, r.cons, r.cons_len);
-	out->consumer_len = r.cons_len;
-	out->ts = r.ts;
-	out->sched = r.sched;
-	out->gen = gen;
-	out->bucket = r.bucket;
-	out->version = r.version;
-	out->deliveries = r.deliveries;
-	out->created_at = r.created_at;
-	out->dead = (r.flags & REC_DEAD) != 0;
-	return TL_OK;
+	return one;
 }

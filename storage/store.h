@@ -228,6 +228,12 @@ void tli_msg_fini(tli_msg *m);
 int tli_store_get(tli_store *s, const char *topic, const char *id,
     size_t id_len, tli_msg *out);
 
+/* Look n messages of one topic up at one snapshot, in one batched read.
+ * Returns TL_OK (then rvs[i] is message i's result and out[i] is filled
+ * where it is TL_OK), or TL_ENOTOPIC / TL_ENOMEM for the whole call. */
+int tli_store_get_many(tli_store *s, const char *topic, size_t n,
+    const char *const *ids, const size_t *id_lens, tli_msg *out, int *rvs);
+
 /* An index entry: enough to lease or list without a lookup. */
 typedef struct tli_entry {
 	int64_t ts;
