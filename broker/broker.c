@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "broker.h"
+#include "msc4140.h"
 
 static int
 create_topics(tlb_broker *b)
@@ -103,13 +104,16 @@ tlb_run(int argc, char **argv)
 	}
 	tlb_log(TLB_INFO, "B002", "store %s open; durability %s",
 	    b->conf.data_dir, sync_name(&b->conf));
-	tlb_log(TLB_INFO, "B003",
-	    "authentication is off: any client may act "
-	    "as any producer group or consumer (local development only)");
+	if (tlb_auth_start(b) != 0) {
+		tli_store_close(b->store);
+		tlb_auth_stop(b);
+		return 1;
+	}
 	if (create_topics(b) != 0 || tlb_dsp_start(b) != TL_OK) {
 		tlb_dsp_stop(b);
 		tli_store_close(b->store);
 		tlb_dsp_free(b);
+		tlb_auth_stop(b);
 		return 1;
 	}
 	if (tlb_server_start(b) != 0) {
@@ -118,10 +122,18 @@ tlb_run(int argc, char **argv)
 		tli_store_close(b->store);
 		tlb_server_wait(b);
 		tlb_dsp_free(b);
+		tlb_auth_stop(b);
 		return 1;
 	}
 	if (tlb_metrics_start(b) != 0) {
 		tlb_log(TLB_WARN, "B004", "running without metrics");
+	}
+	/* The MSC4140 gateway, a client of this broker's first listener. */
+	if (b->conf.msc4140[0] != '\0' &&
+	    (b->msc4140 = tlg_start_file(b->conf.msc4140, b->bound[0])) ==
+	        NULL) {
+		tlb_log(TLB_ERROR, "B009", "the MSC4140 gateway did not start");
+		sig = SIGTERM;
 	}
 	tlb_log(TLB_INFO, "B005", "%s ready", b->conf.name);
 
@@ -130,10 +142,11 @@ tlb_run(int argc, char **argv)
 			break;
 		}
 		if (sig == SIGHUP) {
-			tlb_log(TLB_INFO, "B006", "SIGHUP: nothing to reload");
+			tlb_auth_reload(b);
 		}
 	}
 	tlb_log(TLB_INFO, "B007", "stopping (signal %d)", sig);
+	tlg_stop(b->msc4140); /* before the broker it talks to */
 	atomic_store(&b->stopping, true);
 	tlb_metrics_stop(b);
 	tlb_server_stop(b);
@@ -141,7 +154,10 @@ tlb_run(int argc, char **argv)
 	tli_store_close(b->store);
 	tlb_server_wait(b);
 	tlb_dsp_free(b);
+	tlb_auth_stop(b);
+	/* a gateway that was asked for and did not start fails the run */
+	rv = b->conf.msc4140[0] != '\0' && b->msc4140 == NULL;
 	tlb_log(TLB_INFO, "B008", "stopped cleanly");
 	tli_free(b);
-	return 0;
+	return rv;
 }

@@ -28,6 +28,7 @@
 #include <stdbool.h>
 
 #include "frame.h"
+#include "sha256.h"
 #include "msgs.h"
 #include "store.h"
 
@@ -58,6 +59,14 @@ typedef struct tlb_conf {
 	char ready_file[512];  /* written with the bound URLs when ready */
 	int64_t clock_warn_ms; /* warn when a client's clock is this far off */
 	int64_t window_ms;     /* the dispatcher's near-future window */
+	char msc4140[512];     /* MSC4140 gateway configuration file, or "" */
+	/* authentication and TLS (docs/auth.md) */
+	bool auth;             /* auth = on: every session needs a token */
+	char credentials[512]; /* the credentials file */
+	char tls_cert[512];    /* PEM certificate (chain) of tls+tcp:// */
+	char tls_key[512];     /* its PEM private key */
+	char tls_ca[512];      /* CAs that sign client certificates */
+	int tls_client_auth;   /* 0 none, 1 optional, 2 required */
 } tlb_conf;
 
 void tlb_conf_defaults(tlb_conf *c);
@@ -94,6 +103,8 @@ typedef struct tlb_metrics {
 	_Atomic uint64_t sessions;
 	_Atomic uint64_t sessions_total;
 	_Atomic uint64_t proto_errors;
+	_Atomic uint64_t auth_refusals[TLP_OP_MAX_];  /* TL_ENOTAUTH */
+	_Atomic uint64_t quota_refusals[TLP_OP_MAX_]; /* per-group limits */
 } tlb_metrics;
 
 void tlb_metrics_lateness(tlb_metrics *m, int64_t late_us);
@@ -112,6 +123,9 @@ struct tlb_session {
 	pthread_mutex_t mtx;
 	bool closed;
 	bool hello;
+	/* starts of reads and sends vs the stream's close (server.c) */
+	pthread_mutex_t io_mtx;
+	bool io_closed;
 	char name[TL_MAX_NAME_LEN + 1];
 	_Atomic int64_t clock_offset_ms;
 	/* read side (nng callbacks only) */
@@ -128,6 +142,12 @@ struct tlb_session {
 	size_t tx_off;
 	bool tx_busy;
 	tlb_session *next; /* broker's session list */
+	/* authentication: set by HELLO on the worker; tok_hash and authed
+	 * under mtx (a reload reads them) */
+	bool authed;
+	uint8_t tok_hash[TLP_SHA256_LEN];
+	struct tlb_auth *auth;            /* the table prin came from, held */
+	const struct tlb_principal *prin; /* worker thread only */
 };
 
 void tlb_session_hold(tlb_session *s);
@@ -213,8 +233,26 @@ struct tlb_broker {
 	bool worker_stop;
 
 	tlb_dsp *dsp;
-	void *http; /* metrics server */
+	void *http;    /* metrics server */
+	void *msc4140; /* the in-process MSC4140 gateway (tlg *) */
+
+	/* authentication (auth.c): the current credentials table (NULL with
+	 * auth off) under auth_mtx, and the creates in flight per group */
+	pthread_mutex_t auth_mtx;
+	struct tlb_auth *auth;
+	struct tlb_inflight *inflight;
 };
+
+/* Load the credentials at start (auth on) and make the in-flight table.
+ * Logs and returns -1 on a bad file. */
+int tlb_auth_start(tlb_broker *b);
+/* SIGHUP: load the credentials file again; on success new sessions use
+ * it and open sessions whose token is gone are closed. A bad file keeps
+ * the old table (logged). */
+void tlb_auth_reload(tlb_broker *b);
+void tlb_auth_stop(tlb_broker *b);
+/* The current table, held (release with tlb_auth_rele), or NULL. */
+struct tlb_auth *tlb_auth_current(tlb_broker *b);
 
 int tlb_server_start(tlb_broker *b);
 void tlb_server_stop(tlb_broker *b);

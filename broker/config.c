@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
 #include "broker.h"
 
 void
@@ -31,7 +32,8 @@ usage(FILE *f)
 	    "usage: timelined [options]\n"
 	    "  -c, --config FILE       read settings from FILE first\n"
 	    "  -d, --data DIR          data directory (default ./data)\n"
-	    "  -l, --listen URL        tcp://HOST:PORT or ipc:///PATH; "
+	    "  -l, --listen URL        tcp://, tls+tcp://HOST:PORT or "
+	    "ipc:///PATH; "
 	    "repeatable\n"
 	    "                          (default tcp://127.0.0.1:7400)\n"
 	    "      --durability MODE   always (default) | interval:MS | none\n"
@@ -49,6 +51,19 @@ usage(FILE *f)
 	    "      --clock-warn MS     warn when a client clock is off by "
 	    "more\n"
 	    "      --window MS         the dispatcher's near-future window\n"
+	    "      --msc4140 FILE      run the MSC4140 gateway configured "
+	    "in FILE\n"
+	    "      --auth on|off       require a token from every client "
+	    "(default off)\n"
+	    "      --credentials FILE  principals and token hashes "
+	    "(docs/auth.md)\n"
+	    "      --tls-cert FILE     PEM certificate of tls+tcp:// "
+	    "listeners\n"
+	    "      --tls-key FILE      its PEM private key\n"
+	    "      --tls-ca FILE       CAs for client certificates\n"
+	    "      --tls-client-auth M none (default) | optional | required\n"
+	    "      --hash-token        print the SHA-256 of the token read "
+	    "on stdin\n"
 	    "  -h, --help\n");
 }
 
@@ -120,10 +135,89 @@ set_ms(int64_t *dst, const char *v, const char *what)
 	return 0;
 }
 
+/* ---- authentication and TLS keys (docs/auth.md) ----
+ * Returns -1 when k is not one of them. */
+static int
+apply_auth(tlb_conf *c, const char *k, const char *v)
+{
+	if (strcmp(k, "auth") == 0) {
+		if (strcmp(v, "on") == 0 || strcmp(v, "off") == 0) {
+			c->auth = strcmp(v, "on") == 0;
+			return 0;
+		}
+		fprintf(stderr,
+		    "timelined: auth must be on or off, not \"%s\"\n", v);
+		return 1;
+	}
+	if (strcmp(k, "credentials") == 0) {
+		return copy(c->credentials, sizeof(c->credentials), v,
+		    "credentials file");
+	}
+	if (strcmp(k, "tls_cert") == 0 || strcmp(k, "tls-cert") == 0) {
+		return copy(c->tls_cert, sizeof(c->tls_cert), v, "tls_cert");
+	}
+	if (strcmp(k, "tls_key") == 0 || strcmp(k, "tls-key") == 0) {
+		return copy(c->tls_key, sizeof(c->tls_key), v, "tls_key");
+	}
+	if (strcmp(k, "tls_ca") == 0 || strcmp(k, "tls-ca") == 0) {
+		return copy(c->tls_ca, sizeof(c->tls_ca), v, "tls_ca");
+	}
+	if (strcmp(k, "tls_client_auth") == 0 ||
+	    strcmp(k, "tls-client-auth") == 0) {
+		static const char *modes[] = {"none", "optional", "required"};
+		for (int i = 0; i < 3; i++) {
+			if (strcmp(v, modes[i]) == 0) {
+				c->tls_client_auth = i;
+				return 0;
+			}
+		}
+		fprintf(stderr,
+		    "timelined: tls_client_auth must be none, optional or "
+		    "required, not \"%s\"\n",
+		    v);
+		return 1;
+	}
+	return -1;
+}
+
+/* The authentication and TLS settings fit together. */
+static int
+check_auth(const tlb_conf *c)
+{
+	bool tls = false;
+
+	if (c->auth && c->credentials[0] == '\0') {
+		fprintf(
+		    stderr, "timelined: auth = on needs credentials = FILE\n");
+		return 1;
+	}
+	for (int i = 0; i < c->nlisten; i++) {
+		tls = tls || strncmp(c->listen[i], "tls+tcp://", 10) == 0;
+	}
+	if (tls && (c->tls_cert[0] == '\0' || c->tls_key[0] == '\0')) {
+		fprintf(stderr,
+		    "timelined: a tls+tcp:// listener needs tls_cert and "
+		    "tls_key\n");
+		return 1;
+	}
+	if (c->tls_client_auth != 0 && c->tls_ca[0] == '\0') {
+		fprintf(stderr,
+		    "timelined: tls_client_auth = optional or required needs "
+		    "tls_ca\n");
+		return 1;
+	}
+	return 0;
+}
+
 /* One setting by name; `from_file` only changes the wording of errors. */
 static int
 apply(tlb_conf *c, const char *k, const char *v)
 {
+	int arv;
+
+	if ((arv = apply_auth(c, k, v)) >= 0) {
+		return arv;
+	}
 	if (strcmp(k, "data") == 0) {
 		return copy(
 		    c->data_dir, sizeof(c->data_dir), v, "data directory");
@@ -170,6 +264,9 @@ apply(tlb_conf *c, const char *k, const char *v)
 	}
 	if (strcmp(k, "window_ms") == 0 || strcmp(k, "window") == 0) {
 		return set_ms(&c->window_ms, v, "window_ms");
+	}
+	if (strcmp(k, "msc4140") == 0) {
+		return copy(c->msc4140, sizeof(c->msc4140), v, "msc4140 file");
 	}
 	fprintf(stderr, "timelined: unknown setting \"%s\"\n", k);
 	return 1;
@@ -249,6 +346,14 @@ tlb_conf_load(tlb_conf *c, int argc, char **argv)
 	    {"ready-file", required_argument, NULL, 5},
 	    {"clock-warn", required_argument, NULL, 6},
 	    {"window", required_argument, NULL, 7},
+	    {"auth", required_argument, NULL, 20},
+	    {"credentials", required_argument, NULL, 21},
+	    {"tls-cert", required_argument, NULL, 22},
+	    {"tls-key", required_argument, NULL, 23},
+	    {"tls-ca", required_argument, NULL, 24},
+	    {"tls-client-auth", required_argument, NULL, 25},
+	    {"hash-token", no_argument, NULL, 26},
+	    {"msc4140", required_argument, NULL, 40},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -258,7 +363,14 @@ tlb_conf_load(tlb_conf *c, int argc, char **argv)
 	    [4] = "name",
 	    [5] = "ready_file",
 	    [6] = "clock_warn_ms",
-	    [7] = "window_ms"};
+	    [7] = "window_ms",
+	    [40] = "msc4140",
+	    [20] = "auth",
+	    [21] = "credentials",
+	    [22] = "tls_cert",
+	    [23] = "tls_key",
+	    [24] = "tls_ca",
+	    [25] = "tls_client_auth"};
 	bool flag_listen = false, flag_topic = false;
 	int o, rv = 0;
 
@@ -306,6 +418,8 @@ tlb_conf_load(tlb_conf *c, int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			exit(0);
+		case 26:
+			exit(tlb_auth_hash_stdin());
 		case '?':
 			usage(stderr);
 			return 2;
@@ -332,5 +446,5 @@ tlb_conf_load(tlb_conf *c, int argc, char **argv)
 		snprintf(c->topics[0], sizeof(c->topics[0]), "default");
 		c->ntopics = 1;
 	}
-	return 0;
+	return check_auth(c);
 }

@@ -5,10 +5,12 @@
  * asynchronously; their completion (store writer thread) sends the reply
  * and tells the dispatcher what moved on the timeline.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
 #include "broker.h"
 
 typedef struct req {
@@ -79,6 +81,114 @@ reply_decode(req *q, int err)
 	    detail);
 }
 
+/* ---- authorisation ----
+ * With auth off every check passes. With auth on, q->s->prin is the
+ * session's principal (tlb_handle refreshed it for this request). */
+
+static bool
+auth_on(const req *q)
+{
+	return q->b->conf.auth;
+}
+
+static void refuse(req *q, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* TL_ENOTAUTH naming the operation; counted; nothing was changed. */
+static void
+refuse(req *q, const char *fmt, ...)
+{
+	char what[200], detail[260];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	snprintf(detail, sizeof(detail), "not authorised: %s %s",
+	    tlp_op_name(q->h.op) != NULL ? tlp_op_name(q->h.op) : "?", what);
+	atomic_fetch_add(&q->b->m.auth_refusals[q->h.op], 1);
+	tlb_log(TLB_DEBUG, "A010", "session %llu (principal %s): %s",
+	    (unsigned long long) q->s->id,
+	    q->s->prin != NULL ? q->s->prin->name : "-", detail);
+	reply_err(q, TL_ENOTAUTH, detail);
+}
+
+/* Admin operations: topic create/delete, dead-letter list/kick. */
+static bool
+may_admin(req *q)
+{
+	if (!auth_on(q) || q->s->prin->admin) {
+		return true;
+	}
+	refuse(q, "needs an admin principal (%s is not one)", q->s->prin->name);
+	return false;
+}
+
+static bool
+may_group(req *q, const char *g, size_t n)
+{
+	if (g == NULL) {
+		g = "";
+	}
+	if (!auth_on(q) || tlb_may_act_as(q->s->prin, g, n)) {
+		return true;
+	}
+	refuse(q, "as producer group \"%.*s\" (principal %s)", (int) n, g,
+	    q->s->prin->name);
+	return false;
+}
+
+static bool
+may_produce(req *q, const char *topic, const char *g, size_t n)
+{
+	if (!may_group(q, g, n)) {
+		return false;
+	}
+	if (!auth_on(q) || tlb_may_produce(q->s->prin, topic)) {
+		return true;
+	}
+	refuse(q, "on topic \"%s\" (principal %s may not produce to it)", topic,
+	    q->s->prin->name);
+	return false;
+}
+
+static bool
+may_consume(req *q, const char *topic, const char *consumer, size_t n)
+{
+	if (consumer == NULL) {
+		consumer = "";
+	}
+	if (!auth_on(q) || tlb_may_consume(q->s->prin, topic, consumer, n)) {
+		return true;
+	}
+	refuse(q, "as consumer \"%.*s\" on topic \"%s\" (principal %s)",
+	    (int) n, consumer, topic, q->s->prin->name);
+	return false;
+}
+
+/* A new credentials table (SIGHUP) since this session's last request:
+ * find its token again. Returns false when the token is gone. */
+static bool
+session_auth_fresh(req *q)
+{
+	tlb_session *s = q->s;
+	tlb_auth *cur = tlb_auth_current(q->b);
+	const tlb_principal *p;
+
+	if (cur == s->auth) {
+		tlb_auth_rele(cur);
+		return true;
+	}
+	if (cur == NULL || (p = tlb_auth_find(cur, s->tok_hash)) == NULL) {
+		tlb_auth_rele(cur);
+		return false;
+	}
+	tlb_auth_rele(s->auth);
+	s->auth = cur;
+	s->prin = p;
+	return true;
+}
+
 /* ---- sessions ---- */
 
 static void
@@ -103,6 +213,49 @@ note_clock(req *q, int64_t client_ms)
 	}
 }
 
+/* Auth on: the token names the session's principal, or the session
+ * ends here (nothing after a refused HELLO is handled: hello stays false). */
+static bool
+hello_auth(req *q, const tlp_hello *m)
+{
+	tlb_session *s = q->s;
+	tlb_auth *a = tlb_auth_current(q->b);
+	const tlb_principal *p = NULL;
+	uint8_t h[TLP_SHA256_LEN];
+
+	if (m->token.n > 0 && m->token.n <= 1024) {
+		tlp_sha256(m->token.p, m->token.n, h);
+		p = tlb_auth_find(a, h);
+	}
+	if (p == NULL) {
+		tlb_auth_rele(a);
+		s->hello = false;
+		pthread_mutex_lock(&s->mtx);
+		s->authed = false;
+		pthread_mutex_unlock(&s->mtx);
+		refuse(q, "%s",
+		    m->token.n == 0
+		        ? "without a token (this broker has auth on)"
+		        : "with an unknown token");
+		tlb_log(TLB_INFO, "A011",
+		    "session %llu: hello refused (%s token)",
+		    (unsigned long long) s->id,
+		    m->token.n == 0 ? "no" : "unknown");
+		tlb_session_close(s, "not authorised");
+		return false;
+	}
+	tlb_auth_rele(s->auth);
+	s->auth = a;
+	s->prin = p;
+	pthread_mutex_lock(&s->mtx);
+	memcpy(s->tok_hash, h, sizeof(h));
+	s->authed = true;
+	pthread_mutex_unlock(&s->mtx);
+	tlb_log(TLB_INFO, "A012", "session %llu authenticated as principal %s",
+	    (unsigned long long) s->id, p->name);
+	return true;
+}
+
 static void
 h_HELLO(req *q)
 {
@@ -120,6 +273,9 @@ h_HELLO(req *q)
 		    "protocol version not supported; this broker "
 		    "speaks " TLP_VERSION_STR);
 		tlb_session_close(q->s, "protocol version");
+		return;
+	}
+	if (auth_on(q) && !hello_auth(q, &m)) {
 		return;
 	}
 	snprintf(q->s->name, sizeof(q->s->name), "%.*s",
@@ -171,6 +327,9 @@ h_TOPIC_CREATE(req *q)
 		reply_decode(q, rv);
 		return;
 	}
+	if (!may_admin(q)) {
+		return;
+	}
 	if ((rv = cname(name, sizeof(name), t.name)) != TL_OK ||
 	    (rv = tli_topic_conf_init(&c, name)) != TL_OK) {
 		reply_err(q, rv, "bad topic name");
@@ -199,6 +358,9 @@ h_TOPIC_DELETE(req *q)
 
 	if ((rv = tlp_dec_name(&q->r, &n)) != TL_OK) {
 		reply_decode(q, rv);
+		return;
+	}
+	if (!may_admin(q)) {
 		return;
 	}
 	if ((rv = cname(name, sizeof(name), n)) != TL_OK) {
@@ -337,6 +499,7 @@ typedef struct pending {
 	uint8_t *frame; /* the request: ops point into it */
 	char topic[TL_MAX_NAME_LEN + 1];
 	char who[TL_MAX_NAME_LEN + 1];
+	uint64_t inflight; /* creates counted in b->inflight for who */
 	size_t n;
 	tli_op ops[];
 } pending;
@@ -416,6 +579,10 @@ batch_done(void *arg)
 	/* Effects first: once the client has its answer, the dispatcher
 	 * already knows (the credit of an acked lease is back). */
 	batch_effects(p);
+	if (p->inflight > 0) {
+		tlb_inflight_sub(
+		    p->b->inflight, p->who, strlen(p->who), p->inflight);
+	}
 	tlb_send_frame(p->s, p->h.op, TLP_F_REPLY, p->h.reqid, enc_results, p);
 	tlb_session_rele(p->s);
 	tli_free(p->frame);
@@ -441,6 +608,94 @@ batch_op_type(int op)
 	default:
 		return TLI_OP_DLQ_KICK;
 	}
+}
+
+/* The session's principal may do this batch's operation as p->who. */
+static bool
+batch_allowed(req *q, pending *p)
+{
+	size_t wl = strlen(p->who);
+
+	switch (q->h.op) {
+	case TLP_OP_CREATE:
+	case TLP_OP_MOVE:
+	case TLP_OP_DELETE:
+		return may_produce(q, p->topic, p->who, wl);
+	case TLP_OP_EXTEND:
+	case TLP_OP_RELEASE:
+	case TLP_OP_ACK:
+		return may_consume(q, p->topic, p->who, wl);
+	default:
+		return may_admin(q);
+	}
+}
+
+static void quota(req *q, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+quota(req *q, int err, const char *fmt, ...)
+{
+	char detail[260];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(detail, sizeof(detail), fmt, ap);
+	va_end(ap);
+	atomic_fetch_add(&q->b->m.quota_refusals[q->h.op], 1);
+	reply_err(q, err, detail);
+}
+
+/* The principal's per-group limits on a create batch of n messages: all
+ * of it fits, or none of it is submitted. On success the batch counts in
+ * the group's creates in flight until batch_done. */
+static bool
+batch_limits(req *q, pending *p, size_t n)
+{
+	const tlb_principal *pr = q->s->prin;
+	size_t wl = strlen(p->who);
+	uint64_t now = 0;
+
+	/* Counted for every principal (the group's count is shared by all
+	 * sessions acting as it); refused only against this one's limits. */
+	if (!auth_on(q) || n == 0) {
+		return true;
+	}
+	if (!tlb_inflight_add(q->b->inflight, p->who, wl, n,
+	        pr->max_inflight_creates, &now)) {
+		quota(q, TL_EBUSY,
+		    "producer group \"%s\" has %llu creates in flight; %zu "
+		    "more would pass max_inflight_creates %llu",
+		    p->who, (unsigned long long) now, n,
+		    (unsigned long long) pr->max_inflight_creates);
+		return false;
+	}
+	p->inflight = n;
+#ifdef TLI_HAVE_OWNER_COUNT
+	if (pr->max_scheduled != 0) {
+		uint64_t stored = 0;
+		int rv =
+		    tli_store_owner_count(q->b->store, p->who, wl, &stored);
+
+		if (rv != TL_OK || stored + now + n > pr->max_scheduled) {
+			tlb_inflight_sub(q->b->inflight, p->who, wl, n);
+			p->inflight = 0;
+			if (rv != TL_OK) {
+				reply_err(q, rv, NULL);
+			} else {
+				quota(q, TL_EQUOTA,
+				    "producer group \"%s\" has %llu messages "
+				    "(%llu being created); %zu more would pass "
+				    "max_scheduled %llu",
+				    p->who, (unsigned long long) (stored + now),
+				    (unsigned long long) now, n,
+				    (unsigned long long) pr->max_scheduled);
+			}
+			return false;
+		}
+	}
+#endif
+	return true;
 }
 
 static void
@@ -477,6 +732,12 @@ h_batch(req *q)
 		                      : "bad producer group or consumer id");
 		return;
 	}
+	if (!batch_allowed(q, p) ||
+	    (q->h.op == TLP_OP_CREATE && !batch_limits(q, p, bt.n))) {
+		tlp_batch_fini(&bt);
+		tli_free(p);
+		return;
+	}
 	p->b = q->b;
 	p->s = q->s;
 	p->h = q->h;
@@ -503,6 +764,10 @@ h_batch(req *q)
 	q->keep_frame = true;
 	if ((rv = tli_store_submit(q->b->store, p->ops, p->n, batch_done, p)) !=
 	    TL_OK) {
+		if (p->inflight > 0) {
+			tlb_inflight_sub(q->b->inflight, p->who, strlen(p->who),
+			    p->inflight);
+		}
 		q->keep_frame = false;
 		tlb_session_rele(q->s);
 		tli_free(p);
@@ -581,6 +846,17 @@ h_GET(req *q)
 		reply_err(q, rv, NULL);
 		return;
 	}
+	if (auth_on(q) && !tlb_may_act_as(q->s->prin, m.owner, m.owner_len) &&
+	    !(m.consumer_len > 0 &&
+	        tlb_may_consume(
+	            q->s->prin, topic, m.consumer, m.consumer_len))) {
+		/* Only the owner's principal, or the lease holder's. */
+		tli_msg_fini(&m);
+		refuse(q,
+		    "of a message of another producer group (principal %s)",
+		    q->s->prin->name);
+		return;
+	}
 	if (m.dead) {
 		/* Off the timeline: DLQ_LIST shows it, DLQ_KICK brings it
 		 * back, the owner may DELETE it. */
@@ -645,6 +921,9 @@ h_list(req *q, bool dead)
 	}
 	if (cname(topic, sizeof(topic), l.topic) != TL_OK) {
 		reply_err(q, TL_ENOTOPIC, NULL);
+		return;
+	}
+	if (dead ? !may_admin(q) : !may_group(q, l.owner.p, l.owner.n)) {
 		return;
 	}
 	lim = l.limit == 0 || l.limit > TLB_MAX_LIST ? TLB_MAX_LIST : l.limit;
@@ -719,6 +998,22 @@ h_COUNT(req *q)
 
 /* ---- consumers ---- */
 
+static bool
+sub_allowed(req *q, const tlp_sub *sub)
+{
+	char topic[TL_MAX_NAME_LEN + 1];
+	int rv;
+
+	if (!auth_on(q)) {
+		return true;
+	}
+	if ((rv = cname(topic, sizeof(topic), sub->topic)) != TL_OK) {
+		reply_err(q, rv == TL_EBADID ? TL_ENOTOPIC : rv, NULL);
+		return false;
+	}
+	return may_consume(q, topic, sub->consumer.p, sub->consumer.n);
+}
+
 static void
 h_SUBSCRIBE(req *q)
 {
@@ -727,6 +1022,9 @@ h_SUBSCRIBE(req *q)
 
 	if ((rv = tlp_dec_sub(&q->r, &sub)) != TL_OK) {
 		reply_decode(q, rv);
+		return;
+	}
+	if (!sub_allowed(q, &sub)) {
 		return;
 	}
 	/* The dispatcher answers (before it re-delivers the consumer's
@@ -744,6 +1042,9 @@ h_UNSUBSCRIBE(req *q)
 
 	if ((rv = tlp_dec_sub(&q->r, &sub)) != TL_OK) {
 		reply_decode(q, rv);
+		return;
+	}
+	if (!sub_allowed(q, &sub)) {
 		return;
 	}
 	if ((rv = tlb_dsp_unsubscribe(q->b, q->s, &sub)) != TL_OK) {
@@ -807,6 +1108,11 @@ tlb_handle(tlb_broker *b, tlb_job *j)
 	if (!q.s->hello && q.h.op != TLP_OP_HELLO) {
 		reply_err(&q, TL_EPROTO, "the first frame must be HELLO");
 		tlb_session_close(q.s, "no hello");
+		goto done;
+	}
+	if (b->conf.auth && q.h.op != TLP_OP_HELLO && !session_auth_fresh(&q)) {
+		refuse(&q, "%s", "(the session's token was revoked)");
+		tlb_session_close(q.s, "credentials revoked");
 		goto done;
 	}
 	atomic_fetch_add(&b->m.ops[q.h.op], 1);

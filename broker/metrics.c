@@ -182,6 +182,31 @@ render(mstate *ms, tlp_buf *o)
 		}
 	}
 	add(o,
+	    "# HELP timeline_auth_refusals_total Requests refused with "
+	    "TL_ENOTAUTH, by operation.\n"
+	    "# TYPE timeline_auth_refusals_total counter\n");
+	for (int op = 1; op < TLP_OP_MAX_; op++) {
+		if (tlp_op_is_request(op)) {
+			add(o, "timeline_auth_refusals_total{op=\"%s\"} %llu\n",
+			    tlp_op_name(op),
+			    (unsigned long long) atomic_load(
+			        &m->auth_refusals[op]));
+		}
+	}
+	add(o,
+	    "# HELP timeline_quota_refusals_total Batches refused by a "
+	    "per-group limit, by operation.\n"
+	    "# TYPE timeline_quota_refusals_total counter\n");
+	for (int op = 1; op < TLP_OP_MAX_; op++) {
+		if (tlp_op_is_request(op)) {
+			add(o,
+			    "timeline_quota_refusals_total{op=\"%s\"} %llu\n",
+			    tlp_op_name(op),
+			    (unsigned long long) atomic_load(
+			        &m->quota_refusals[op]));
+		}
+	}
+	add(o,
 	    "# TYPE timeline_leases_total counter\n"
 	    "timeline_leases_total %llu\n",
 	    (unsigned long long) atomic_load(&m->leases));

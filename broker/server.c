@@ -18,6 +18,10 @@
 #include <string.h>
 #include <time.h>
 
+#include <nng/nng.h>
+#include <nng/supplemental/tls/tls.h>
+
+#include "auth.h"
 #include "broker.h"
 
 /* ---- sessions ---- */
@@ -52,7 +56,11 @@ session_free(tlb_session *s)
 	tli_free(s->rx_buf);
 	tlp_buf_fini(&s->tx_pending);
 	tlp_buf_fini(&s->tx_inflight);
+	if (s->auth != NULL) {
+		tlb_auth_rele(s->auth);
+	}
 	pthread_mutex_destroy(&s->mtx);
+	pthread_mutex_destroy(&s->io_mtx);
 	atomic_fetch_sub(&b->m.sessions, 1);
 	tli_free(s);
 }
@@ -81,25 +89,33 @@ tlb_session_close(tlb_session *s, const char *why)
 	    "session %llu (%s) closed%s%s", (unsigned long long) s->id,
 	    s->name[0] ? s->name : "-", why ? ": " : "", why ? why : "");
 	tlb_dsp_session_gone(s->b, s);
+	pthread_mutex_lock(&s->io_mtx);
+	s->io_closed = true;
 	nng_stream_close(s->st);
+	pthread_mutex_unlock(&s->io_mtx);
 }
 
-/* An operation started on a stream that is being closed may never
- * complete (nng 1.5.2: a receive issued after nng_stream_close waits
- * forever). tlb_session_close marks the session closed before it closes the
- * stream, so checking after the start catches every such operation: abort
- * it and its callback runs with an error. */
-static void
-io_started(tlb_session *s, nng_aio *aio)
+/* Start a send or receive unless the stream is closed. An operation
+ * started on a closed stream may never complete in nng 1.5.2 (a tcp or ipc
+ * receive waits for ever; on a TLS stream not even an abort ends it),
+ * while one in progress at the close fails. So starts and the close are
+ * serialised by io_mtx, recursive because nng may run a completion (which
+ * starts the next operation) on the starting thread. Returns whether the
+ * operation started. */
+static bool
+io_start(tlb_session *s, nng_aio *aio, bool send)
 {
-	bool closed;
+	bool ok;
 
-	pthread_mutex_lock(&s->mtx);
-	closed = s->closed;
-	pthread_mutex_unlock(&s->mtx);
-	if (closed) {
-		nng_aio_abort(aio, NNG_ECLOSED);
+	pthread_mutex_lock(&s->io_mtx);
+	ok = !s->io_closed;
+	if (ok && send) {
+		nng_stream_send(s->st, aio);
+	} else if (ok) {
+		nng_stream_recv(s->st, aio);
 	}
+	pthread_mutex_unlock(&s->io_mtx);
+	return ok;
 }
 
 static void
@@ -111,8 +127,14 @@ tx_start(tlb_session *s)
 	iov.iov_len = s->tx_inflight.len - s->tx_off;
 	nng_aio_set_iov(s->tx_aio, 1, &iov);
 	tlb_session_hold(s); /* the send may complete and drop its own */
-	nng_stream_send(s->st, s->tx_aio);
-	io_started(s, s->tx_aio);
+	if (!io_start(s, s->tx_aio, true)) {
+		/* closed: end the send as tx_cb ends a failed one */
+		pthread_mutex_lock(&s->mtx);
+		s->tx_busy = false;
+		tlp_buf_reset(&s->tx_inflight);
+		pthread_mutex_unlock(&s->mtx);
+		tlb_session_rele(s); /* the send's reference */
+	}
 	tlb_session_rele(s);
 }
 
@@ -245,8 +267,9 @@ rx_start(tlb_session *s)
 	iov.iov_len = s->rx_need - s->rx_got;
 	nng_aio_set_iov(s->rx_aio, 1, &iov);
 	tlb_session_hold(s); /* the read may complete and drop its own */
-	nng_stream_recv(s->st, s->rx_aio);
-	io_started(s, s->rx_aio);
+	if (!io_start(s, s->rx_aio, false)) {
+		tlb_session_rele(s); /* closed: the read loop ends here */
+	}
 	tlb_session_rele(s);
 }
 
@@ -282,11 +305,16 @@ rx_cb(void *arg)
 	uint32_t len;
 
 	if (rv != 0) {
+		char why[80];
+
+		/* A TLS peer that hangs up reads as NNG_ECONNREFUSED (nng
+		 * 1.5.2 over mbedTLS); a failed handshake as NNG_ECRYPTO. */
+		snprintf(why, sizeof(why), "read failed: %s", nng_strerror(rv));
 		tlb_session_close(s,
 		    rv == NNG_ECLOSED || rv == NNG_ECONNSHUT ||
-		            rv == NNG_ECONNRESET
+		            rv == NNG_ECONNRESET || rv == NNG_ECONNREFUSED
 		        ? NULL
-		        : "read failed");
+		        : why);
 		tlb_session_rele(s); /* the read loop's reference */
 		return;
 	}
@@ -341,6 +369,13 @@ session_new(tlb_broker *b, nng_stream *st)
 	s->id = atomic_fetch_add(&b->next_session, 1);
 	atomic_store(&s->refs, 1); /* the read loop */
 	pthread_mutex_init(&s->mtx, NULL);
+	{
+		pthread_mutexattr_t ma;
+		pthread_mutexattr_init(&ma);
+		pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+		pthread_mutex_init(&s->io_mtx, &ma);
+		pthread_mutexattr_destroy(&ma);
+	}
 	tlp_buf_init(&s->tx_pending);
 	tlp_buf_init(&s->tx_inflight);
 	s->rx_need = TLP_LEN_BYTES;
@@ -386,15 +421,97 @@ accept_cb(void *arg)
 	}
 }
 
+/* A whole (small) PEM file as a string, or NULL (logged). */
+static char *
+read_pem(const char *path, const char *what)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = NULL;
+	long n;
+
+	if (f == NULL) {
+		tlb_log(TLB_ERROR, "S005", "cannot read %s %s: %s", what, path,
+		    strerror(errno));
+		return NULL;
+	}
+	if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 ||
+	    n > 1024 * 1024 || fseek(f, 0, SEEK_SET) != 0 ||
+	    (buf = tli_alloc((size_t) n + 1)) == NULL ||
+	    fread(buf, 1, (size_t) n, f) != (size_t) n) {
+		tlb_log(TLB_ERROR, "S005", "cannot read %s %s", what, path);
+		tli_free(buf);
+		fclose(f);
+		return NULL;
+	}
+	buf[n] = '\0';
+	fclose(f);
+	return buf;
+}
+
+/* The server side of TLS for a tls+tcp:// listener: certificate, key,
+ * and the CAs and mode for client certificates. */
+static int
+listen_tls(tlb_broker *b, nng_stream_listener *l, const char *url)
+{
+	static const nng_tls_auth_mode modes[] = {NNG_TLS_AUTH_MODE_NONE,
+	    NNG_TLS_AUTH_MODE_OPTIONAL, NNG_TLS_AUTH_MODE_REQUIRED};
+	nng_tls_config *cfg = NULL;
+	char *cert = NULL, *key = NULL;
+	int rv = -1, nrv;
+
+	if ((cert = read_pem(b->conf.tls_cert, "tls_cert")) == NULL ||
+	    (key = read_pem(b->conf.tls_key, "tls_key")) == NULL) {
+		goto out;
+	}
+	if ((nrv = nng_tls_config_alloc(&cfg, NNG_TLS_MODE_SERVER)) != 0 ||
+	    (nrv = nng_tls_config_own_cert(cfg, cert, key, NULL)) != 0) {
+		tlb_log(TLB_ERROR, "S006",
+		    "%s: the certificate %s or key %s is not usable: %s", url,
+		    b->conf.tls_cert, b->conf.tls_key, nng_strerror(nrv));
+		goto out;
+	}
+	if (b->conf.tls_ca[0] != '\0' &&
+	    (nrv = nng_tls_config_ca_file(cfg, b->conf.tls_ca)) != 0) {
+		tlb_log(TLB_ERROR, "S006",
+		    "%s: the CA file %s is not usable: %s", url, b->conf.tls_ca,
+		    nng_strerror(nrv));
+		goto out;
+	}
+	if ((nrv = nng_tls_config_auth_mode(
+	         cfg, modes[b->conf.tls_client_auth])) != 0 ||
+	    (nrv = nng_stream_listener_set_ptr(l, NNG_OPT_TLS_CONFIG, cfg)) !=
+	        0) {
+		tlb_log(TLB_ERROR, "S006", "%s: TLS setup failed: %s", url,
+		    nng_strerror(nrv));
+		goto out;
+	}
+	rv = 0;
+out:
+	if (cfg != NULL) {
+		nng_tls_config_free(cfg); /* the listener holds its own */
+	}
+	if (key != NULL) {
+		memset(key, 0, strlen(key));
+	}
+	tli_free(key);
+	tli_free(cert);
+	return rv;
+}
+
 static int
 listen_one(tlb_broker *b, const char *url)
 {
 	int i = b->nlst, rv, port = 0;
 	nng_stream_listener *l;
+	bool tls = strncmp(url, "tls+tcp://", 10) == 0;
 
 	if ((rv = nng_stream_listener_alloc(&l, url)) != 0) {
 		tlb_log(TLB_ERROR, "S001", "cannot use listen address %s: %s",
 		    url, nng_strerror(rv));
+		return -1;
+	}
+	if (tls && listen_tls(b, l, url) != 0) {
+		nng_stream_listener_free(l);
 		return -1;
 	}
 	if ((rv = nng_stream_listener_listen(l)) != 0) {
@@ -404,7 +521,7 @@ listen_one(tlb_broker *b, const char *url)
 		return -1;
 	}
 	snprintf(b->bound[i], sizeof(b->bound[i]), "%s", url);
-	if (strncmp(url, "tcp://", 6) == 0 &&
+	if ((strncmp(url, "tcp://", 6) == 0 || tls) &&
 	    nng_stream_listener_get_int(l, NNG_OPT_TCP_BOUND_PORT, &port) ==
 	        0) {
 		/* Replace the port (maybe 0) with the one bound. */

@@ -16,6 +16,8 @@
 
 #include "internal.h"
 
+#include <nng/supplemental/tls/tls.h>
+
 #define RD_MIN_CAP (64u * 1024u)
 
 typedef struct rd_buf {
@@ -23,6 +25,7 @@ typedef struct rd_buf {
 	size_t cap;
 	size_t len;
 	size_t off;
+	tl_client *gate; /* set once the stream is c->stream: see io_start */
 } rd_buf;
 
 /* ---- small helpers ---- */
@@ -403,9 +406,35 @@ tl_client_broker_now(tl_client *c)
 
 /* ---- the send thread ---- */
 
+/* Start a send or receive on s. With a gate (s is the client's published
+ * stream), only while the client has not closed s, checked under c->mtx,
+ * where every close of the published stream happens: nng 1.5.2 may never
+ * complete an operation started on a closed TLS stream, even when it is
+ * aborted, while one in progress at the close fails. Returns whether it
+ * started. */
+static bool
+io_start(tl_client *gate, nng_stream *s, nng_aio *aio, bool send)
+{
+	bool ok = true;
+
+	if (gate != NULL) {
+		pthread_mutex_lock(&gate->mtx);
+		ok = !gate->closing && gate->stream == s && !gate->stream_dead;
+	}
+	if (ok && send) {
+		nng_stream_send(s, aio);
+	} else if (ok) {
+		nng_stream_recv(s, aio);
+	}
+	if (gate != NULL) {
+		pthread_mutex_unlock(&gate->mtx);
+	}
+	return ok;
+}
+
 static int
-stream_xfer(nng_stream *s, nng_aio *aio, uint8_t *p, size_t n, bool send,
-    int timeout_ms)
+stream_xfer(tl_client *gate, nng_stream *s, nng_aio *aio, uint8_t *p, size_t n,
+    bool send, int timeout_ms)
 {
 	while (n > 0) {
 		nng_iov iov;
@@ -416,10 +445,8 @@ stream_xfer(nng_stream *s, nng_aio *aio, uint8_t *p, size_t n, bool send,
 		iov.iov_len = n;
 		nng_aio_set_iov(aio, 1, &iov);
 		nng_aio_set_timeout(aio, timeout_ms);
-		if (send) {
-			nng_stream_send(s, aio);
-		} else {
-			nng_stream_recv(s, aio);
+		if (!io_start(gate, s, aio, send)) {
+			return TL_ECONN;
 		}
 		nng_aio_wait(aio);
 		if ((rv = nng_aio_result(aio)) != 0) {
@@ -479,7 +506,7 @@ send_main(void *arg)
 			c->sending = true;
 			pthread_mutex_unlock(&c->mtx);
 			rv = stream_xfer(
-			    s, aio, out.data, out.len, true, TLI_STALL_MS);
+			    c, s, aio, out.data, out.len, true, TLI_STALL_MS);
 			tlp_buf_reset(&out);
 			pthread_mutex_lock(&c->mtx);
 			c->sending = false;
@@ -487,6 +514,7 @@ send_main(void *arg)
 			if (rv != TL_OK && c->stream == s) {
 				tli_log(c, TL_LOG_WARN, "send failed: %s",
 				    tl_strerror(rv));
+				c->stream_dead = true;
 				nng_stream_close(s);
 				/* The reader may wait on the dead stream for
 				 * ever: wake it so it takes the connection
@@ -564,7 +592,9 @@ rd_frame(nng_stream *s, nng_aio *aio, rd_buf *r, int timeout_ms, tlp_hdr *h,
 		iov.iov_len = r->cap - r->len;
 		nng_aio_set_iov(aio, 1, &iov);
 		nng_aio_set_timeout(aio, timeout_ms);
-		nng_stream_recv(s, aio);
+		if (!io_start(r->gate, s, aio, false)) {
+			return TL_ECONN;
+		}
 		nng_aio_wait(aio);
 		if ((rv = nng_aio_result(aio)) != 0) {
 			return client_nng_err(rv);
@@ -618,7 +648,7 @@ conn_hello(tl_client *c, nng_stream *s, nng_aio *aio, rd_buf *r)
 	tlp_enc_hello(&w, &m);
 	if ((rv = tlp_frame_end(&b, 0)) == TL_OK) {
 		rv = stream_xfer(
-		    s, aio, b.data, b.len, true, c->opts.timeout_ms);
+		    NULL, s, aio, b.data, b.len, true, c->opts.timeout_ms);
 	}
 	tlp_buf_fini(&b);
 	if (rv != TL_OK) {
@@ -702,8 +732,9 @@ conn_down(tl_client *c, nng_stream *s, int why)
 	tli_lop *lops = NULL;
 	int err;
 
-	nng_stream_close(s);
 	pthread_mutex_lock(&c->mtx);
+	c->stream_dead = true;
+	nng_stream_close(s);
 	err = c->closing ? TL_ECLOSED : TL_ECONN;
 	if (!c->closing) {
 		tli_log(c, TL_LOG_WARN, "connection to %s lost: %s",
@@ -762,6 +793,7 @@ conn_main(void *arg)
 			break;
 		}
 		r.len = r.off = 0;
+		r.gate = NULL;
 		if ((rv = conn_dial(c, aio, &s)) == TL_OK &&
 		    (rv = conn_hello(c, s, aio, &r)) != TL_OK) {
 			nng_stream_free(s);
@@ -789,6 +821,8 @@ conn_main(void *arg)
 			break;
 		}
 		c->stream = s;
+		c->stream_dead = false;
+		r.gate = c;
 		c->state = TLI_UP;
 		c->gen++;
 		c->next_ping = tli_mono_ms() + TLI_PING_MS;
@@ -840,6 +874,98 @@ client_free(tl_client *c)
 	pthread_cond_destroy(&c->done_cv);
 	pthread_cond_destroy(&c->cb_cv);
 	tli_free(c);
+}
+
+/* A small PEM file as a string (NULL on failure, logged). */
+static char *
+read_pem(tl_client *c, const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = NULL;
+	long n;
+
+	if (f == NULL) {
+		tli_log(c, TL_LOG_ERROR, "cannot read %s: %s", path,
+		    strerror(errno));
+		return NULL;
+	}
+	if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 ||
+	    n > 1024 * 1024 || fseek(f, 0, SEEK_SET) != 0 ||
+	    (buf = tli_alloc((size_t) n + 1)) == NULL ||
+	    fread(buf, 1, (size_t) n, f) != (size_t) n) {
+		tli_log(c, TL_LOG_ERROR, "cannot read %s", path);
+		tli_free(buf);
+		fclose(f);
+		return NULL;
+	}
+	buf[n] = '\0';
+	fclose(f);
+	return buf;
+}
+
+/* The client side of TLS: the broker's certificate is verified against
+ * the CA file and the server name (default: the URL's host); a client
+ * certificate is offered when one is set. */
+static int
+client_tls(tl_client *c)
+{
+	nng_tls_config *cfg = NULL;
+	char host[256], *cert = NULL, *key = NULL;
+	const char *h = c->opts.url + 10, *colon;
+	int rv = TL_EINVAL, nrv;
+
+	if (c->opts.tls_ca == NULL) {
+		tli_log(c, TL_LOG_ERROR,
+		    "%s needs a CA file (tl_opts_set_tls_ca or "
+		    "TIMELINE_TLS_CA) to verify the broker",
+		    c->opts.url);
+		return TL_EINVAL;
+	}
+	colon = strrchr(h, ':');
+	snprintf(host, sizeof(host), "%.*s",
+	    (int) (colon != NULL ? (size_t) (colon - h) : strlen(h)), h);
+	if ((nrv = nng_tls_config_alloc(&cfg, NNG_TLS_MODE_CLIENT)) != 0) {
+		return nrv == NNG_ENOMEM ? TL_ENOMEM : TL_EINVAL;
+	}
+	if ((nrv = nng_tls_config_ca_file(cfg, c->opts.tls_ca)) != 0) {
+		tli_log(c, TL_LOG_ERROR, "the CA file %s is not usable: %s",
+		    c->opts.tls_ca, nng_strerror(nrv));
+		goto out;
+	}
+	if ((nrv = nng_tls_config_server_name(cfg,
+	         c->opts.tls_server_name != NULL ? c->opts.tls_server_name
+	                                         : host)) != 0 ||
+	    (nrv = nng_tls_config_auth_mode(cfg, NNG_TLS_AUTH_MODE_REQUIRED)) !=
+	        0) {
+		goto out;
+	}
+	if (c->opts.tls_cert != NULL) {
+		if ((cert = read_pem(c, c->opts.tls_cert)) == NULL ||
+		    (key = read_pem(c, c->opts.tls_key)) == NULL) {
+			goto out;
+		}
+		if ((nrv = nng_tls_config_own_cert(cfg, cert, key, NULL)) !=
+		    0) {
+			tli_log(c, TL_LOG_ERROR,
+			    "the client certificate %s or key %s is not "
+			    "usable: %s",
+			    c->opts.tls_cert, c->opts.tls_key,
+			    nng_strerror(nrv));
+			goto out;
+		}
+	}
+	if (nng_stream_dialer_set_ptr(c->dialer, NNG_OPT_TLS_CONFIG, cfg) ==
+	    0) {
+		rv = TL_OK;
+	}
+out:
+	if (key != NULL) {
+		memset(key, 0, strlen(key));
+	}
+	tli_free(key);
+	tli_free(cert);
+	nng_tls_config_free(cfg);
+	return rv;
 }
 
 static int
@@ -896,6 +1022,7 @@ client_stop(tl_client *c)
 	pthread_mutex_lock(&c->mtx);
 	c->closing = true;
 	if (c->stream != NULL) {
+		c->stream_dead = true;
 		nng_stream_close(c->stream);
 	}
 	pthread_cond_broadcast(&c->cv);
@@ -952,6 +1079,10 @@ tl_client_open(tl_client **out, const tl_opts *o)
 	if ((rv = nng_stream_dialer_alloc(&c->dialer, c->opts.url)) != 0) {
 		c->dialer = NULL;
 		rv = rv == NNG_ENOMEM ? TL_ENOMEM : TL_EINVAL;
+		goto fail;
+	}
+	if (strncmp(c->opts.url, "tls+tcp://", 10) == 0 &&
+	    (rv = client_tls(c)) != TL_OK) {
 		goto fail;
 	}
 	if ((rv = client_threads(c)) != TL_OK) {

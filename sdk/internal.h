@@ -51,6 +51,10 @@ struct tl_opts {
 	char *url;
 	char *name;
 	char *token;
+	char *tls_ca;          /* CA file that signs the broker's certificate */
+	char *tls_server_name; /* name to verify; default the URL's host */
+	char *tls_cert;        /* client certificate file, or NULL */
+	char *tls_key;         /* its private key file */
 	int timeout_ms;
 	int backoff_min_ms;
 	int backoff_max_ms;
@@ -183,6 +187,7 @@ struct tl_client {
 	int first_err; /* the first connect's outcome, -1 pending */
 	nng_stream_dialer *dialer;
 	nng_stream *stream;
+	bool stream_dead; /* stream was closed: start no I/O on it */
 	pthread_t conn_thr, send_thr, cb_thr;
 	nng_aio *raio;             /* the connection thread's (dial, read) */
 	nng_aio *saio;             /* the send thread's */

@@ -1,8 +1,8 @@
 /*
  * Client options (tl_opts): the broker's address, the client's name and
  * credential, the request timeout, the reconnect backoff and the log
- * callback. Defaults come from the environment (TIMELINE_URL,
- * TIMELINE_TOKEN) when it is set.
+ * callback, the TLS settings of tls+tcp:// URLs. Defaults come from the
+ * environment (TIMELINE_URL, TIMELINE_TOKEN, TIMELINE_TLS_CA) when set.
  */
 #include <stdlib.h>
 
@@ -48,7 +48,19 @@ tli_opts_fini(tl_opts *o)
 	tli_free(o->url);
 	tli_free(o->name);
 	tli_free(o->token);
+	tli_free(o->tls_ca);
+	tli_free(o->tls_server_name);
+	tli_free(o->tls_cert);
+	tli_free(o->tls_key);
 	o->url = o->name = o->token = NULL;
+	o->tls_ca = o->tls_server_name = o->tls_cert = o->tls_key = NULL;
+}
+
+/* Copy an optional string option. */
+static int
+opts_copy_opt(char **dst, const char *src)
+{
+	return src == NULL ? TL_OK : opts_set_str(dst, src);
 }
 
 int
@@ -56,10 +68,16 @@ tli_opts_copy(tl_opts *dst, const tl_opts *src)
 {
 	*dst = *src;
 	dst->url = dst->name = dst->token = NULL;
+	dst->tls_ca = dst->tls_server_name = dst->tls_cert = dst->tls_key =
+	    NULL;
 	if (opts_set_str(&dst->url, src->url) != TL_OK ||
 	    opts_set_str(&dst->name, src->name) != TL_OK ||
-	    (src->token != NULL &&
-	        opts_set_str(&dst->token, src->token) != TL_OK)) {
+	    opts_copy_opt(&dst->token, src->token) != TL_OK ||
+	    opts_copy_opt(&dst->tls_ca, src->tls_ca) != TL_OK ||
+	    opts_copy_opt(&dst->tls_server_name, src->tls_server_name) !=
+	        TL_OK ||
+	    opts_copy_opt(&dst->tls_cert, src->tls_cert) != TL_OK ||
+	    opts_copy_opt(&dst->tls_key, src->tls_key) != TL_OK) {
 		tli_opts_fini(dst);
 		return TL_ENOMEM;
 	}
@@ -90,6 +108,11 @@ tl_opts_alloc(tl_opts **out)
 	env = getenv("TIMELINE_TOKEN");
 	if (env != NULL && *env != '\0' &&
 	    opts_set_str(&o->token, env) != TL_OK) {
+		goto fail_strings;
+	}
+	env = getenv("TIMELINE_TLS_CA");
+	if (env != NULL && *env != '\0' &&
+	    opts_set_str(&o->tls_ca, env) != TL_OK) {
 		goto fail_strings;
 	}
 	*out = o;
@@ -176,4 +199,52 @@ tl_opts_set_log(tl_opts *o, tl_log_fn fn, void *arg)
 	o->log = fn;
 	o->log_arg = arg;
 	return TL_OK;
+}
+
+/* Set or (NULL or "") clear an optional string option. */
+static int
+opts_set_or_clear(char **dst, const char *v)
+{
+	if (v == NULL || *v == '\0') {
+		tli_free(*dst);
+		*dst = NULL;
+		return TL_OK;
+	}
+	return opts_set_str(dst, v);
+}
+
+int
+tl_opts_set_tls_ca(tl_opts *o, const char *ca_file)
+{
+	if (o == NULL) {
+		return TL_EINVAL;
+	}
+	return opts_set_or_clear(&o->tls_ca, ca_file);
+}
+
+int
+tl_opts_set_tls_server_name(tl_opts *o, const char *name)
+{
+	if (o == NULL || (name != NULL && strlen(name) > 255)) {
+		return TL_EINVAL;
+	}
+	return opts_set_or_clear(&o->tls_server_name, name);
+}
+
+int
+tl_opts_set_tls_cert(tl_opts *o, const char *cert_file, const char *key_file)
+{
+	int rv;
+
+	if (o == NULL || (cert_file == NULL) != (key_file == NULL)) {
+		return TL_EINVAL;
+	}
+	if ((rv = opts_set_or_clear(&o->tls_cert, cert_file)) != TL_OK) {
+		return rv;
+	}
+	if ((rv = opts_set_or_clear(&o->tls_key, key_file)) != TL_OK) {
+		tli_free(o->tls_cert);
+		o->tls_cert = NULL;
+	}
+	return rv;
 }

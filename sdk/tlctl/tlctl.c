@@ -28,6 +28,10 @@ typedef struct opt {
 typedef struct args {
 	const char *url;
 	const char *token;
+	const char *tls_ca;
+	const char *tls_server_name;
+	const char *tls_cert;
+	const char *tls_key;
 	bool help;
 	opt opts[MAX_OPTS];
 	int nopts;
@@ -39,13 +43,16 @@ typedef struct args {
 } args;
 
 /* Options that take a value; the rest are flags. */
-static const char *const valued[] = {"url", "token", "buckets", "max-body",
-    "lease", "max-lease", "max-deliveries", "at", "in", "id", "group", "limit",
-    "from", "to", "consumer", "credit", "count", "timeout", NULL};
+static const char *const valued[] = {"url", "token", "tls-ca",
+    "tls-server-name", "tls-cert", "tls-key", "buckets", "max-body", "lease",
+    "max-lease", "max-deliveries", "at", "in", "id", "group", "limit", "from",
+    "to", "consumer", "credit", "count", "timeout", NULL};
 static const char *const flags[] = {"no-ack", "help", NULL};
 
 static const char usage_text[] =
-    "usage: tlctl [--url URL] [--token TOKEN] COMMAND ...\n"
+    "usage: tlctl [--url URL] [--token TOKEN] [--tls-ca FILE]\n"
+    "             [--tls-server-name NAME] [--tls-cert FILE --tls-key FILE]\n"
+    "             COMMAND ...\n"
     "  topic create NAME [--buckets N] [--max-body B] [--lease MS]\n"
     "                    [--max-lease MS] [--max-deliveries N]\n"
     "  topic list | topic stats NAME | topic delete NAME\n"
@@ -244,6 +251,14 @@ args_parse(args *a, int argc, char **argv)
 			a->url = val;
 		} else if (strcmp(name, "token") == 0) {
 			a->token = val;
+		} else if (strcmp(name, "tls-ca") == 0) {
+			a->tls_ca = val;
+		} else if (strcmp(name, "tls-server-name") == 0) {
+			a->tls_server_name = val;
+		} else if (strcmp(name, "tls-cert") == 0) {
+			a->tls_cert = val;
+		} else if (strcmp(name, "tls-key") == 0) {
+			a->tls_key = val;
 		} else if (strcmp(name, "help") == 0) {
 			a->help = true;
 		} else if (a->nopts < MAX_OPTS) {
@@ -905,12 +920,28 @@ client_connect(args *a, tl_client **out)
 		tl_opts_free(o);
 		fprintf(a->err,
 		    "tlctl: the URL '%s' is not usable: it must look "
-		    "like tcp://HOST:PORT or ipc:///PATH.\n",
+		    "like tcp://HOST:PORT, tls+tcp://HOST:PORT or "
+		    "ipc:///PATH.\n",
 		    a->url);
 		return TLCTL_USAGE;
 	}
 	if (a->token != NULL) {
 		tl_opts_set_token(o, a->token);
+	}
+	if ((a->tls_cert != NULL) != (a->tls_key != NULL)) {
+		tl_opts_free(o);
+		fprintf(
+		    a->err, "tlctl: --tls-cert and --tls-key go together.\n");
+		return TLCTL_USAGE;
+	}
+	if ((a->tls_ca != NULL && tl_opts_set_tls_ca(o, a->tls_ca) != TL_OK) ||
+	    (a->tls_server_name != NULL &&
+	        tl_opts_set_tls_server_name(o, a->tls_server_name) != TL_OK) ||
+	    (a->tls_cert != NULL &&
+	        tl_opts_set_tls_cert(o, a->tls_cert, a->tls_key) != TL_OK)) {
+		tl_opts_free(o);
+		fprintf(a->err, "tlctl: a TLS option is not usable.\n");
+		return TLCTL_USAGE;
 	}
 	rv = tl_client_open(out, o);
 	if (rv != TL_OK) {
@@ -918,10 +949,14 @@ client_connect(args *a, tl_client **out)
 		    a->url != NULL ? a->url : getenv("TIMELINE_URL");
 		fprintf(a->err,
 		    "tlctl: cannot open a session with the broker at "
-		    "%s: %s (%s). %s Check that timelined runs there, "
-		    "or pass --url.\n",
+		    "%s: %s (%s). %s %s\n",
 		    url != NULL ? url : "tcp://127.0.0.1:7400", tl_strerror(rv),
-		    tl_errname(rv), tl_erradvice(rv));
+		    tl_errname(rv), tl_erradvice(rv),
+		    rv == TL_ENOTAUTH
+		        ? "The broker has auth on: pass --token or set "
+		          "TIMELINE_TOKEN."
+		        : "Check that timelined runs there, or pass --url "
+		          "(and --tls-ca for tls+tcp://).");
 		tl_opts_free(o);
 		return TLCTL_FAILED;
 	}

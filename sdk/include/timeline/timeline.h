@@ -59,7 +59,8 @@ typedef void (*tl_log_fn)(void *arg, tl_log_level level, const char *msg);
  * TL_ENOMEM. */
 TL_API int tl_opts_alloc(tl_opts **out);
 TL_API void tl_opts_free(tl_opts *o);
-/* The broker's address: "tcp://host:port", "ipc:///path". The
+/* The broker's address: "tcp://host:port", "ipc:///path",
+ * "tls+tcp://host:port" (see tl_opts_set_tls_ca). The
  * TIMELINE_URL environment variable, when set, is the default. Errors:
  * TL_EINVAL for NULL or an unsupported scheme. */
 TL_API int tl_opts_set_url(tl_opts *o, const char *url);
@@ -67,6 +68,20 @@ TL_API int tl_opts_set_url(tl_opts *o, const char *url);
 TL_API int tl_opts_set_name(tl_opts *o, const char *name);
 /* The credential sent in the session hello (brokers with auth on). */
 TL_API int tl_opts_set_token(tl_opts *o, const char *token);
+/* TLS (URLs "tls+tcp://host:port"): the PEM file of the CA(s) that sign
+ * the broker's certificate; required for tls+tcp://. The
+ * TIMELINE_TLS_CA environment variable, when set, is the default. NULL or
+ * "" clears it. Errors: TL_EINVAL (o NULL), TL_ENOMEM. The file is read
+ * by tl_client_open. */
+TL_API int tl_opts_set_tls_ca(tl_opts *o, const char *ca_file);
+/* The name the broker's certificate must carry (and the SNI sent); default
+ * the host part of the URL. Errors: TL_EINVAL, TL_ENOMEM. */
+TL_API int tl_opts_set_tls_server_name(tl_opts *o, const char *name);
+/* A client certificate and its private key (PEM files), for brokers with
+ * tls_client_auth = optional or required; both or neither (NULL, NULL
+ * clears). Errors: TL_EINVAL, TL_ENOMEM. */
+TL_API int tl_opts_set_tls_cert(
+    tl_opts *o, const char *cert_file, const char *key_file);
 /* How long a request may wait for its answer (ms, > 0). */
 TL_API int tl_opts_set_timeout(tl_opts *o, int ms);
 /* Reconnect backoff: first delay and ceiling (ms); doubles each try. */
