@@ -543,6 +543,7 @@ lease_done(void *arg)
 			dv[nd].lease_until = o->new_ts;
 			dv[nd].due_ts = it->e->ts;
 			dv[nd].deliveries = o->deliveries;
+			dv[nd].placed_at = it->m.sched;
 			dv[nd].owner = (tlp_str){it->m.owner, it->m.owner_len};
 			dv[nd].body = it->m.body;
 			dv[nd].body_len = it->m.body_len;
@@ -1212,6 +1213,7 @@ recover_leases(tlb_broker *b, tlb_session *s, const char *topic, dsub *d)
 			dv.lease_until = m.ts;
 			dv.due_ts = m.ts;
 			dv.deliveries = m.deliveries;
+			dv.placed_at = m.sched;
 			dv.owner = (tlp_str){m.owner, m.owner_len};
 			dv.body = m.body;
 			dv.body_len = m.body_len;

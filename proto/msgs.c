@@ -600,7 +600,7 @@ tlp_enc_deliver(tlp_w *w, const tlp_deliver *d)
 	tlp_w_array(w, d->n);
 	for (size_t i = 0; i < d->n; i++) {
 		const tlp_delivery *m = &d->v[i];
-		tlp_w_array(w, 7);
+		tlp_w_array(w, 8);
 		w_str(w, m->id);
 		tlp_w_uint(w, m->version);
 		tlp_w_int(w, m->lease_until);
@@ -608,6 +608,7 @@ tlp_enc_deliver(tlp_w *w, const tlp_deliver *d)
 		tlp_w_uint(w, m->deliveries);
 		w_str(w, m->owner);
 		tlp_w_bin(w, m->body != NULL ? m->body : "", m->body_len);
+		tlp_w_int(w, m->placed_at);
 	}
 }
 
@@ -626,7 +627,7 @@ tlp_dec_deliver(tlp_r *r, tlp_deliver *d)
 	d->v = arr;
 	for (size_t i = 0; i < d->n && r->err == TL_OK; i++) {
 		tlp_delivery *m = &d->v[i];
-		r_tuple(r, 7);
+		r_tuple(r, 8);
 		r_str(r, TL_MAX_ID_LEN, &m->id);
 		tlp_r_uint(r, &m->version);
 		tlp_r_int(r, &m->lease_until);
@@ -634,6 +635,7 @@ tlp_dec_deliver(tlp_r *r, tlp_deliver *d)
 		r_u32(r, &m->deliveries);
 		r_str(r, TL_MAX_NAME_LEN, &m->owner);
 		tlp_r_bin(r, TL_MAX_BODY_LEN, &m->body, &m->body_len);
+		tlp_r_int(r, &m->placed_at);
 	}
 	if (tlp_r_end(r) != TL_OK) {
 		tlp_deliver_fini(d);

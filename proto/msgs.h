@@ -185,6 +185,7 @@ typedef struct tlp_delivery {
 	int64_t lease_until; /* the lease runs out at this time */
 	int64_t due_ts;      /* when the message was due */
 	uint32_t deliveries;
+	int64_t placed_at; /* where its producer placed it (create, move) */
 	tlp_str owner;
 	const void *body;
 	size_t body_len;
@@ -198,7 +199,7 @@ typedef struct tlp_deliver {
 } tlp_deliver;
 
 /* DELIVER push: [topic, consumer, [[id, version, lease_until, due_ts,
- * deliveries, owner, body]...]]. LEASE_LOST push: the same with only
+ * deliveries, owner, body, placed_at]...]]. LEASE_LOST push: the same with only
  * id and version set. */
 void tlp_enc_deliver(tlp_w *w, const tlp_deliver *d);
 int tlp_dec_deliver(tlp_r *r, tlp_deliver *d);

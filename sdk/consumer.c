@@ -52,6 +52,7 @@ lease_new(const tlp_delivery *d)
 	l->version = d->version;
 	l->until = d->lease_until;
 	l->due = d->due_ts;
+	l->placed = d->placed_at;
 	l->deliveries = d->deliveries;
 	if (owner_n > 0) {
 		memcpy(l->owner, d->owner.p, owner_n);
@@ -247,6 +248,12 @@ int64_t
 tl_lease_due(const tl_lease *l)
 {
 	return l != NULL ? l->due : 0;
+}
+
+int64_t
+tl_lease_placed_at(const tl_lease *l)
+{
+	return l != NULL ? l->placed : 0;
 }
 
 uint32_t

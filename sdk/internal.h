@@ -114,6 +114,7 @@ struct tl_lease {
 	uint64_t version;
 	int64_t until;
 	int64_t due;
+	int64_t placed;
 	uint32_t deliveries;
 	char owner[TL_MAX_NAME_LEN + 1];
 	void *body;

@@ -289,7 +289,11 @@ send_one(tlg *g, tl_lease *l)
 	const char *id = tl_lease_id(l);
 	size_t blen;
 	const void *body = tl_lease_body(l, &blen);
-	int64_t due = tl_lease_due(l), start = tlg_mono_ms(), backoff = 100;
+	/* Where the event was placed (schedule, restart, send): the same on a
+	 * redelivery after a crash mid-send, when tl_lease_due would be the
+	 * end of the lost lease. */
+	int64_t due = tl_lease_placed_at(l), start = tlg_mono_ms(),
+	        backoff = 100;
 	char auth[600], event_id[256] = "";
 	bool by_action = tlg_waiter_exists(g, id);
 	hs_resp r = {0};

@@ -23,6 +23,7 @@ typedef struct got {
 	uint64_t version;
 	int64_t lease_until;
 	int64_t due_ts;
+	int64_t placed_at;
 	uint32_t deliveries;
 	int64_t rx_us;
 } got;
@@ -54,6 +55,7 @@ collect(rc_client *c, got *out, size_t want, int timeout_ms)
 			out[n].version = d->version;
 			out[n].lease_until = d->lease_until;
 			out[n].due_ts = d->due_ts;
+			out[n].placed_at = d->placed_at;
 			out[n].deliveries = d->deliveries;
 			out[n].rx_us = dv.f->rx_us;
 		}
@@ -128,6 +130,13 @@ Test(leases, dead_consumer_messages_return_to_another)
 		    (long long) ga->lease_until);
 		cr_assert_eq(gb->deliveries, 2);
 		cr_assert(gb->version > ga->version);
+		/* The original due time travels with every delivery. */
+		cr_assert_eq(ga->placed_at, ga->due_ts,
+		    "%s: first delivery placed at %lld, due %lld", ids[i],
+		    (long long) ga->placed_at, (long long) ga->due_ts);
+		cr_assert_eq(gb->placed_at, ga->placed_at,
+		    "%s: redelivery placed at %lld, first at %lld", ids[i],
+		    (long long) gb->placed_at, (long long) ga->placed_at);
 	}
 	cr_assert_null(rc_wait_push(cb, TLP_OP_DELIVER, 200),
 	    "beta got more than the three messages");

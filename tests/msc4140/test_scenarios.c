@@ -509,14 +509,17 @@ Test(scenarios, stop_while_sending_then_sent_after_the_restart)
 	gw_env e;
 	gw_resp r;
 	json_t *evs;
-	int64_t t0, deadline;
+	int64_t t0, deadline, due;
+	char *id;
 	int st;
 
 	gw_start(&e, "gw-hang", false, NULL);
 	r = gw_req("POST", e.hs, "/_test/hang", NULL, "{\"seconds\":60}");
 	gw_expect(r, 200, NULL);
 	gw_resp_free(&r);
-	free(gw_schedule(&e, "tok_alice", ROOM, "h1", 100, "{\"body\":\"h\"}"));
+	id = gw_schedule(&e, "tok_alice", ROOM, "h1", 1000, "{\"body\":\"h\"}");
+	due = due_of(&e, "tok_alice", id);
+	free(id);
 	deadline = tli_mono_ms() + 10000;
 	while (gw_hs_count(&e, "PUT", "/_matrix/client/v3/rooms/") == 0) {
 		cr_assert(tli_mono_ms() < deadline, "the send started");
@@ -529,10 +532,14 @@ Test(scenarios, stop_while_sending_then_sent_after_the_restart)
 	e.tl_pid = 0;
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
 	cr_assert_lt(tli_mono_ms() - t0, 5000, "stopped promptly");
-	/* the lease comes back to the same consumer id: sent now */
+	/* the lease comes back to the same consumer id: sent now, with the
+	 * time it was scheduled for (not the lease's) */
 	gw_start_broker(&e);
 	evs = gw_wait_events(&e, 1, 10000);
 	cr_assert_eq(json_array_size(evs), 1);
+	cr_assert_eq((int64_t) json_number_value(json_object_get(
+	                 json_array_get(evs, 0), "origin_server_ts")),
+	    due, "ts = the scheduled time %lld", (long long) due);
 	json_decref(evs);
 	gw_stop(&e);
 }

@@ -146,6 +146,8 @@ Test(consume, poll_extend_release_delete)
 		cr_assert_eq(tl_lease_deliveries(ls[i]), 1);
 		cr_assert_str_eq(tl_lease_owner(ls[i]), "p");
 		cr_assert(tl_lease_until(ls[i]) > tl_lease_due(ls[i]));
+		cr_assert_eq(tl_lease_placed_at(ls[i]), tl_lease_due(ls[i]),
+		    "a first delivery is due where it was placed");
 	}
 	/* the broker sees the leases */
 	cr_assert_eq(tl_get(C, "pl", tl_lease_id(ls[0]), &m), TL_OK);

@@ -279,8 +279,13 @@ TL_API size_t tl_lease_id_len(const tl_lease *l);
 TL_API uint64_t tl_lease_version(const tl_lease *l);
 /* When the lease runs out (broker time). */
 TL_API int64_t tl_lease_until(const tl_lease *l);
-/* When the message was due. */
+/* When the message was due (for a delivery after a lease ran out: when
+ * that lease ran out). */
 TL_API int64_t tl_lease_due(const tl_lease *l);
+/* Where its producer placed the message: the time given at create or
+ * by the last move (or a consumer's release); a lease does not change it.
+ * The original due time, also on a delivery after a lease ran out. */
+TL_API int64_t tl_lease_placed_at(const tl_lease *l);
 TL_API uint32_t tl_lease_deliveries(const tl_lease *l);
 TL_API const char *tl_lease_owner(const tl_lease *l);
 TL_API const void *tl_lease_body(const tl_lease *l, size_t *len);
