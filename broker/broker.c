@@ -77,6 +77,7 @@ tlb_run(int argc, char **argv)
 	}
 	tlb_conf_defaults(&b->conf);
 	if ((rv = tlb_conf_load(&b->conf, argc, argv)) != 0) {
+		tli_free(b);
 		return rv;
 	}
 	/* Every thread started from here on inherits the blocked signals;
@@ -100,6 +101,7 @@ tlb_run(int argc, char **argv)
 		    tl_strerror(rv),
 		    rv == TL_EFORMAT ? "written by another version"
 		                     : tli_store_last_error(b->store));
+		tli_free(b);
 		return 1;
 	}
 	tlb_log(TLB_INFO, "B002", "store %s open; durability %s",
@@ -107,6 +109,7 @@ tlb_run(int argc, char **argv)
 	if (tlb_auth_start(b) != 0) {
 		tli_store_close(b->store);
 		tlb_auth_stop(b);
+		tli_free(b);
 		return 1;
 	}
 	if (create_topics(b) != 0 || tlb_dsp_start(b) != TL_OK) {
@@ -114,6 +117,7 @@ tlb_run(int argc, char **argv)
 		tli_store_close(b->store);
 		tlb_dsp_free(b);
 		tlb_auth_stop(b);
+		tli_free(b);
 		return 1;
 	}
 	if (tlb_server_start(b) != 0) {
@@ -123,6 +127,7 @@ tlb_run(int argc, char **argv)
 		tlb_server_wait(b);
 		tlb_dsp_free(b);
 		tlb_auth_stop(b);
+		tli_free(b);
 		return 1;
 	}
 	if (tlb_metrics_start(b) != 0) {
