@@ -132,22 +132,6 @@ perr(parser *ps, const char *fmt, ...)
 	return TL_EINVAL;
 }
 
-static char *
-trim(char *s)
-{
-	char *e;
-
-	while (*s == ' ' || *s == '\t') {
-		s++;
-	}
-	e = s + strlen(s);
-	while (e > s &&
-	    (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' || e[-1] == '\r')) {
-		*--e = '\0';
-	}
-	return s;
-}
-
 static int
 set_pat(parser *ps, tlb_pat *p, const char *v, size_t n, const char *what)
 {
@@ -287,7 +271,7 @@ section(parser *ps, tlb_auth *a, size_t *cap, char *s)
 		return perr(ps, "expected [principal NAME]");
 	}
 	s[n - 1] = '\0';
-	name = trim(s + 10);
+	name = tlb_trim(s + 10);
 	if (*name == '\0' || strlen(name) > TL_MAX_NAME_LEN) {
 		return perr(ps,
 		    "a principal needs a name of 1 to %d characters",
@@ -360,7 +344,7 @@ parse(parser *ps, FILE *f, tlb_auth *a)
 		if ((hash = strchr(line, '#')) != NULL) {
 			*hash = '\0';
 		}
-		k = trim(line);
+		k = tlb_trim(line);
 		if (*k == '\0') {
 			continue;
 		}
@@ -378,8 +362,8 @@ parse(parser *ps, FILE *f, tlb_auth *a)
 			    ps, "a key before the first [principal NAME]");
 		}
 		*eq = '\0';
-		v = trim(eq + 1);
-		k = trim(k);
+		v = tlb_trim(eq + 1);
+		k = tlb_trim(k);
 		if ((rv = apply(ps, &a->v[a->n - 1], k, v)) != TL_OK) {
 			return rv;
 		}

@@ -73,6 +73,8 @@ void tlb_conf_defaults(tlb_conf *c);
 /* Apply a config file, then command-line flags. Returns 0, or prints a
  * clear message and returns 2 (usage) / 1 (bad value). */
 int tlb_conf_load(tlb_conf *c, int argc, char **argv);
+/* Strip blanks and line ends at both ends of s, in place (config files). */
+char *tlb_trim(char *s);
 
 /* ---- the broker clock ----
  * Timeline time that follows the wall clock but never jumps: it advances

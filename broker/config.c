@@ -272,8 +272,9 @@ apply(tlb_conf *c, const char *k, const char *v)
 	return 1;
 }
 
-static char *
-trim(char *s)
+/* Strip blanks and line ends at both ends, in place. */
+char *
+tlb_trim(char *s)
 {
 	char *e;
 
@@ -306,7 +307,7 @@ load_file(tlb_conf *c, const char *path)
 		if (hash != NULL) {
 			*hash = '\0';
 		}
-		k = trim(line);
+		k = tlb_trim(line);
 		if (*k == '\0') {
 			continue;
 		}
@@ -318,8 +319,8 @@ load_file(tlb_conf *c, const char *path)
 			return 1;
 		}
 		*eq = '\0';
-		v = trim(eq + 1);
-		k = trim(k);
+		v = tlb_trim(eq + 1);
+		k = tlb_trim(k);
 		if (apply(c, k, v) != 0) {
 			fprintf(stderr, "timelined: (in %s line %d)\n", path,
 			    lineno);
