@@ -537,7 +537,12 @@ consume(tlg *g, tl_consumer **out, const char *t, const char *suffix,
 	char cid[TL_MAX_NAME_LEN + 1];
 	int rv;
 
-	snprintf(cid, sizeof(cid), "%s%s", g->c.consumer_id, suffix);
+	if ((size_t) snprintf(cid, sizeof(cid), "%s%s", g->c.consumer_id,
+	        suffix) >= sizeof(cid)) {
+		tlg_log("error", "G003", "cannot consume %s: %s", t,
+		    "consumer_id too long");
+		return -1;
+	}
 	memset(&cc, 0, sizeof(cc));
 	cc.topic = t;
 	cc.consumer_id = cid;
