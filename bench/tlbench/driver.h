@@ -1,0 +1,153 @@
+/*
+ * driver.h: how tl-bench talks to a system under test. Every system
+ * (Timeline, beanstalkd, Redis, ...) is one tlb_driver in one file
+ * (drv_<name>.c), listed once in drivers.c. A driver starts its server on
+ * a directory of its own and a loopback port, kills and restarts it,
+ * opens connections, puts batches of messages with due times (pipelined,
+ * returning when every one is acknowledged as the mode promises) and runs
+ * a consume loop that leases due messages, optionally extends each lease
+ * and deletes it. The workloads in tl_bench.c only see this interface,
+ * so every system is measured by the same code.
+ *
+ * Also here: the helpers drivers share (tlb_sys.c): child processes,
+ * loopback ports, a buffered TCP connection for pipelined text protocols,
+ * the server's resident memory and bytes on disk, and the message body,
+ * which carries its sequence number and due time so that every system's
+ * deliveries are checked the same way.
+ */
+#ifndef TLB_DRIVER_H
+#define TLB_DRIVER_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define TLB_MAX_MODES 2
+#define TLB_BODY_MIN 42 /* "<seq> <due>\n" at most */
+/* How long a reply may take: a server replaying a large log at restart
+ * accepts connections long before it answers them. */
+#define TLB_SOCK_TIMEOUT_MS 600000
+
+typedef struct tlb_server tlb_server; /* a driver's running server */
+typedef struct tlb_conn tlb_conn;     /* a driver's connection */
+
+typedef struct tlb_server_conf {
+	const char *dir;       /* the server's own directory (exists) */
+	int mode;              /* index into the driver's modes */
+	int64_t lease_ms;      /* default lease (beanstalkd: the TTR) */
+	const char *timelined; /* path of the broker binary (Timeline) */
+	bool ipc;              /* Timeline: clients over ipc, not TCP */
+} tlb_server_conf;
+
+/* One message to put: its number in the run and its due time (UTC ms). */
+typedef struct tlb_item {
+	uint64_t seq;
+	int64_t due_ms;
+} tlb_item;
+
+/* Called once per message acknowledged by the server (any thread). */
+typedef void (*tlb_ack_fn)(void *arg, uint64_t seq);
+
+/* What a consume loop does and whom it tells. on_msg is called when a
+ * message arrives (before its lease is extended or it is deleted),
+ * on_done when its delete was acknowledged (err 0) or failed. */
+typedef struct tlb_consume {
+	int64_t lease_ms; /* the lease (TTR) taken on each message */
+	bool extend;      /* extend each lease once before deleting */
+	uint32_t credit;  /* messages held at once, where the system can */
+	int index;        /* this consumer's number: stable across restarts */
+	atomic_bool *stop;
+	void (*on_msg)(void *arg, uint64_t seq, int64_t due_ms);
+	void (*on_done)(void *arg, uint64_t seq, int err);
+	void *arg;
+} tlb_consume;
+
+typedef struct tlb_driver {
+	const char *name;
+	int nmodes;
+	const char *mode_name[TLB_MAX_MODES]; /* short label */
+	const char *mode_desc[TLB_MAX_MODES]; /* exactly how it runs */
+	int scale_mode; /* the mode the scale workload uses */
+	/* Start a server on conf->dir and wait until it accepts. */
+	int (*start)(tlb_server **out, const tlb_server_conf *conf);
+	/* SIGTERM, wait for the exit, free. NULL is fine. */
+	void (*stop)(tlb_server *s);
+	/* SIGKILL and wait: nothing is flushed. */
+	void (*kill9)(tlb_server *s);
+	/* Start again on the same directory and port (after stop_only or
+	 * kill9); returns once the port accepts. */
+	int (*restart)(tlb_server *s);
+	/* SIGTERM and wait, keeping s for restart; seconds it took. */
+	double (*stop_only)(tlb_server *s);
+	/* Resident memory of the server process (kB). */
+	int (*rss_kb)(tlb_server *s, uint64_t *out);
+	/* Bytes the server's data take on disk (as du counts them). */
+	uint64_t (*disk_bytes)(tlb_server *s);
+	int (*connect)(tlb_server *s, tlb_conn **out);
+	void (*disconnect)(tlb_conn *c);
+	/* Put n messages with bodies of body_len bytes; ack(arg, seq) for
+	 * each acknowledged one. Returns 0 when all were acknowledged, -1
+	 * when the connection failed (those acknowledged were reported). */
+	int (*put)(tlb_conn *c, const tlb_item *items, size_t n,
+	    size_t body_len, tlb_ack_fn ack, void *arg);
+	/* Lease, (extend,) delete until *cc->stop; 0, or -1 when the
+	 * connection failed. */
+	int (*consume)(tlb_conn *c, const tlb_consume *cc);
+} tlb_driver;
+
+/* Every driver, in the order of the tables (drivers.c). */
+extern const tlb_driver *const tlb_drivers[];
+extern const size_t tlb_ndrivers;
+
+/* ---- helpers for drivers (tlb_sys.c) ---- */
+
+/* Fills body[len] (len >= TLB_BODY_MIN) with seq, due and padding. */
+void tlb_body_fill(char *body, size_t len, uint64_t seq, int64_t due_ms);
+/* Reads seq and due back; false when the body is not one of ours. */
+bool tlb_body_parse(const void *body, size_t len, uint64_t *seq, int64_t *due);
+
+int64_t tlb_wall_us(void);
+double tlb_mono_s(void);
+void tlb_sleep_ms(int ms);
+
+/* A free loopback TCP port (bound and released), or -1. */
+int tlb_free_port(void);
+/* fork + exec argv with stdout and stderr to log; the pid or -1. */
+pid_t tlb_spawn(char *const argv[], const char *log);
+/* Wait until 127.0.0.1:port accepts; -1 when pid exits or at the
+ * deadline (the log is shown). */
+int tlb_wait_port(int port, pid_t pid, int deadline_ms, const char *log);
+/* Send sig and wait for the exit (SIGKILL after deadline_ms); seconds. */
+double tlb_stop_pid(pid_t pid, int sig, int deadline_ms);
+/* VmRSS of pid in kB. */
+int tlb_proc_rss(pid_t pid, uint64_t *kb);
+/* du of a tree, leaving out files named *.log. */
+uint64_t tlb_dir_bytes(const char *dir);
+
+/* A buffered, blocking TCP connection to 127.0.0.1. */
+typedef struct tlb_sock {
+	int fd;
+	char *rbuf;
+	size_t rpos, rlen, rcap;
+	char *wbuf;
+	size_t wlen, wcap;
+} tlb_sock;
+
+int tlb_sock_open(tlb_sock *s, int port, int timeout_ms);
+void tlb_sock_close(tlb_sock *s);
+/* Append to the write buffer; 0 or -1 (out of memory). */
+int tlb_sock_put(tlb_sock *s, const void *p, size_t n);
+int tlb_sock_printf(tlb_sock *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+int tlb_sock_flush(tlb_sock *s);
+/* The next line without its "\r\n" (valid until the next read): its
+ * length, or -1 on a closed or failed connection. */
+long tlb_sock_line(tlb_sock *s, char **line);
+/* The next n bytes plus "\r\n"; 0 or -1. */
+int tlb_sock_bytes(tlb_sock *s, size_t n, char **p);
+/* A whole line is already buffered (reading it will not block). */
+bool tlb_sock_has_line(const tlb_sock *s);
+
+#endif /* TLB_DRIVER_H */

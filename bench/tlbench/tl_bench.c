@@ -1,0 +1,1277 @@
+/*
+ * tl-bench: Timeline side by side with the schedulers people use today,
+ * measured by the same code in the same run on the same machine. Each
+ * system is a driver (driver.h) in one of its modes; every run of a
+ * workload starts the system's server on a new temporary directory and
+ * a loopback port, measures, and stops it.
+ *
+ *  - produce:     N messages due over a window, every put acknowledged as
+ *                 the mode promises; msg/s.
+ *  - lateness:    N messages due inside a window; consumers receive and
+ *                 delete them; receive wall time (CLOCK_REALTIME) minus
+ *                 due time: p50 .. max, early deliveries (must be 0),
+ *                 consume msg/s.
+ *  - lease-cycle: N messages already due; lease, extend, delete; cycles/s.
+ *  - scale:       N messages far ahead; server RSS and disk bytes per
+ *                 message; restart with that backlog to the first due
+ *                 delivery.
+ *  - crash:       kill -9 in the middle of the puts and again in the
+ *                 middle of the deletes; after each restart, the time to
+ *                 the first delivery; at the end every acknowledged
+ *                 message must have been delivered and deleted.
+ *
+ * Runs are interleaved (for each workload, each repeat runs every system
+ * once) so a noisy machine hurts every system alike; the table gives the
+ * medians and the ratio Timeline / peer. See docs/benchmarks.md.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tlbench.h"
+
+#define TLB_HOUR_MS INT64_C(3600000)
+#define TLB_DEADLINE_S 600.0
+#define TLB_CRASH_CREDIT 16
+#define TLB_STALL_S 60.0
+
+const char *const tlb_workload_names[TLB_NWORKLOADS] = {
+    "produce", "lateness", "lease-cycle", "scale", "crash"};
+
+static const tlb_cfg *g_cfg;
+
+/* ---- the state of one run, shared with the drivers' callbacks ---- */
+
+typedef struct run_state {
+	uint64_t n;
+	const tlb_item *items;
+	const tlb_driver *d;
+	tlb_server *srv;
+	_Atomic uint8_t *acked;
+	_Atomic uint8_t *seen;
+	_Atomic uint8_t *deleted;
+	int64_t *late_us; /* of the first delivery */
+	atomic_uint_fast64_t nacked, nseen, nseen_acked, ndeleted, ndel_acked;
+	atomic_uint_fast64_t ndel_fail;
+	atomic_uint_fast64_t ndup, nearly, nbad, nresurrected, ncreated_late;
+	atomic_int_fast64_t first_us, last_us;
+	_Atomic double first_mono;
+	/* crash: kill -9 when a count reaches these (0: never) */
+	uint64_t kill_at_ack, kill_at_delete;
+	atomic_bool killed;
+	atomic_bool kill_taken;
+} run_state;
+
+static void
+kill_now(run_state *st)
+{
+	if (!atomic_exchange(&st->kill_taken, true)) {
+		st->d->kill9(st->srv);
+		atomic_store(&st->killed, true);
+	}
+}
+
+static void
+on_ack(void *arg, uint64_t seq)
+{
+	run_state *st = arg;
+	uint64_t k;
+
+	if (seq >= st->n) {
+		return;
+	}
+	if (st->items[seq].due_ms * 1000 < tlb_wall_us()) {
+		atomic_fetch_add(&st->ncreated_late, 1);
+	}
+	atomic_store(&st->acked[seq], 1);
+	k = atomic_fetch_add(&st->nacked, 1) + 1;
+	if (st->kill_at_ack != 0 && k == st->kill_at_ack) {
+		kill_now(st);
+	}
+}
+
+static void
+on_msg(void *arg, uint64_t seq, int64_t due_ms)
+{
+	run_state *st = arg;
+	int64_t now = tlb_wall_us();
+	int64_t late = now - due_ms * 1000;
+	int_fast64_t zero = 0;
+
+	if (atomic_compare_exchange_strong(&st->first_us, &zero, now)) {
+		atomic_store(&st->first_mono, tlb_mono_s());
+	}
+	atomic_store(&st->last_us, now);
+	if (seq >= st->n || due_ms != st->items[seq].due_ms) {
+		atomic_fetch_add(&st->nbad, 1);
+		return;
+	}
+	if (late < 0) {
+		atomic_fetch_add(&st->nearly, 1);
+	}
+	if (atomic_load(&st->deleted[seq])) {
+		atomic_fetch_add(&st->nresurrected, 1);
+	}
+	if (atomic_exchange(&st->seen[seq], 1) == 0) {
+		st->late_us[seq] = late;
+		atomic_fetch_add(&st->nseen, 1);
+		if (atomic_load(&st->acked[seq])) {
+			atomic_fetch_add(&st->nseen_acked, 1);
+		}
+	} else {
+		atomic_fetch_add(&st->ndup, 1);
+	}
+}
+
+static void
+on_done(void *arg, uint64_t seq, int err)
+{
+	run_state *st = arg;
+	uint64_t k;
+
+	if (seq >= st->n) {
+		return;
+	}
+	if (err != 0) {
+		atomic_fetch_add(&st->ndel_fail, 1);
+		return;
+	}
+	if (atomic_exchange(&st->deleted[seq], 1) == 0 &&
+	    atomic_load(&st->acked[seq])) {
+		atomic_fetch_add(&st->ndel_acked, 1);
+	}
+	k = atomic_fetch_add(&st->ndeleted, 1) + 1;
+	if (st->kill_at_delete != 0 && k == st->kill_at_delete) {
+		kill_now(st);
+	}
+}
+
+static int
+state_init(run_state *st, const tlb_item *items, uint64_t n)
+{
+	memset(st, 0, sizeof(*st));
+	st->n = n;
+	st->items = items;
+	st->acked = calloc(n, 1);
+	st->seen = calloc(n, 1);
+	st->deleted = calloc(n, 1);
+	st->late_us = calloc(n, sizeof(*st->late_us));
+	if (st->acked == NULL || st->seen == NULL || st->deleted == NULL ||
+	    st->late_us == NULL) {
+		fprintf(stderr, "out of memory\n");
+		return -1;
+	}
+	return 0;
+}
+
+static void
+state_fini(run_state *st)
+{
+	free((void *) st->acked);
+	free((void *) st->seen);
+	free((void *) st->deleted);
+	free(st->late_us);
+}
+
+/* Forget the first delivery, to time the next one. */
+static void
+state_rearm(run_state *st)
+{
+	atomic_store(&st->first_us, 0);
+	atomic_store(&st->first_mono, 0.0);
+}
+
+/* ---- servers ---- */
+
+typedef struct sut {
+	const tlb_system *sys;
+	char dir[PATH_MAX];
+	tlb_server *srv;
+} sut;
+
+static int
+sut_up(sut *u, const tlb_system *sys, int64_t lease_ms)
+{
+	tlb_server_conf conf;
+	char prefix[80];
+
+	memset(u, 0, sizeof(*u));
+	u->sys = sys;
+	snprintf(prefix, sizeof(prefix), "tl-bench-%s", sys->label);
+	if (tlb_bench_dir_make(u->dir, sizeof(u->dir), &g_cfg->com, prefix) !=
+	    0) {
+		return -1;
+	}
+	memset(&conf, 0, sizeof(conf));
+	conf.dir = u->dir;
+	conf.mode = sys->mode;
+	conf.lease_ms = lease_ms;
+	conf.timelined = g_cfg->timelined;
+	conf.ipc = g_cfg->ipc;
+	if (sys->d->start(&u->srv, &conf) != 0) {
+		fprintf(stderr, "%s: the server did not start\n", sys->label);
+		tlb_bench_dir_done(&g_cfg->com, u->dir);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+sut_down(sut *u)
+{
+	u->sys->d->stop(u->srv);
+	u->srv = NULL;
+	tlb_bench_dir_done(&g_cfg->com, u->dir);
+}
+
+/* ---- producers: threads, each with a connection and a slice ---- */
+
+typedef struct prod_thr {
+	pthread_t t;
+	const tlb_driver *d;
+	tlb_server *srv;
+	const tlb_item *items;
+	size_t n;
+	run_state *st;
+	int rv;
+} prod_thr;
+
+static void *
+prod_main(void *arg)
+{
+	prod_thr *p = arg;
+	tlb_conn *c = NULL;
+
+	p->rv = -1;
+	if (p->d->connect(p->srv, &c) != 0) {
+		fprintf(stderr, "%s: cannot connect\n", p->d->name);
+		return NULL;
+	}
+	p->rv = p->d->put(c, p->items, p->n, g_cfg->body, on_ack, p->st);
+	p->d->disconnect(c);
+	return NULL;
+}
+
+/* Puts items[n] from `producers` connections; the seconds it took, or
+ * -1 when a thread could not start. */
+static double
+produce(sut *u, run_state *st, const tlb_item *items, uint64_t n)
+{
+	int np = g_cfg->producers;
+	prod_thr th[64];
+	double t0 = tlb_mono_s();
+
+	np = np < 1 ? 1 : np > 64 ? 64 : np;
+	for (int i = 0; i < np; i++) {
+		uint64_t a = n * (uint64_t) i / (uint64_t) np;
+		uint64_t b = n * (uint64_t) (i + 1) / (uint64_t) np;
+
+		th[i] = (prod_thr){.d = u->sys->d,
+		    .srv = u->srv,
+		    .items = items + a,
+		    .n = (size_t) (b - a),
+		    .st = st};
+		if (pthread_create(&th[i].t, NULL, prod_main, &th[i]) != 0) {
+			np = i;
+			break;
+		}
+	}
+	for (int i = 0; i < np; i++) {
+		pthread_join(th[i].t, NULL);
+	}
+	return tlb_mono_s() - t0;
+}
+
+/* ---- consumers: threads, each with a connection and a loop ---- */
+
+typedef struct cons_thr {
+	pthread_t t;
+	const tlb_driver *d;
+	tlb_server *srv;
+	tlb_consume cc;
+	struct cons_set *set;
+} cons_thr;
+
+typedef struct cons_set {
+	cons_thr th[64];
+	int n;
+	atomic_bool stop;
+	atomic_int alive; /* consume loops still running */
+	atomic_bool gone; /* every one ended (e.g. connections failed) */
+} cons_set;
+
+static void *
+cons_main(void *arg)
+{
+	cons_thr *k = arg;
+	tlb_conn *c = NULL;
+
+	if (k->d->connect(k->srv, &c) != 0) {
+		fprintf(stderr, "%s: consumer cannot connect\n", k->d->name);
+	} else {
+		run_state *st = k->cc.arg;
+
+		/* after a kill -9 of the server, failing is expected */
+		if (k->d->consume(c, &k->cc) != 0 && !atomic_load(k->cc.stop) &&
+		    !atomic_load(&st->kill_taken)) {
+			fprintf(stderr, "%s: consumer connection failed\n",
+			    k->d->name);
+		}
+		k->d->disconnect(c);
+	}
+	if (atomic_fetch_sub(&k->set->alive, 1) == 1) {
+		atomic_store(&k->set->gone, true);
+	}
+	return NULL;
+}
+
+static void
+cons_start(cons_set *cs, sut *u, run_state *st, bool extend, int64_t lease,
+    uint32_t credit)
+{
+	int n = g_cfg->consumers;
+
+	n = n < 1 ? 1 : n > 64 ? 64 : n;
+	atomic_store(&cs->stop, false);
+	atomic_store(&cs->gone, false);
+	atomic_store(&cs->alive, 0);
+	cs->n = 0;
+	for (int i = 0; i < n; i++) {
+		cons_thr *k = &cs->th[i];
+
+		memset(k, 0, sizeof(*k));
+		k->d = u->sys->d;
+		k->srv = u->srv;
+		k->cc.lease_ms = lease;
+		k->cc.extend = extend;
+		k->cc.credit = credit;
+		k->cc.index = i;
+		k->cc.stop = &cs->stop;
+		k->cc.on_msg = on_msg;
+		k->cc.on_done = on_done;
+		k->cc.arg = st;
+		k->set = cs;
+		atomic_fetch_add(&cs->alive, 1);
+		if (pthread_create(&k->t, NULL, cons_main, k) != 0) {
+			atomic_fetch_sub(&cs->alive, 1);
+			break;
+		}
+		cs->n++;
+	}
+}
+
+static void
+cons_stop(cons_set *cs)
+{
+	atomic_store(&cs->stop, true);
+	for (int i = 0; i < cs->n; i++) {
+		pthread_join(cs->th[i].t, NULL);
+	}
+	cs->n = 0;
+}
+
+/* Wait until *a >= want, or the deadline (monotonic s), or one of the
+ * abort flags (may be NULL) is set, or *a stood still for TLB_STALL_S
+ * (nothing is coming: a broken run ends in a minute, not at the
+ * deadline). */
+static bool
+wait_count(atomic_uint_fast64_t *a, uint64_t want, double deadline,
+    atomic_bool *abort1, atomic_bool *abort2)
+{
+	uint64_t last = atomic_load(a);
+	double moved = tlb_mono_s();
+
+	while (atomic_load(a) < want) {
+		double now = tlb_mono_s();
+
+		if (atomic_load(a) != last) {
+			last = atomic_load(a);
+			moved = now;
+		}
+		if (now > deadline || (abort1 != NULL && atomic_load(abort1)) ||
+		    (abort2 != NULL && atomic_load(abort2)) ||
+		    now - moved > TLB_STALL_S) {
+			return false;
+		}
+		tlb_sleep_ms(1);
+	}
+	return true;
+}
+
+/* ---- lateness statistics ---- */
+
+static int
+cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *) a, y = *(const int64_t *) b;
+
+	return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/* Nearest-rank percentile of sorted v[n], in ms. */
+static double
+pct_ms(const int64_t *v, size_t n, double p)
+{
+	size_t k;
+
+	if (n == 0) {
+		return NAN;
+	}
+	k = (size_t) ceil(p * (double) n);
+	k = k == 0 ? 0 : k - 1;
+	return (double) v[k < n ? k : n - 1] / 1000.0;
+}
+
+static void
+late_stats(const run_state *st, tlb_result *r)
+{
+	int64_t *v = malloc(sizeof(*v) * (st->n + 1));
+	size_t n = 0;
+	double sum = 0;
+
+	if (v == NULL) {
+		return;
+	}
+	for (uint64_t i = 0; i < st->n; i++) {
+		if (st->seen[i]) {
+			v[n++] = st->late_us[i];
+			sum += (double) st->late_us[i];
+		}
+	}
+	qsort(v, n, sizeof(*v), cmp_i64);
+	r->p50 = pct_ms(v, n, 0.50);
+	r->p90 = pct_ms(v, n, 0.90);
+	r->p99 = pct_ms(v, n, 0.99);
+	r->p999 = pct_ms(v, n, 0.999);
+	r->max = n > 0 ? (double) v[n - 1] / 1000.0 : NAN;
+	r->mean = n > 0 ? sum / (double) n / 1000.0 : NAN;
+	if (n > 0 &&
+	    (r->cdf = malloc(sizeof(float) * TLB_CDF_POINTS)) != NULL) {
+		for (size_t k = 0; k < TLB_CDF_POINTS; k++) {
+			size_t i = (size_t) ((double) k / (TLB_CDF_POINTS - 1) *
+			    (double) (n - 1));
+
+			r->cdf[k] = (float) ((double) v[i] / 1000.0);
+		}
+	}
+	free(v);
+}
+
+/* ---- workloads ---- */
+
+static tlb_item *
+items_make(uint64_t n)
+{
+	tlb_item *it = calloc(n, sizeof(*it));
+
+	if (it == NULL) {
+		fprintf(stderr, "out of memory for %" PRIu64 " items\n", n);
+	}
+	return it;
+}
+
+static void
+count_into(const run_state *st, tlb_result *r)
+{
+	r->acked = atomic_load(&st->nacked);
+	r->early = atomic_load(&st->nearly);
+	r->dups = atomic_load(&st->ndup);
+	r->resurrected = atomic_load(&st->nresurrected);
+	r->created_late = atomic_load(&st->ncreated_late);
+	r->failed += atomic_load(&st->nbad);
+	if (r->w != TLB_W_CRASH) {
+		/* in crash, deletes in flight at the kill fail */
+		r->failed += atomic_load(&st->ndel_fail);
+	}
+}
+
+static int
+w_produce(const tlb_system *sys, tlb_result *r)
+{
+	const tlb_cfg *cfg = g_cfg;
+	uint64_t n = cfg->produce_n;
+	tlb_item *items = items_make(n);
+	int64_t base = tlb_wall_us() / 1000 + 60000;
+	run_state st;
+	sut u;
+	int rv = -1;
+
+	if (items == NULL || state_init(&st, items, n) != 0) {
+		free(items);
+		return -1;
+	}
+	for (uint64_t i = 0; i < n; i++) {
+		items[i].seq = i;
+		items[i].due_ms = base +
+		    (int64_t) (tlb_bench_mix64(i) %
+		        (uint64_t) cfg->produce_window_ms);
+	}
+	if (sut_up(&u, sys, cfg->lease_ms) == 0) {
+		r->secs = produce(&u, &st, items, n);
+		r->n = n;
+		count_into(&st, r);
+		r->failed += n - r->acked;
+		r->rate = r->secs > 0 ? (double) r->acked / r->secs : 0;
+		printf("  %-20s produce: %" PRIu64 " msgs in %.2f s = %.0f "
+		       "msg/s",
+		    sys->label, r->acked, r->secs, r->rate);
+		sut_down(&u);
+		rv = 0;
+	}
+	state_fini(&st);
+	free(items);
+	return rv;
+}
+
+static int
+w_lateness(const tlb_system *sys, tlb_result *r)
+{
+	const tlb_cfg *cfg = g_cfg;
+	uint64_t n = cfg->late_n;
+	tlb_item *items = items_make(n);
+	int64_t lead = cfg->lead_ms > 0 ? cfg->lead_ms
+	                                : 1000 + (int64_t) (n / 2); /* 2k/s */
+	int64_t base = tlb_wall_us() / 1000 + lead;
+	cons_set cs;
+	run_state st;
+	sut u;
+	double deadline, t0;
+	int rv = -1;
+
+	if (items == NULL || state_init(&st, items, n) != 0) {
+		free(items);
+		return -1;
+	}
+	for (uint64_t i = 0; i < n; i++) {
+		items[i].seq = i;
+		items[i].due_ms =
+		    base + (int64_t) (i * (uint64_t) cfg->late_window_ms / n);
+	}
+	if (sut_up(&u, sys, cfg->lease_ms) != 0) {
+		goto out;
+	}
+	produce(&u, &st, items, n);
+	t0 = tlb_mono_s();
+	cons_start(&cs, &u, &st, false, cfg->lease_ms, cfg->credit);
+	deadline = t0 +
+	    (double) (items[n - 1].due_ms - tlb_wall_us() / 1000 +
+	        cfg->grace_ms) /
+	        1000.0;
+	wait_count(&st.nseen, n, deadline, &cs.gone, NULL);
+	wait_count(&st.ndeleted, atomic_load(&st.nseen), tlb_mono_s() + 10,
+	    &cs.gone, NULL);
+	cons_stop(&cs);
+	r->n = n;
+	count_into(&st, r);
+	r->failed += n - r->acked;
+	r->lost = r->acked - atomic_load(&st.nseen);
+	late_stats(&st, r);
+	{
+		double span = (double) (atomic_load(&st.last_us) -
+		                  atomic_load(&st.first_us)) /
+		    1e6;
+
+		r->secs = span;
+		r->rate = span > 0 ? (double) atomic_load(&st.nseen) / span : 0;
+	}
+	printf("  %-20s lateness: %" PRIu64 "/%" PRIu64 " delivered, ms p50 "
+	       "%.2f p90 %.2f p99 %.2f p99.9 %.2f max %.2f, early %" PRIu64
+	       ", %.0f msg/s",
+	    sys->label, atomic_load(&st.nseen), n, r->p50, r->p90, r->p99,
+	    r->p999, r->max, r->early, r->rate);
+	if (r->created_late > 0) {
+		printf(" (%" PRIu64 " acknowledged after their due time: "
+		       "raise --lead)",
+		    r->created_late);
+	}
+	sut_down(&u);
+	rv = 0;
+out:
+	state_fini(&st);
+	free(items);
+	return rv;
+}
+
+static int
+w_cycle(const tlb_system *sys, tlb_result *r)
+{
+	const tlb_cfg *cfg = g_cfg;
+	uint64_t n = cfg->cycle_n;
+	tlb_item *items = items_make(n);
+	int64_t due = tlb_wall_us() / 1000 - 1000;
+	cons_set cs;
+	run_state st;
+	sut u;
+	double t0;
+	int rv = -1;
+
+	if (items == NULL || state_init(&st, items, n) != 0) {
+		free(items);
+		return -1;
+	}
+	for (uint64_t i = 0; i < n; i++) {
+		items[i].seq = i;
+		items[i].due_ms = due;
+	}
+	if (sut_up(&u, sys, cfg->lease_ms) != 0) {
+		goto out;
+	}
+	produce(&u, &st, items, n);
+	t0 = tlb_mono_s();
+	cons_start(&cs, &u, &st, true, cfg->lease_ms, cfg->credit);
+	wait_count(&st.ndel_acked, atomic_load(&st.nacked), t0 + TLB_DEADLINE_S,
+	    &cs.gone, NULL);
+	r->secs = tlb_mono_s() - t0;
+	cons_stop(&cs);
+	r->n = n;
+	count_into(&st, r);
+	r->failed += n - r->acked;
+	r->lost = r->acked - atomic_load(&st.ndel_acked);
+	r->rate =
+	    r->secs > 0 ? (double) atomic_load(&st.ndeleted) / r->secs : 0;
+	printf("  %-20s lease-cycle: %" PRIu64 " lease+extend+delete in %.2f "
+	       "s = %.0f cycles/s",
+	    sys->label, atomic_load(&st.ndeleted), r->secs, r->rate);
+	sut_down(&u);
+	rv = 0;
+out:
+	state_fini(&st);
+	free(items);
+	return rv;
+}
+
+static int
+w_scale(const tlb_system *sys, tlb_result *r)
+{
+	const tlb_cfg *cfg = g_cfg;
+	uint64_t n = cfg->scale_n;
+	tlb_item *items = items_make(n + 1);
+	int64_t base = tlb_wall_us() / 1000 + TLB_HOUR_MS;
+	cons_set cs;
+	run_state st;
+	sut u;
+	double t0;
+	int rv = -1;
+
+	if (items == NULL || state_init(&st, items, n + 1) != 0) {
+		free(items);
+		return -1;
+	}
+	for (uint64_t i = 0; i < n; i++) {
+		items[i].seq = i;
+		items[i].due_ms = base +
+		    (int64_t) (tlb_bench_mix64(i) % (uint64_t) TLB_HOUR_MS);
+	}
+	if (sut_up(&u, sys, cfg->lease_ms) != 0) {
+		goto out;
+	}
+	sys->d->rss_kb(u.srv, &r->rss0_kb);
+	r->secs = produce(&u, &st, items, n);
+	r->rate = r->secs > 0 ? (double) atomic_load(&st.nacked) / r->secs : 0;
+	sys->d->rss_kb(u.srv, &r->rss_kb);
+	r->disk_bytes = sys->d->disk_bytes(u.srv);
+	r->rss_per_msg =
+	    (double) (r->rss_kb - r->rss0_kb) * 1024.0 / (double) n;
+	r->disk_per_msg = (double) r->disk_bytes / (double) n;
+	/* one message due now: the first the restarted server must deliver */
+	items[n].seq = n;
+	items[n].due_ms = tlb_wall_us() / 1000;
+	produce(&u, &st, items + n, 1);
+	r->stop_s = sys->d->stop_only(u.srv);
+	t0 = tlb_mono_s();
+	if (sys->d->restart(u.srv) != 0) {
+		fprintf(stderr, "%s: restart failed\n", sys->label);
+		r->failed++;
+	} else {
+		cons_start(&cs, &u, &st, false, cfg->lease_ms, cfg->credit);
+		wait_count(&st.nseen, 1, t0 + TLB_DEADLINE_S, &cs.gone, NULL);
+		r->first_s = atomic_load(&st.first_mono) > 0
+		    ? atomic_load(&st.first_mono) - t0
+		    : NAN;
+		wait_count(&st.ndeleted, 1, tlb_mono_s() + 10, &cs.gone, NULL);
+		cons_stop(&cs);
+	}
+	r->n = n;
+	count_into(&st, r);
+	r->failed += n + 1 - r->acked;
+	r->lost = atomic_load(&st.seen[n]) ? 0 : 1;
+	printf("  %-20s scale: %" PRIu64 " msgs (fill %.0f msg/s): RSS %.1f "
+	       "MB (+%.0f B/msg), disk %.1f MB (%.0f B/msg); stop %.2f s, "
+	       "restart to first delivery %.2f s",
+	    sys->label, n, r->rate, (double) r->rss_kb / 1024.0, r->rss_per_msg,
+	    (double) r->disk_bytes / 1048576.0, r->disk_per_msg, r->stop_s,
+	    r->first_s);
+	sut_down(&u);
+	rv = 0;
+out:
+	state_fini(&st);
+	free(items);
+	return rv;
+}
+
+/* Restart after a kill; seconds to the first delivery, NAN if none. */
+static double
+crash_recover(sut *u, run_state *st, cons_set *cs, uint64_t want, tlb_result *r)
+{
+	const tlb_cfg *cfg = g_cfg;
+	double lease_s = (double) cfg->crash_lease_ms / 1000.0;
+	double t0 = tlb_mono_s();
+	double first;
+
+	state_rearm(st);
+	atomic_store(&st->killed, false);
+	atomic_store(&st->kill_taken, false);
+	if (u->sys->d->restart(u->srv) != 0) {
+		fprintf(stderr, "%s: restart failed\n", u->sys->label);
+		r->failed++;
+		return NAN;
+	}
+	/* a small credit: most messages wait on the server, not in leases,
+	 * when the next kill comes */
+	cons_start(cs, u, st, false, cfg->crash_lease_ms, TLB_CRASH_CREDIT);
+	/* every acknowledged message delivered (leases held at the kill
+	 * run out first) and then deleted, unless killed again; a message
+	 * whose delete was applied but not answered before the kill may be
+	 * gone, so the deletes get a bounded wait */
+	if (wait_count(&st->nseen_acked, want, t0 + 30 + lease_s * 4,
+	        &st->killed, &cs->gone)) {
+		wait_count(&st->ndel_acked, want,
+		    tlb_mono_s() + 2 + lease_s * 3, &st->killed, &cs->gone);
+	}
+	first = atomic_load(&st->first_mono);
+	return first > 0 ? first - t0 : NAN;
+}
+
+static int
+w_crash(const tlb_system *sys, tlb_result *r)
+{
+	const tlb_cfg *cfg = g_cfg;
+	uint64_t n = cfg->crash_n;
+	tlb_item *items = items_make(n);
+	int64_t due = tlb_wall_us() / 1000 - 1000;
+	cons_set cs;
+	run_state st;
+	sut u;
+	int rv = -1;
+
+	if (items == NULL || state_init(&st, items, n) != 0) {
+		free(items);
+		return -1;
+	}
+	for (uint64_t i = 0; i < n; i++) {
+		items[i].seq = i;
+		items[i].due_ms = due;
+	}
+	if (sut_up(&u, sys, cfg->crash_lease_ms) != 0) {
+		goto out;
+	}
+	st.d = sys->d;
+	st.srv = u.srv;
+	/* kill -9 from the acknowledgement of a quarter of the puts (with
+	 * batches in flight, more may have been acknowledged by then) */
+	st.kill_at_ack = n / 4 > 0 ? n / 4 : 1;
+	produce(&u, &st, items, n);
+	r->acked_at_kill = atomic_load(&st.nacked);
+	if (!atomic_load(&st.killed)) {
+		fprintf(stderr, "%s: every put was answered before the kill\n",
+		    sys->label);
+		kill_now(&st);
+	}
+	/* restart; kill -9 again when half of those are deleted */
+	st.kill_at_delete = r->acked_at_kill / 2 > 0 ? r->acked_at_kill / 2 : 1;
+	r->first1_s = crash_recover(&u, &st, &cs, r->acked_at_kill, r);
+	cons_stop(&cs);
+	r->deleted_at_kill = atomic_load(&st.ndel_acked);
+	if (!atomic_load(&st.killed)) {
+		fprintf(stderr,
+		    "%s: every delete was answered before the "
+		    "kill\n",
+		    sys->label);
+		kill_now(&st);
+	}
+	/* restart; every acknowledged message must come and be deleted */
+	st.kill_at_delete = 0;
+	r->first2_s = crash_recover(&u, &st, &cs, r->acked_at_kill, r);
+	cons_stop(&cs);
+	r->n = n;
+	count_into(&st, r);
+	r->lost = r->acked_at_kill - atomic_load(&st.nseen_acked);
+	r->undeleted = r->acked_at_kill - atomic_load(&st.ndel_acked);
+	printf("  %-20s crash: killed after %" PRIu64 "/%" PRIu64
+	       " puts acknowledged; restart to first delivery %.2f s; killed "
+	       "after %" PRIu64 " deletes; restart to first delivery %.2f s; "
+	       "lost %" PRIu64 ", early %" PRIu64 ", redelivered after an "
+	       "acknowledged delete %" PRIu64
+	       ", not deleted at the end %" PRIu64,
+	    sys->label, r->acked_at_kill, n, r->first1_s, r->deleted_at_kill,
+	    r->first2_s, r->lost, r->early, r->resurrected, r->undeleted);
+	sut_down(&u);
+	rv = 0;
+out:
+	state_fini(&st);
+	free(items);
+	return rv;
+}
+
+static int (*const workload_fns[TLB_NWORKLOADS])(const tlb_system *,
+    tlb_result *) = {w_produce, w_lateness, w_cycle, w_scale, w_crash};
+
+/* ---- options ---- */
+
+static void
+usage(FILE *f)
+{
+	fprintf(f,
+	    "usage: tl-bench [options] [WORKLOAD,...|all]\n"
+	    "workloads: produce lateness lease-cycle scale crash (all)\n"
+	    "  --quick             small counts: a correctness smoke test "
+	    "(< 2 min)\n"
+	    "  --systems LIST      labels or driver names, comma separated "
+	    "(all)\n"
+	    "  --repeat R          runs of each workload per system; medians "
+	    "(1)\n"
+	    "  --json FILE         every run, the medians and the ratios\n"
+	    "  --plots DIR         PNG plots (gnuplot)\n"
+	    "  --dir D             run directories under D (/tmp)\n"
+	    "  --keep              keep the run directories\n"
+	    "  --timelined PATH    the broker (<builddir>/broker/timelined)\n"
+	    "  --timeline-ipc      Timeline's clients over ipc:// (default: "
+	    "TCP, as the peers)\n"
+	    "  --body BYTES        body size (100, at least %d)\n"
+	    "  --producers P       producer connections (1)\n"
+	    "  --consumers C       consumer connections (2)\n"
+	    "  --credit N          messages a consumer holds at once, where "
+	    "the\n"
+	    "                      system can (256)\n"
+	    "  --lease MS          lease / TTR (30000)\n"
+	    "  --produce-n N       produce: messages (100000)\n"
+	    "  --window MS         produce: due times spread over MS after "
+	    "now+60s (3600000)\n"
+	    "  --lateness-n N      lateness: messages (20000)\n"
+	    "  --lateness-window MS  lateness: they fall due over MS (10000)\n"
+	    "  --lead MS           lateness: first due time after the start "
+	    "(1 s + N/2 ms)\n"
+	    "  --grace MS          lateness: wait after the last due time "
+	    "(5000)\n"
+	    "  --cycle-n N         lease-cycle: messages (20000)\n"
+	    "  --scale-n N         scale: messages an hour ahead (1000000)\n"
+	    "  --crash-n N         crash: messages (20000)\n"
+	    "  --crash-lease MS    crash: lease / TTR (2000)\n"
+	    "Every system in turn; the exit status is 1 when any message was "
+	    "lost or early,\nor an operation failed.\n",
+	    TLB_BODY_MIN);
+}
+
+enum {
+	OPT_QUICK = 256,
+	OPT_SYSTEMS,
+	OPT_REPEAT,
+	OPT_JSON,
+	OPT_PLOTS,
+	OPT_DIR,
+	OPT_KEEP,
+	OPT_TIMELINED,
+	OPT_BODY,
+	OPT_PRODUCERS,
+	OPT_CONSUMERS,
+	OPT_CREDIT,
+	OPT_LEASE,
+	OPT_PRODUCE_N,
+	OPT_WINDOW,
+	OPT_LATE_N,
+	OPT_LATE_WINDOW,
+	OPT_LEAD,
+	OPT_GRACE,
+	OPT_CYCLE_N,
+	OPT_SCALE_N,
+	OPT_CRASH_N,
+	OPT_CRASH_LEASE,
+	OPT_IPC,
+};
+
+static const struct option long_opts[] = {
+    {"quick", no_argument, NULL, OPT_QUICK},
+    {"systems", required_argument, NULL, OPT_SYSTEMS},
+    {"repeat", required_argument, NULL, OPT_REPEAT},
+    {"json", required_argument, NULL, OPT_JSON},
+    {"plots", required_argument, NULL, OPT_PLOTS},
+    {"dir", required_argument, NULL, OPT_DIR},
+    {"keep", no_argument, NULL, OPT_KEEP},
+    {"timelined", required_argument, NULL, OPT_TIMELINED},
+    {"body", required_argument, NULL, OPT_BODY},
+    {"producers", required_argument, NULL, OPT_PRODUCERS},
+    {"consumers", required_argument, NULL, OPT_CONSUMERS},
+    {"credit", required_argument, NULL, OPT_CREDIT},
+    {"lease", required_argument, NULL, OPT_LEASE},
+    {"produce-n", required_argument, NULL, OPT_PRODUCE_N},
+    {"window", required_argument, NULL, OPT_WINDOW},
+    {"lateness-n", required_argument, NULL, OPT_LATE_N},
+    {"lateness-window", required_argument, NULL, OPT_LATE_WINDOW},
+    {"lead", required_argument, NULL, OPT_LEAD},
+    {"grace", required_argument, NULL, OPT_GRACE},
+    {"cycle-n", required_argument, NULL, OPT_CYCLE_N},
+    {"scale-n", required_argument, NULL, OPT_SCALE_N},
+    {"crash-n", required_argument, NULL, OPT_CRASH_N},
+    {"crash-lease", required_argument, NULL, OPT_CRASH_LEASE},
+    {"timeline-ipc", no_argument, NULL, OPT_IPC},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* A decimal in [lo, hi]; false (said) when it is not. */
+static bool
+num(const char *name, const char *s, uint64_t lo, uint64_t hi, uint64_t *v)
+{
+	if (!tlb_bench_parse_u64(s, lo, hi, v)) {
+		fprintf(stderr,
+		    "--%s: expected a number in [%" PRIu64 ", %" PRIu64
+		    "], got \"%s\"\n",
+		    name, lo, hi, s);
+		return false;
+	}
+	return true;
+}
+
+static bool
+set_workloads(tlb_cfg *cfg, const char *list)
+{
+	char buf[256], *save = NULL;
+
+	if (strcmp(list, "all") == 0) {
+		for (int w = 0; w < TLB_NWORKLOADS; w++) {
+			cfg->workload_on[w] = true;
+		}
+		return true;
+	}
+	snprintf(buf, sizeof(buf), "%s", list);
+	for (char *t = strtok_r(buf, ",", &save); t != NULL;
+	     t = strtok_r(NULL, ",", &save)) {
+		int w = 0;
+
+		while (w < TLB_NWORKLOADS && strcmp(t, tlb_workload_names[w])) {
+			w++;
+		}
+		if (w == TLB_NWORKLOADS) {
+			fprintf(stderr, "unknown workload: %s\n", t);
+			return false;
+		}
+		cfg->workload_on[w] = true;
+	}
+	return true;
+}
+
+static void
+quick_defaults(tlb_cfg *cfg)
+{
+	cfg->produce_n = 2000;
+	cfg->late_n = 1000;
+	cfg->late_window_ms = 1500;
+	cfg->grace_ms = 10000; /* a bound only: the run ends when all came */
+	cfg->cycle_n = 1000;
+	cfg->scale_n = 20000;
+	cfg->crash_n = 2000;
+}
+
+static int
+parse_args(int argc, char **argv, tlb_cfg *cfg)
+{
+	uint64_t v;
+	int c;
+
+	/* --quick first: later options override its counts */
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--quick") == 0) {
+			cfg->quick = true;
+			quick_defaults(cfg);
+		}
+	}
+	while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
+		const char *name = "";
+
+		for (const struct option *o = long_opts; o->name; o++) {
+			if (o->val == c) {
+				name = o->name;
+			}
+		}
+		switch (c) {
+		case 'h':
+			usage(stdout);
+			exit(0);
+		case OPT_QUICK:
+			break;
+		case OPT_SYSTEMS:
+			cfg->systems = optarg;
+			break;
+		case OPT_REPEAT:
+			if (!num(name, optarg, 1, 15, &v)) {
+				return -1;
+			}
+			cfg->com.repeat = (int) v;
+			break;
+		case OPT_JSON:
+			cfg->com.json = optarg;
+			break;
+		case OPT_PLOTS:
+			cfg->plots = optarg;
+			break;
+		case OPT_DIR:
+			cfg->com.dir = optarg;
+			break;
+		case OPT_KEEP:
+			cfg->com.keep = true;
+			break;
+		case OPT_IPC:
+			cfg->ipc = true;
+			break;
+		case OPT_TIMELINED:
+			cfg->timelined = optarg;
+			break;
+		case OPT_BODY:
+			if (!num(name, optarg, TLB_BODY_MIN, 65000, &v)) {
+				return -1;
+			}
+			cfg->body = (size_t) v;
+			break;
+		case OPT_PRODUCERS:
+		case OPT_CONSUMERS:
+			if (!num(name, optarg, 1, 64, &v)) {
+				return -1;
+			}
+			*(c == OPT_PRODUCERS ? &cfg->producers
+			                     : &cfg->consumers) = (int) v;
+			break;
+		case OPT_CREDIT:
+			if (!num(name, optarg, 1, 65536, &v)) {
+				return -1;
+			}
+			cfg->credit = (uint32_t) v;
+			break;
+		case OPT_LEASE:
+		case OPT_CRASH_LEASE:
+			if (!num(name, optarg, 1000, 3600000, &v)) {
+				return -1;
+			}
+			*(c == OPT_LEASE ? &cfg->lease_ms
+			                 : &cfg->crash_lease_ms) = (int64_t) v;
+			break;
+		case OPT_WINDOW:
+		case OPT_LATE_WINDOW:
+		case OPT_LEAD:
+		case OPT_GRACE:
+			if (!num(name, optarg, 1, 24 * TLB_HOUR_MS, &v)) {
+				return -1;
+			}
+			*(c == OPT_WINDOW              ? &cfg->produce_window_ms
+			        : c == OPT_LATE_WINDOW ? &cfg->late_window_ms
+			        : c == OPT_LEAD        ? &cfg->lead_ms
+			                        : &cfg->grace_ms) = (int64_t) v;
+			break;
+		case OPT_PRODUCE_N:
+		case OPT_LATE_N:
+		case OPT_CYCLE_N:
+		case OPT_SCALE_N:
+		case OPT_CRASH_N:
+			if (!num(name, optarg, 1, UINT64_C(100000000), &v)) {
+				return -1;
+			}
+			*(c == OPT_PRODUCE_N       ? &cfg->produce_n
+			        : c == OPT_LATE_N  ? &cfg->late_n
+			        : c == OPT_CYCLE_N ? &cfg->cycle_n
+			        : c == OPT_SCALE_N ? &cfg->scale_n
+			                           : &cfg->crash_n) = v;
+			break;
+		default:
+			return -1;
+		}
+	}
+	if (optind + 1 < argc) {
+		fprintf(stderr, "one list of workloads, please\n");
+		return -1;
+	}
+	return set_workloads(cfg, optind < argc ? argv[optind] : "all") ? 0
+	                                                                : -1;
+}
+
+/* The systems: every mode of every driver that --systems names. */
+static int
+systems_make(const tlb_cfg *cfg, tlb_system *sys)
+{
+	int n = 0;
+
+	for (size_t i = 0; i < tlb_ndrivers; i++) {
+		const tlb_driver *d = tlb_drivers[i];
+
+		for (int m = 0; m < d->nmodes && n < TLB_MAX_SYSTEMS; m++) {
+			tlb_system *s = &sys[n];
+			bool on = cfg->systems == NULL;
+			char buf[256], *save = NULL;
+
+			s->d = d;
+			s->mode = m;
+			if (d->nmodes == 1) {
+				snprintf(
+				    s->label, sizeof(s->label), "%s", d->name);
+			} else {
+				snprintf(s->label, sizeof(s->label), "%s-%s",
+				    d->name, d->mode_name[m]);
+			}
+			if (cfg->systems != NULL) {
+				snprintf(buf, sizeof(buf), "%s", cfg->systems);
+				for (char *t = strtok_r(buf, ",", &save); t;
+				     t = strtok_r(NULL, ",", &save)) {
+					on = on || strcmp(t, s->label) == 0 ||
+					    strcmp(t, d->name) == 0;
+				}
+			}
+			n += on ? 1 : 0;
+		}
+	}
+	return n;
+}
+
+/* <builddir>/bench/tl-bench -> <builddir>/broker/timelined */
+static char *
+default_timelined(void)
+{
+	char exe[PATH_MAX], path[PATH_MAX + 32];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	if (n <= 0) {
+		return strdup("timelined");
+	}
+	exe[n] = '\0';
+	snprintf(
+	    path, sizeof(path), "%s/broker/timelined", dirname(dirname(exe)));
+	return strdup(path);
+}
+
+static bool
+result_bad(const tlb_result *r)
+{
+	return r->lost > 0 || r->early > 0 || r->failed > 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	static tlb_result res[TLB_MAX_RESULTS];
+	static tlb_system sys[TLB_MAX_SYSTEMS];
+	tlb_cfg cfg = {
+	    .com = {.repeat = 1},
+	    .body = 100,
+	    .producers = 1,
+	    .consumers = 2,
+	    .credit = 256,
+	    .lease_ms = 30000,
+	    .produce_n = 100000,
+	    .produce_window_ms = TLB_HOUR_MS,
+	    .late_n = 20000,
+	    .late_window_ms = 10000,
+	    .grace_ms = 5000,
+	    .cycle_n = 20000,
+	    .scale_n = 1000000,
+	    .crash_n = 20000,
+	    .crash_lease_ms = 2000,
+	};
+	tlb_report rp = {.cfg = &cfg, .sys = sys, .res = res};
+	char *def = NULL;
+	uint64_t bad = 0;
+
+	if (parse_args(argc, argv, &cfg) != 0) {
+		usage(stderr);
+		return 2;
+	}
+	if (cfg.timelined == NULL) {
+		cfg.timelined = def = default_timelined();
+	}
+	if ((rp.nsys = systems_make(&cfg, sys)) == 0) {
+		fprintf(
+		    stderr, "no system matches --systems %s\n", cfg.systems);
+		free(def);
+		return 2;
+	}
+	g_cfg = &cfg;
+	signal(SIGPIPE, SIG_IGN);
+	printf("tl-bench: %d systems, %d run(s) each%s; body %zu B\n", rp.nsys,
+	    cfg.com.repeat, cfg.quick ? ", quick" : "", cfg.body);
+	for (int s = 0; s < rp.nsys; s++) {
+		printf("  %-20s %s\n", sys[s].label,
+		    sys[s].d->mode_desc[sys[s].mode]);
+	}
+	fflush(stdout);
+	for (int w = 0; w < TLB_NWORKLOADS; w++) {
+		if (!cfg.workload_on[w]) {
+			continue;
+		}
+		printf("%s\n", tlb_workload_names[w]);
+		for (int run = 1; run <= cfg.com.repeat; run++) {
+			for (int s = 0; s < rp.nsys; s++) {
+				tlb_result *r = &res[rp.nres];
+
+				if (w == TLB_W_SCALE &&
+				    sys[s].mode != sys[s].d->scale_mode) {
+					continue;
+				}
+				if (rp.nres == TLB_MAX_RESULTS) {
+					break;
+				}
+				memset(r, 0, sizeof(*r));
+				r->w = (tlb_workload) w;
+				r->sys = s;
+				r->run = run;
+				r->load1 = tlb_bench_load_avg();
+				if (workload_fns[w](&sys[s], r) != 0) {
+					fprintf(stderr,
+					    "%s on %s could not run\n",
+					    tlb_workload_names[w],
+					    sys[s].label);
+					r->failed++;
+					bad++;
+					rp.nres++;
+					continue;
+				}
+				r->ran = true;
+				if (result_bad(r)) {
+					printf(" FAILED: lost %" PRIu64
+					       ", early %" PRIu64
+					       ", failed %" PRIu64,
+					    r->lost, r->early, r->failed);
+					bad++;
+				}
+				printf(" [load %.2f]\n", r->load1);
+				fflush(stdout);
+				rp.nres++;
+			}
+		}
+	}
+	tlb_report_table(&rp);
+	if (cfg.com.json != NULL && tlb_report_json(&rp, cfg.com.json) != 0) {
+		bad++;
+	}
+	if (cfg.plots != NULL && tlb_report_plots(&rp, cfg.plots) != 0) {
+		bad++;
+	}
+	for (int i = 0; i < rp.nres; i++) {
+		free(res[i].cdf);
+	}
+	free(def);
+	if (bad > 0) {
+		fprintf(stderr,
+		    "tl-bench: %" PRIu64 " run(s) failed (lost, "
+		    "early or failed operations)\n",
+		    bad);
+		return 1;
+	}
+	return 0;
+}

@@ -1,0 +1,109 @@
+/*
+ * tlbench.h: what the workloads of tl-bench (tl_bench.c) hand to its
+ * reports (report.c): the configuration, the systems under test (a driver
+ * in one of its modes) and one result per run of a workload on a system.
+ */
+#ifndef TLB_TLBENCH_H
+#define TLB_TLBENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bench_util.h"
+#include "driver.h"
+
+#define TLB_MAX_SYSTEMS 16
+#define TLB_MAX_RESULTS 1024
+#define TLB_CDF_POINTS 1000
+
+typedef enum tlb_workload {
+	TLB_W_PRODUCE,
+	TLB_W_LATENESS,
+	TLB_W_CYCLE,
+	TLB_W_SCALE,
+	TLB_W_CRASH,
+	TLB_NWORKLOADS,
+} tlb_workload;
+
+extern const char *const tlb_workload_names[TLB_NWORKLOADS];
+
+typedef struct tlb_cfg {
+	tlb_bench_common com; /* --dir, --keep, --repeat, --json */
+	const char *timelined;
+	const char *systems; /* comma list of labels or driver names */
+	const char *plots;   /* directory for PNG plots */
+	bool quick;
+	bool ipc; /* Timeline's clients over ipc:// */
+	bool workload_on[TLB_NWORKLOADS];
+	size_t body;
+	int producers;
+	int consumers;
+	uint32_t credit;
+	int64_t lease_ms;
+	uint64_t produce_n;
+	int64_t produce_window_ms;
+	uint64_t late_n;
+	int64_t late_window_ms;
+	int64_t lead_ms; /* 0: automatic */
+	int64_t grace_ms;
+	uint64_t cycle_n;
+	uint64_t scale_n;
+	uint64_t crash_n;
+	int64_t crash_lease_ms;
+} tlb_cfg;
+
+/* A system under test: a driver in one of its modes. */
+typedef struct tlb_system {
+	const tlb_driver *d;
+	int mode;
+	char label[64];
+} tlb_system;
+
+/* One run of one workload on one system; the fields used depend on the
+ * workload. Rates are per second, times in ms unless said. */
+typedef struct tlb_result {
+	tlb_workload w;
+	int sys;
+	int run;
+	bool ran;
+	double load1;
+	uint64_t n;
+	uint64_t acked;
+	uint64_t failed;       /* put or delete errors, missing deliveries */
+	uint64_t lost;         /* acknowledged, never delivered / deleted */
+	uint64_t early;        /* deliveries before the due time */
+	uint64_t dups;         /* deliveries after the first */
+	uint64_t resurrected;  /* delivered after an acknowledged delete */
+	uint64_t created_late; /* acknowledged after its due time */
+	double secs;
+	double rate;
+	double p50, p90, p99, p999, max, mean;
+	uint64_t rss0_kb, rss_kb, disk_bytes;
+	double rss_per_msg, disk_per_msg;
+	double stop_s;
+	double first_s;  /* scale: restart to first delivery */
+	double first1_s; /* crash: after the kill during produce */
+	double first2_s; /* crash: after the kill during consume */
+	uint64_t acked_at_kill, deleted_at_kill;
+	uint64_t undeleted; /* crash: delivered, never deleted */
+	float *cdf; /* lateness: TLB_CDF_POINTS quantiles (ms) or NULL */
+} tlb_result;
+
+typedef struct tlb_report {
+	const tlb_cfg *cfg;
+	const tlb_system *sys;
+	int nsys;
+	tlb_result *res;
+	int nres;
+} tlb_report;
+
+/* The median over the runs of workload w on system s of a field. */
+typedef double (*tlb_field_fn)(const tlb_result *r);
+double tlb_median(const tlb_report *rp, tlb_workload w, int s, tlb_field_fn f);
+
+void tlb_report_table(const tlb_report *rp);
+int tlb_report_json(const tlb_report *rp, const char *path);
+int tlb_report_plots(const tlb_report *rp, const char *dir);
+
+#endif /* TLB_TLBENCH_H */
