@@ -514,6 +514,11 @@ listen_one(tlb_broker *b, const char *url)
 		nng_stream_listener_free(l);
 		return -1;
 	}
+	/* Frames are coalesced by the writer already; Nagle's delay would
+	 * only hold a lone reply or push back (nng's streams leave it on). */
+	if (strncmp(url, "tcp://", 6) == 0 || tls) {
+		nng_stream_listener_set_bool(l, NNG_OPT_TCP_NODELAY, true);
+	}
 	if ((rv = nng_stream_listener_listen(l)) != 0) {
 		tlb_log(TLB_ERROR, "S001", "cannot listen on %s: %s", url,
 		    nng_strerror(rv));

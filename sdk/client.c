@@ -1085,6 +1085,13 @@ tl_client_open(tl_client **out, const tl_opts *o)
 	    (rv = client_tls(c)) != TL_OK) {
 		goto fail;
 	}
+	/* Requests are coalesced into frames already: no Nagle delay on top
+	 * (nng's stream dialer leaves it on). */
+	if (strncmp(c->opts.url, "tcp://", 6) == 0 ||
+	    strncmp(c->opts.url, "tls+tcp://", 10) == 0) {
+		nng_stream_dialer_set_bool(
+		    c->dialer, NNG_OPT_TCP_NODELAY, true);
+	}
 	if ((rv = client_threads(c)) != TL_OK) {
 		goto fail;
 	}
