@@ -227,12 +227,28 @@ tli_submit(tl_client *c, tli_req **qs, size_t n)
 }
 
 void
+tli_waiter_init(tli_waiter *w)
+{
+	w->done = false;
+	w->err = TL_OK;
+	pthread_cond_init(&w->cv, NULL);
+}
+
+void
+tli_waiter_fini(tli_waiter *w)
+{
+	pthread_cond_destroy(&w->cv);
+}
+
+/* Signalled under the lock: once it is released the waiter may return and
+ * take its condition variable with it. */
+void
 tli_wait_done(tl_client *c, tli_waiter *w, int err)
 {
 	pthread_mutex_lock(&c->mtx);
 	w->err = err;
 	w->done = true;
-	pthread_cond_broadcast(&c->done_cv);
+	pthread_cond_signal(&w->cv);
 	pthread_mutex_unlock(&c->mtx);
 }
 
@@ -243,10 +259,11 @@ tli_wait(tl_client *c, tli_waiter *w)
 
 	pthread_mutex_lock(&c->mtx);
 	while (!w->done) {
-		pthread_cond_wait(&c->done_cv, &c->mtx);
+		pthread_cond_wait(&w->cv, &c->mtx);
 	}
 	err = w->err;
 	pthread_mutex_unlock(&c->mtx);
+	tli_waiter_fini(w);
 	return err;
 }
 
@@ -282,7 +299,9 @@ tli_call(tl_client *c, tlp_buf *frame, uint8_t op, tli_dec_fn dec, void *arg)
 	k.q.on_reply = call_reply;
 	k.dec = dec;
 	k.arg = arg;
+	tli_waiter_init(&k.w);
 	if ((rv = tli_submit(c, &q, 1)) != TL_OK) {
+		tli_waiter_fini(&k.w);
 		return rv;
 	}
 	return tli_wait(c, &k.w);
@@ -871,7 +890,6 @@ client_free(tl_client *c)
 	tli_opts_fini(&c->opts);
 	pthread_mutex_destroy(&c->mtx);
 	pthread_cond_destroy(&c->cv);
-	pthread_cond_destroy(&c->done_cv);
 	pthread_cond_destroy(&c->cb_cv);
 	tli_free(c);
 }
@@ -1053,7 +1071,6 @@ tl_client_open(tl_client **out, const tl_opts *o)
 	}
 	pthread_mutex_init(&c->mtx, NULL);
 	cv_init_mono(&c->cv);
-	cv_init_mono(&c->done_cv);
 	cv_init_mono(&c->cb_cv);
 	tlp_buf_init(&c->outq);
 	c->first_err = -1;

@@ -81,10 +81,13 @@ struct tli_req {
 	void *arg;
 };
 
-/* A blocking caller's completion. */
+/* A blocking caller's completion. The caller sleeps on its own condition
+ * variable (with c->mtx), so a completion wakes that caller only, not
+ * every thread blocked in the client. */
 typedef struct tli_waiter {
 	bool done;
 	int err;
+	pthread_cond_t cv;
 } tli_waiter;
 
 /* A closure for the callback thread. */
@@ -178,9 +181,8 @@ struct tl_consumer {
 struct tl_client {
 	tl_opts opts;
 	pthread_mutex_t mtx;
-	pthread_cond_t cv;      /* state changes, sender work, waiters */
-	pthread_cond_t done_cv; /* blocking requests completed */
-	pthread_cond_t cb_cv;   /* callback queue */
+	pthread_cond_t cv;    /* state changes, sender work, waiters */
+	pthread_cond_t cb_cv; /* callback queue */
 	tli_state state;
 	bool closing;
 	bool sending;  /* the send thread uses the stream */
@@ -221,6 +223,11 @@ void tli_frame_start(tlp_buf *b, tlp_w *w, uint8_t op);
  * TL_ECLOSED while closing, TL_ENOMEM. On success each on_reply will be
  * called exactly once. Their frames are consumed either way. */
 int tli_submit(tl_client *c, tli_req **qs, size_t n);
+/* A blocking caller: tli_waiter_init before the request is submitted,
+ * then tli_wait (which also finalises the waiter), or tli_waiter_fini when
+ * the submit failed. */
+void tli_waiter_init(tli_waiter *w);
+void tli_waiter_fini(tli_waiter *w);
 void tli_wait_done(tl_client *c, tli_waiter *w, int err);
 int tli_wait(tl_client *c, tli_waiter *w);
 /* Run cb->fn(cb->arg) on the callback thread; cb stays the caller's. */

@@ -436,7 +436,7 @@ int
 tl_put_batch(
     tl_client *c, const char *topic, const char *group, tl_put *puts, size_t n)
 {
-	tli_waiter wt = {false, TL_OK};
+	tli_waiter wt;
 	pbatch *pb;
 	int rv;
 
@@ -449,7 +449,9 @@ tl_put_batch(
 	pb->c = c;
 	pb->puts = puts;
 	pb->wait = &wt;
+	tli_waiter_init(&wt);
 	if ((rv = put_start(c, topic, group, puts, n, pb)) != TL_OK) {
+		tli_waiter_fini(&wt);
 		tli_free(pb);
 		return rv;
 	}
@@ -547,17 +549,16 @@ one_dec(void *arg, tlp_r *r)
 	return TL_OK;
 }
 
+/* Check and encode one item of MOVE, DELETE or DLQ_KICK into b. */
 static int
-one_call(tl_client *c, uint8_t op, const char *topic, const char *who,
-    const char *id, uint64_t version, int64_t ts, bool rel, one_res *o)
+one_encode(tlp_buf *b, uint8_t op, const char *topic, const char *who,
+    const char *id, uint64_t version, int64_t ts, bool rel)
 {
-	tlp_buf b;
 	tlp_w w;
 	tlp_item it;
 	tlp_batch bt;
-	int rv;
 
-	if (c == NULL || id == NULL || who == NULL) {
+	if (id == NULL || who == NULL) {
 		return TL_EINVAL;
 	}
 	if (!ops_name_ok(topic)) {
@@ -578,13 +579,99 @@ one_call(tl_client *c, uint8_t op, const char *topic, const char *who,
 	bt.who = TLP_STR(who);
 	bt.items = &it;
 	bt.n = 1;
-	tli_frame_start(&b, &w, op);
+	tli_frame_start(b, &w, op);
 	tlp_enc_batch(&w, &bt);
-	memset(o, 0, sizeof(*o));
+	return TL_OK;
+}
+
+static int
+one_call(tl_client *c, uint8_t op, const char *topic, const char *who,
+    const char *id, uint64_t version, int64_t ts, bool rel, one_res *o)
+{
+	tlp_buf b;
+	int rv;
+
+	if (c == NULL) {
+		return TL_EINVAL;
+	}
+	if ((rv = one_encode(&b, op, topic, who, id, version, ts, rel)) !=
+	    TL_OK) {
+		return rv;
+	}
+	memset(o, 0, sizeof(o[0]));
 	if ((rv = tli_call(c, &b, op, one_dec, o)) != TL_OK) {
 		return rv;
 	}
 	return o->err;
+}
+
+/* An asynchronous one-item request: the reply is decoded on the reader
+ * thread, the user's done runs on the callback thread. */
+typedef struct one_async {
+	tli_req q;
+	tl_done_fn done;
+	void *arg;
+	int err;
+	tli_cb cb;
+} one_async;
+
+static void
+one_async_user_cb(void *arg)
+{
+	one_async *k = arg;
+
+	k->done(k->arg, k->err);
+	tli_free(k);
+}
+
+static void
+one_async_reply(tli_req *q, int err, tlp_r *r)
+{
+	one_async *k = (one_async *) q;
+	one_res o;
+
+	if (err == TL_OK) {
+		memset(&o, 0, sizeof(o));
+		err = one_dec(&o, r);
+		if (err == TL_OK) {
+			err = o.err;
+		}
+	}
+	k->err = err;
+	k->cb.fn = one_async_user_cb;
+	k->cb.arg = k;
+	tli_cb_post(q->c, &k->cb);
+}
+
+static int
+one_call_async(tl_client *c, uint8_t op, const char *topic, const char *who,
+    const char *id, uint64_t version, int64_t ts, bool rel, tl_done_fn done,
+    void *arg)
+{
+	one_async *k;
+	tli_req *q;
+	int rv;
+
+	if (c == NULL || done == NULL) {
+		return TL_EINVAL;
+	}
+	if ((k = tli_zalloc(sizeof(*k))) == NULL) {
+		return TL_ENOMEM;
+	}
+	if ((rv = one_encode(
+	         &k->q.frame, op, topic, who, id, version, ts, rel)) != TL_OK) {
+		tli_free(k);
+		return rv;
+	}
+	k->q.op = op;
+	k->q.on_reply = one_async_reply;
+	k->done = done;
+	k->arg = arg;
+	q = &k->q;
+	if ((rv = tli_submit(c, &q, 1)) != TL_OK) {
+		tli_free(k);
+	}
+	return rv;
 }
 
 int
@@ -602,6 +689,18 @@ tl_move(tl_client *c, const char *topic, const char *group, const char *id,
 		*new_version = o.version;
 	}
 	return rv;
+}
+
+int
+tl_move_async(tl_client *c, const char *topic, const char *group,
+    const char *id, uint64_t version, int64_t ts, bool rel, tl_done_fn done,
+    void *arg)
+{
+	if (!ops_name_ok(group)) {
+		return ops_name_err(group);
+	}
+	return one_call_async(
+	    c, TLP_OP_MOVE, topic, group, id, version, ts, rel, done, arg);
 }
 
 int

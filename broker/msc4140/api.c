@@ -568,20 +568,11 @@ do_send(tlg *g, greq *r, const char *id, tl_message *m, gout *o)
 	free(w);
 }
 
-/* A restart of a known event: one move, any version; an active lease
- * (being sent) refuses it. true when o holds the answer. */
+/* The answer to a restart of a cached event from its move's result; false
+ * when the long way must decide. */
 static bool
-restart_cached(tlg *g, greq *r, const char *id, gout *o)
+restart_cached_result(tlg *g, greq *r, const char *id, int rv, gout *o)
 {
-	char owner[TL_MAX_NAME_LEN + 1];
-	int64_t delay;
-	int rv;
-
-	if (tlg_waiter_exists(g, id) ||
-	    !tlg_evc_get(g, id, owner, sizeof(owner), &delay)) {
-		return false;
-	}
-	rv = tl_move(g->cl, g->t_ev, owner, id, 0, delay, true, NULL);
 	if (rv == TL_OK) {
 		o->status = 200;
 		gbuf_str(&o->body, "{}");
@@ -597,24 +588,41 @@ restart_cached(tlg *g, greq *r, const char *id, gout *o)
 	return false; /* the long way decides */
 }
 
-static void
-manage(
-    tlg *g, greq *r, const char *id, size_t idlen, const char *action, gout *o)
+/* A restart of a known event: one move, any version; an active lease
+ * (being sent) refuses it. true when o holds the answer. */
+static bool
+restart_cached(tlg *g, greq *r, const char *id, gout *o)
 {
-	bool restart = strcmp(action, "restart") == 0;
-	bool cancel = strcmp(action, "cancel") == 0;
-	bool sendit = strcmp(action, "send") == 0;
-	tl_message *m = NULL;
-	int64_t wait;
-	int rv = TL_OK;
+	char owner[TL_MAX_NAME_LEN + 1];
+	int64_t delay;
+	int rv;
 
+	if (tlg_waiter_exists(g, id) ||
+	    !tlg_evc_get(g, id, owner, sizeof(owner), &delay)) {
+		return false;
+	}
+	rv = tl_move(g->cl, g->t_ev, owner, id, 0, delay, true, NULL);
+	return restart_cached_result(g, r, id, rv, o);
+}
+
+/* The checks of every management request (unknown-id storms, the id, the
+ * rate limits); false when o holds the answer. Done once per request. */
+static bool
+manage_check(tlg *g, greq *r, const char *id, size_t idlen, gout *o)
+{
+	int64_t wait;
+
+	if (r->checked) {
+		return true;
+	}
+	r->checked = true;
 	if ((wait = tlg_storm_blocked(g, r->ip)) > 0) {
 		tlg_out_limited(o, wait);
-		return;
+		return false;
 	}
 	if (!id_ok(id, idlen)) {
 		not_found(g, r, o);
-		return;
+		return false;
 	}
 	wait = tlg_rate_take(g, "mgmt", id, g->c.mgmt_rate, g->c.mgmt_burst);
 	if (wait == 0) {
@@ -623,9 +631,25 @@ manage(
 	}
 	if (wait > 0) {
 		tlg_out_limited(o, wait);
+		return false;
+	}
+	return true;
+}
+
+static void
+manage(
+    tlg *g, greq *r, const char *id, size_t idlen, const char *action, gout *o)
+{
+	bool restart = strcmp(action, "restart") == 0;
+	bool cancel = strcmp(action, "cancel") == 0;
+	bool sendit = strcmp(action, "send") == 0;
+	tl_message *m = NULL;
+	int rv = TL_OK;
+
+	if (!manage_check(g, r, id, idlen, o)) {
 		return;
 	}
-	if (restart && restart_cached(g, r, id, o)) {
+	if (restart && !r->cached_tried && restart_cached(g, r, id, o)) {
 		return;
 	}
 	for (int tries = 0; tries < 5; tries++) {
@@ -698,6 +722,37 @@ tlg_manage_path(tlg *g, greq *r, gout *o)
 		return;
 	}
 	manage(g, r, r->segs[r->idseg], r->seglen[r->idseg], a, o);
+}
+
+int
+tlg_restart_fast(tlg *g, greq *r, gout *o, tl_done_fn done)
+{
+	const char *id = r->segs[r->idseg];
+	char owner[TL_MAX_NAME_LEN + 1];
+	int64_t delay;
+
+	if (strcmp(r->segs[r->idseg + 1], "restart") != 0) {
+		return TLG_FAST_NO;
+	}
+	if (!manage_check(g, r, id, r->seglen[r->idseg], o)) {
+		return TLG_FAST_ANSWERED;
+	}
+	if (tlg_waiter_exists(g, id) ||
+	    !tlg_evc_get(g, id, owner, sizeof(owner), &delay)) {
+		return TLG_FAST_NO;
+	}
+	r->cached_tried = true;
+	if (tl_move_async(g->cl, g->t_ev, owner, id, 0, delay, true, done, r) !=
+	    TL_OK) {
+		return TLG_FAST_NO;
+	}
+	return TLG_FAST_STARTED;
+}
+
+bool
+tlg_restart_fast_result(tlg *g, greq *r, int rv, gout *o)
+{
+	return restart_cached_result(g, r, r->segs[r->idseg], rv, o);
 }
 
 void

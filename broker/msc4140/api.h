@@ -38,6 +38,18 @@ typedef struct greq {
 	int nseg;
 	route rt;
 	bool started, responded, too_large;
+	/* served off the event loop (http.c) */
+	struct MHD_Connection *conn;
+	tlg *gw;
+	char method[16];
+	bool head_deferred; /* the header checks wait for the final call */
+	bool failed;        /* no response could be made: close */
+	struct MHD_Response *resp; /* made, not yet queued */
+	unsigned resp_status;
+	struct greq *wnext; /* the worker queue */
+	/* management */
+	bool checked;      /* storm, id and rate limits were checked */
+	bool cached_tried; /* the cached restart was tried */
 	uint64_t limit;
 	gbuf body;
 	/* schedule */
@@ -82,6 +94,15 @@ bool tlg_schedule_head(tlg *g, struct MHD_Connection *conn, greq *r, gout *o);
 void tlg_schedule_body(tlg *g, greq *r, gout *o);
 void tlg_manage_path(tlg *g, greq *r, gout *o);
 void tlg_manage_body(tlg *g, greq *r, gout *o);
+
+/* The restart of a cached event without blocking (the path form): either
+ * o holds the answer (TLG_FAST_ANSWERED), or tl_move_async was started
+ * with done(r, err) (TLG_FAST_STARTED; then tlg_restart_fast_result makes
+ * the answer), or the request needs tlg_manage_path (TLG_FAST_NO). */
+enum { TLG_FAST_NO = 0, TLG_FAST_ANSWERED, TLG_FAST_STARTED };
+int tlg_restart_fast(tlg *g, greq *r, gout *o, tl_done_fn done);
+/* false: the long way (tlg_manage_path) decides. */
+bool tlg_restart_fast_result(tlg *g, greq *r, int rv, gout *o);
 void tlg_list_scheduled(tlg *g, greq *r, gout *o);
 void tlg_get_one(tlg *g, greq *r, gout *o);
 void tlg_stable_list(tlg *g, greq *r, gout *o);

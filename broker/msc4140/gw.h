@@ -3,16 +3,17 @@
  * object, byte buffers and JSON output, the stored form of a delayed event
  * and of a finalised record, the homeserver client and rate limits.
  *
- * DESIGN. Threads: libmicrohttpd runs one thread per HTTP connection; a
- * request's handler does its blocking work (whoami, SDK calls, proxying)
- * on that thread. The SDK's consumer thread hands due events to the sender
- * threads (one queue each, chosen by room so that one room's events keep
- * their order); a sender sends through the homeserver, writes the
- * finalised record, deletes the event and wakes a "send" action waiting
- * for it. Locks: a user's scheduling stripe (held across the broker calls
- * of one scheduling request) comes before the others, which are leaves and
- * never nested: the waiter list, each sender queue, the whoami cache, the
- * rate-limit table, the restart cache, the curl handle pool.
+ * DESIGN. Threads: libmicrohttpd runs a few event-loop threads (poll) that
+ * never block; a request's blocking work (whoami, SDK calls, proxying)
+ * runs on a worker thread with its connection suspended, and a restart of
+ * a known event is one tl_move_async whose completion resumes it (http.c). The
+ * SDK's consumer thread hands due events to the sender threads (one queue each,
+ * chosen by room so that one room's events keep their order); a sender sends
+ * through the homeserver, writes the finalised record, deletes the event and
+ * wakes a "send" action waiting for it. Locks: a user's scheduling stripe (held
+ * across the broker calls of one scheduling request) comes before the others,
+ * which are leaves and never nested: the waiter list, each sender queue, the
+ * whoami cache, the rate-limit table, the restart cache, the curl handle pool.
  */
 #ifndef TL_MSC4140_GW_H
 #define TL_MSC4140_GW_H
@@ -170,6 +171,8 @@ typedef struct gauth {
 	int64_t until;
 } gauth;
 
+typedef struct ghttp ghttp;
+
 struct tlg {
 	tlg_conf c;
 	tl_client *cl;
@@ -178,6 +181,7 @@ struct tlg {
 	char t_final[TL_MAX_NAME_LEN + 1];
 	char t_txn[TL_MAX_NAME_LEN + 1];
 	struct MHD_Daemon *httpd;
+	ghttp *http; /* http.c: suspended requests and their workers */
 	char url[300];
 
 	pthread_mutex_t w_mtx;

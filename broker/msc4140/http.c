@@ -1,5 +1,5 @@
 /*
- * The gateway's HTTP front (libmicrohttpd, one thread per connection):
+ * The gateway's HTTP front (libmicrohttpd with poll event-loop threads):
  * routing of the client-server API to the delayed-event endpoints
  * (api.c), the caller's authentication, /versions and /capabilities
  * augmentation, and the pass-through of every other request to the
@@ -8,9 +8,18 @@
  * A request is routed on its first call, when only the headers are in:
  * the raw URI comes from the URI log callback (libmicrohttpd would
  * otherwise unescape the path, and "%2F" in a room or state key matters).
- * Errors that need no body, and a repeated transaction id, are answered
- * there, before the body is read; otherwise the body is collected up to
- * its limit and the request is handled on the last call.
+ * Errors that need no body and no blocking check are answered there,
+ * before the body is read; otherwise the body is collected up to its
+ * limit and the request is handled on the last call.
+ *
+ * The event-loop threads never block. Checks that may block (whoami, a
+ * repeated transaction id) wait for the last call. There a restart of a
+ * known event starts tl_move_async with the connection suspended and the
+ * completion resumes it; every other request is handed, suspended, to a
+ * worker thread (the pool grows to the number of requests in progress, so
+ * slow requests do not hold up each other), which makes the response and
+ * resumes the connection. The resumed request is called again and queues
+ * the response made for it.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -18,6 +27,7 @@
 #include <jansson.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -27,18 +37,52 @@
 
 #include "api.h"
 
+/* event-loop threads of the daemon */
+#define HTTP_LOOPS 2
+
 /* ---- replies ---- */
+
+/* A response is made for the request (on any thread) and queued by the
+ * event loop: at once, or when the suspended connection was resumed. */
+static enum MHD_Result
+keep_resp(struct MHD_Connection *conn, greq *r, struct MHD_Response *resp,
+    unsigned status)
+{
+	(void) conn;
+	if (r->resp != NULL) {
+		MHD_destroy_response(r->resp);
+	}
+	r->resp = resp;
+	r->resp_status = status;
+	r->responded = true;
+	return MHD_YES;
+}
+
+/* On the event loop: queue the response made for r (none: close). */
+static enum MHD_Result
+flush_resp(struct MHD_Connection *conn, greq *r)
+{
+	enum MHD_Result rv;
+
+	if (r->resp == NULL) {
+		return MHD_NO;
+	}
+	rv = MHD_queue_response(conn, r->resp_status, r->resp);
+	MHD_destroy_response(r->resp);
+	r->resp = NULL;
+	return rv;
+}
 
 static enum MHD_Result
 send_resp(struct MHD_Connection *conn, greq *r, int status, const char *ctype,
     const void *body, size_t len, int64_t retry_ms)
 {
 	struct MHD_Response *resp;
-	enum MHD_Result rv;
 
 	resp = MHD_create_response_from_buffer(
 	    len, (void *) body, MHD_RESPMEM_MUST_COPY);
 	if (resp == NULL) {
+		r->failed = true;
 		return MHD_NO;
 	}
 	if (ctype != NULL) {
@@ -55,10 +99,7 @@ send_resp(struct MHD_Connection *conn, greq *r, int status, const char *ctype,
 		    s, sizeof(s), "%lld", (long long) (retry_ms + 999) / 1000);
 		MHD_add_response_header(resp, "Retry-After", s);
 	}
-	rv = MHD_queue_response(conn, (unsigned) status, resp);
-	MHD_destroy_response(resp);
-	r->responded = true;
-	return rv;
+	return keep_resp(conn, r, resp, (unsigned) status);
 }
 
 void
@@ -262,6 +303,9 @@ req_free(greq *r)
 	free(r->segbuf);
 	free(r->skey);
 	gbuf_free(&r->body);
+	if (r->resp != NULL) {
+		MHD_destroy_response(r->resp);
+	}
 	free(r);
 }
 
@@ -511,6 +555,7 @@ proxy(tlg *g, struct MHD_Connection *conn, greq *r, const char *method,
 	if (resp == NULL) {
 		tlg_hs_resp_free(&hr);
 		gbuf_free(&patched);
+		r->failed = true;
 		return MHD_NO;
 	}
 	for (const char *p = hr.headers.p; p != NULL && *p != '\0';) {
@@ -539,9 +584,7 @@ proxy(tlg *g, struct MHD_Connection *conn, greq *r, const char *method,
 		}
 		p = eol + 2;
 	}
-	rv = MHD_queue_response(conn, (unsigned) hr.status, resp);
-	MHD_destroy_response(resp);
-	r->responded = true;
+	rv = keep_resp(conn, r, resp, (unsigned) hr.status);
 	tlg_hs_resp_free(&hr);
 	gbuf_free(&patched);
 	return rv;
@@ -619,6 +662,9 @@ no_unescape(void *cls, struct MHD_Connection *c, char *s)
 	return strlen(s);
 }
 
+/* The checks that need only the headers and never block; false with o
+ * filled when they answer. The ones that may block are deferred to the
+ * last call (head_checks). */
 static bool
 first_call(
     tlg *g, struct MHD_Connection *conn, greq *r, const char *method, gout *o)
@@ -651,18 +697,39 @@ first_call(
 		gbuf_str(&o->body, "{}");
 		return false;
 	case R_SCHEDULE:
+	case R_LIST:
+	case R_GET_ONE:
+	case R_ST_LIST:
+		r->head_deferred = true;
+		return true;
+	case R_MANAGE_PATH:
+	case R_MANAGE_BODY: {
+		char qbuf[1024];
+		const char *tok = token_of(conn, r, qbuf, sizeof(qbuf));
+		r->head_deferred = tok != NULL && *tok != '\0';
+		return true;
+	}
+	default:
+		return true;
+	}
+}
+
+/* The deferred header checks (on a worker); false with o filled when they
+ * answer. */
+static bool
+head_checks(tlg *g, struct MHD_Connection *conn, greq *r, gout *o)
+{
+	switch (r->rt) {
+	case R_SCHEDULE:
 		return tlg_schedule_head(g, conn, r, o);
 	case R_LIST:
 	case R_GET_ONE:
 	case R_ST_LIST:
 		return tlg_authenticate(g, conn, r, o);
 	case R_MANAGE_PATH:
-	case R_MANAGE_BODY: {
-		char qbuf[1024];
-		const char *tok = token_of(conn, r, qbuf, sizeof(qbuf));
+	case R_MANAGE_BODY:
 		/* with a token, the rate limit is the user's */
-		if (tok != NULL && *tok != '\0' &&
-		    tlg_authenticate(g, conn, r, o)) {
+		if (tlg_authenticate(g, conn, r, o)) {
 			int64_t wait = tlg_rate_take(g, "user", r->user,
 			    g->c.mgmt_rate * 4, g->c.mgmt_burst * 4);
 			if (wait > 0) {
@@ -671,62 +738,41 @@ first_call(
 			}
 		}
 		o->body.n = 0;
+		o->status = 0;
 		return true;
-	}
 	default:
 		return true;
 	}
 }
 
-static enum MHD_Result
-on_request(void *cls, struct MHD_Connection *conn, const char *url,
-    const char *method, const char *version, const char *upload,
-    size_t *upload_size, void **req_cls)
+/* The request once its body is in (on a worker): makes r->resp. */
+static void
+handle(tlg *g, struct MHD_Connection *conn, greq *r)
 {
-	tlg *g = cls;
-	greq *r = *req_cls;
 	gout o = {0};
 
-	(void) url;
-	(void) version;
-	if (r == NULL) {
-		return MHD_NO;
+	if (r->head_deferred && !head_checks(g, conn, r, &o)) {
+		send_out(conn, r, &o);
+		return;
 	}
-	if (!r->started) {
-		r->started = true;
-		if (!first_call(g, conn, r, method, &o)) {
-			return send_out(conn, r, &o);
-		}
-		gbuf_free(&o.body);
-		return MHD_YES;
-	}
-	if (*upload_size > 0) {
-		if (!r->responded && !r->too_large) {
-			if (r->body.n + *upload_size > r->limit) {
-				r->too_large = true;
-				gbuf_free(&r->body);
-			} else {
-				gbuf_add(&r->body, upload, *upload_size);
-			}
-		}
-		*upload_size = 0;
-		return MHD_YES;
-	}
-	if (r->responded) {
-		return MHD_YES;
-	}
+	gbuf_free(&o.body);
+	memset(&o, 0, sizeof(o));
 	switch (r->rt) {
 	case R_VERSIONS:
-		return proxy(g, conn, r, method, patch_versions);
+		proxy(g, conn, r, r->method, patch_versions);
+		return;
 	case R_CAPS:
-		return proxy(g, conn, r, method, patch_caps);
+		proxy(g, conn, r, r->method, patch_caps);
+		return;
 	case R_PROXY:
 		if (r->too_large) {
 			tlg_out_err(
 			    &o, 413, "M_TOO_LARGE", "Request too large");
-			return send_out(conn, r, &o);
+			send_out(conn, r, &o);
+			return;
 		}
-		return proxy(g, conn, r, method, NULL);
+		proxy(g, conn, r, r->method, NULL);
+		return;
 	case R_SCHEDULE:
 		tlg_schedule_body(g, r, &o);
 		break;
@@ -752,7 +798,215 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
 	if (o.status == 0) {
 		tlg_out_err(&o, 500, "M_UNKNOWN", "Internal error");
 	}
-	return send_out(conn, r, &o);
+	send_out(conn, r, &o);
+}
+
+/* ---- suspended requests and the workers ---- */
+
+/* Workers are started when a request finds none idle (up to
+ * HW_MAX_THREADS) and stay until the gateway stops. */
+#define HW_MAX_THREADS 1024
+
+struct ghttp {
+	pthread_mutex_t mtx;
+	pthread_cond_t cv;      /* work queued, or stopping */
+	pthread_cond_t idle_cv; /* no request suspended any more */
+	greq *head, *tail;      /* waiting for a worker */
+	pthread_t *tids;
+	int nthreads, idle;
+	int suspended; /* connections suspended by us */
+	bool draining; /* stopping: suspend no more connections */
+	bool stop;     /* workers: leave once the queue is empty */
+};
+
+static void
+hw_resumed(ghttp *h)
+{
+	pthread_mutex_lock(&h->mtx);
+	if (--h->suspended == 0) {
+		pthread_cond_broadcast(&h->idle_cv);
+	}
+	pthread_mutex_unlock(&h->mtx);
+}
+
+/* Resume r's connection; r may be gone once this returns. */
+static void
+resume(tlg *g, greq *r)
+{
+	MHD_resume_connection(r->conn);
+	hw_resumed(g->http);
+}
+
+static void *
+hw_main(void *arg)
+{
+	tlg *g = arg;
+	ghttp *h = g->http;
+
+	pthread_mutex_lock(&h->mtx);
+	for (;;) {
+		greq *r;
+		while (h->head == NULL && !h->stop) {
+			pthread_cond_wait(&h->cv, &h->mtx);
+		}
+		if ((r = h->head) == NULL) {
+			break;
+		}
+		if ((h->head = r->wnext) == NULL) {
+			h->tail = NULL;
+		}
+		r->wnext = NULL;
+		h->idle--;
+		pthread_mutex_unlock(&h->mtx);
+		handle(g, r->conn, r);
+		resume(g, r);
+		pthread_mutex_lock(&h->mtx);
+		h->idle++;
+	}
+	h->idle--;
+	pthread_mutex_unlock(&h->mtx);
+	return NULL;
+}
+
+/* Hand a suspended request to a worker. */
+static void
+hw_queue(tlg *g, greq *r)
+{
+	ghttp *h = g->http;
+	bool none;
+
+	pthread_mutex_lock(&h->mtx);
+	r->wnext = NULL;
+	if (h->tail != NULL) {
+		h->tail->wnext = r;
+	} else {
+		h->head = r;
+	}
+	h->tail = r;
+	if (h->idle == 0 && h->nthreads < HW_MAX_THREADS) {
+		pthread_t *t =
+		    realloc(h->tids, sizeof(*t) * (size_t) (h->nthreads + 1));
+		if (t != NULL) {
+			h->tids = t;
+			if (pthread_create(&t[h->nthreads], NULL, hw_main, g) ==
+			    0) {
+				h->nthreads++;
+				h->idle++;
+			}
+		}
+	}
+	none = h->nthreads == 0;
+	if (none) {
+		/* no worker could be started: answer here */
+		h->head = h->tail = NULL;
+	} else {
+		pthread_cond_signal(&h->cv);
+	}
+	pthread_mutex_unlock(&h->mtx);
+	if (none) {
+		handle(g, r->conn, r);
+		resume(g, r);
+	}
+}
+
+/* Suspend r's connection; false while the gateway stops. */
+static bool
+hw_suspend(tlg *g, struct MHD_Connection *conn, greq *r)
+{
+	ghttp *h = g->http;
+
+	pthread_mutex_lock(&h->mtx);
+	if (h->draining) {
+		pthread_mutex_unlock(&h->mtx);
+		return false;
+	}
+	h->suspended++;
+	pthread_mutex_unlock(&h->mtx);
+	r->conn = conn;
+	MHD_suspend_connection(conn);
+	return true;
+}
+
+static void
+restart_done(void *arg, int err)
+{
+	greq *r = arg;
+	tlg *g = r->gw;
+	gout o = {0};
+
+	if (tlg_restart_fast_result(g, r, err, &o)) {
+		send_out(r->conn, r, &o);
+		resume(g, r);
+		return;
+	}
+	gbuf_free(&o.body);
+	hw_queue(g, r); /* the long way decides */
+}
+
+static enum MHD_Result
+on_request(void *cls, struct MHD_Connection *conn, const char *url,
+    const char *method, const char *version, const char *upload,
+    size_t *upload_size, void **req_cls)
+{
+	tlg *g = cls;
+	greq *r = *req_cls;
+	gout o = {0};
+
+	(void) url;
+	(void) version;
+	if (r == NULL) {
+		return MHD_NO;
+	}
+	if (r->resp != NULL || r->failed) {
+		return flush_resp(conn, r); /* resumed with its response */
+	}
+	if (!r->started) {
+		r->started = true;
+		r->gw = g;
+		snprintf(r->method, sizeof(r->method), "%s", method);
+		if (!first_call(g, conn, r, method, &o)) {
+			send_out(conn, r, &o);
+			return flush_resp(conn, r);
+		}
+		gbuf_free(&o.body);
+		return MHD_YES;
+	}
+	if (*upload_size > 0) {
+		if (!r->responded && !r->too_large) {
+			if (r->body.n + *upload_size > r->limit) {
+				r->too_large = true;
+				gbuf_free(&r->body);
+			} else {
+				gbuf_add(&r->body, upload, *upload_size);
+			}
+		}
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	if (r->responded) {
+		return MHD_YES;
+	}
+	if (!hw_suspend(g, conn, r)) {
+		tlg_out_err(&o, 503, "M_UNKNOWN", "The gateway is stopping");
+		send_out(conn, r, &o);
+		return flush_resp(conn, r);
+	}
+	if (r->rt == R_MANAGE_PATH && !r->head_deferred) {
+		switch (tlg_restart_fast(g, r, &o, restart_done)) {
+		case TLG_FAST_STARTED:
+			gbuf_free(&o.body);
+			return MHD_YES;
+		case TLG_FAST_ANSWERED:
+			send_out(conn, r, &o);
+			resume(g, r);
+			return MHD_YES;
+		default:
+			gbuf_free(&o.body);
+			break;
+		}
+	}
+	hw_queue(g, r);
+	return MHD_YES;
 }
 
 /* ---- start and stop ---- */
@@ -796,8 +1050,9 @@ tlg_http_start(tlg *g)
 {
 	struct sockaddr_storage ss;
 	const union MHD_DaemonInfo *di;
-	unsigned flags = MHD_USE_THREAD_PER_CONNECTION |
-	    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL;
+	unsigned flags =
+	    MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME;
+	ghttp *h;
 	bool v6 = false;
 	char host[256];
 	const char *colon;
@@ -810,7 +1065,15 @@ tlg_http_start(tlg *g)
 	if (v6) {
 		flags |= MHD_USE_IPv6;
 	}
+	if ((h = calloc(1, sizeof(*h))) == NULL) {
+		return -1;
+	}
+	pthread_mutex_init(&h->mtx, NULL);
+	pthread_cond_init(&h->cv, NULL);
+	pthread_cond_init(&h->idle_cv, NULL);
+	g->http = h;
 	g->httpd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, g,
+	    MHD_OPTION_THREAD_POOL_SIZE, (unsigned) HTTP_LOOPS,
 	    MHD_OPTION_SOCK_ADDR, (struct sockaddr *) &ss,
 	    MHD_OPTION_URI_LOG_CALLBACK, on_uri, g, MHD_OPTION_NOTIFY_COMPLETED,
 	    on_done, g, MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, g,
@@ -845,8 +1108,34 @@ tlg_http_start(tlg *g)
 void
 tlg_http_stop(tlg *g)
 {
+	ghttp *h = g->http;
+
+	if (h == NULL) {
+		return;
+	}
+	/* every suspended connection must be resumed before the daemon
+	 * stops: refuse new work, wait for the work in progress */
+	pthread_mutex_lock(&h->mtx);
+	h->draining = true;
+	while (h->suspended > 0) {
+		pthread_cond_wait(&h->idle_cv, &h->mtx);
+	}
+	pthread_mutex_unlock(&h->mtx);
 	if (g->httpd != NULL) {
 		MHD_stop_daemon(g->httpd);
 		g->httpd = NULL;
 	}
+	pthread_mutex_lock(&h->mtx);
+	h->stop = true;
+	pthread_cond_broadcast(&h->cv);
+	pthread_mutex_unlock(&h->mtx);
+	for (int i = 0; i < h->nthreads; i++) {
+		pthread_join(h->tids[i], NULL);
+	}
+	free(h->tids);
+	pthread_mutex_destroy(&h->mtx);
+	pthread_cond_destroy(&h->cv);
+	pthread_cond_destroy(&h->idle_cv);
+	free(h);
+	g->http = NULL;
 }

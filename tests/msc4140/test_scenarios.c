@@ -5,6 +5,8 @@
  * order, idempotent transaction ids, delayed state, cancel, send, restart,
  * persistence across a gateway restart, per-user lists, 404s and 401s.
  */
+#include <stdatomic.h>
+
 #include "gw_util.h"
 
 #define ROOM "!room:test"
@@ -542,4 +544,150 @@ Test(scenarios, stop_while_sending_then_sent_after_the_restart)
 	    due, "ts = the scheduled time %lld", (long long) due);
 	json_decref(evs);
 	gw_stop(&e);
+}
+
+/* Many connections at once: restarts of known events (answered through
+ * tl_move_async while the connection is suspended), unknown ids and lists
+ * (answered by workers) each get their own answer; then the gateway stops
+ * with requests in flight and exits cleanly. */
+typedef struct hammer {
+	const gw_env *e;
+	char **ids;
+	int nids;
+	int n; /* requests to make, or -1: until *stop */
+	atomic_bool *stop;
+	int ok, notfound, other;
+	long last_other;
+} hammer;
+
+static size_t
+discard(char *p, size_t size, size_t n, void *arg)
+{
+	(void) p;
+	(void) arg;
+	return size * n;
+}
+
+/* Restarts until *stop, over one connection; failures (the gateway is
+ * going away) are expected. */
+static void
+hammer_until_stop(hammer *h)
+{
+	CURL *c = curl_easy_init();
+	char url[600];
+
+	cr_assert(c != NULL);
+	curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 30000L);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	for (int i = 0; !atomic_load(h->stop); i++) {
+		snprintf(url, sizeof(url), "%s" UNSTABLE "/%s/restart",
+		    h->e->gw, h->ids[i % h->nids]);
+		curl_easy_setopt(c, CURLOPT_URL, url);
+		if (curl_easy_perform(c) != CURLE_OK) {
+			gw_nap(5);
+		}
+	}
+	curl_easy_cleanup(c);
+}
+
+static void *
+hammer_main(void *arg)
+{
+	hammer *h = arg;
+
+	if (h->n < 0) {
+		hammer_until_stop(h);
+		return NULL;
+	}
+	for (int i = 0; i < h->n; i++) {
+		gw_resp r;
+		if (i % 10 == 9) {
+			r = gw_req(
+			    "GET", h->e->gw, UNSTABLE, "tok_alice", NULL);
+		} else if (i % 10 == 8) {
+			r = gw_manage(h->e, "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+			    "restart");
+		} else {
+			r = gw_manage(h->e, h->ids[i % h->nids], "restart");
+		}
+		if (r.status == 200) {
+			h->ok++;
+		} else if (r.status == 404) {
+			h->notfound++;
+		} else {
+			h->other++;
+			h->last_other = r.status;
+		}
+		gw_resp_free(&r);
+	}
+	return NULL;
+}
+
+Test(scenarios, many_connections_then_stop_in_flight)
+{
+	enum { T = 8, IDS = 16, PER = 60 };
+	gw_env e;
+	char *ids[IDS];
+	hammer h[T];
+	pthread_t th[T];
+	atomic_bool stop = false;
+	int64_t due0;
+
+	curl_global_init(CURL_GLOBAL_ALL);
+	gw_start(&e, "gw-many", false, "rate_limits = off");
+	for (int i = 0; i < IDS; i++) {
+		char txn[16];
+		snprintf(txn, sizeof(txn), "m%d", i);
+		ids[i] = gw_schedule(
+		    &e, "tok_alice", ROOM, txn, 3600000, "{\"body\":\"m\"}");
+	}
+	due0 = due_of(&e, "tok_alice", ids[0]);
+	gw_nap(20);
+	memset(h, 0, sizeof(h));
+	for (int i = 0; i < T; i++) {
+		h[i].e = &e;
+		h[i].ids = ids;
+		h[i].nids = IDS;
+		h[i].n = PER;
+		h[i].stop = &stop;
+		cr_assert_eq(
+		    pthread_create(&th[i], NULL, hammer_main, &h[i]), 0);
+	}
+	for (int i = 0; i < T; i++) {
+		pthread_join(th[i], NULL);
+		cr_assert_eq(h[i].other, 0, "thread %d: %d answers (last %ld)",
+		    i, h[i].other, h[i].last_other);
+		cr_assert_eq(h[i].notfound, PER / 10, "the unknown ids");
+		cr_assert_eq(h[i].ok, PER - PER / 10);
+	}
+	cr_assert_gt(due_of(&e, "tok_alice", ids[0]), due0, "restarted");
+
+	/* stop with requests in flight: timelined must exit by itself */
+	for (int i = 0; i < T; i++) {
+		h[i].n = -1;
+		cr_assert_eq(
+		    pthread_create(&th[i], NULL, hammer_main, &h[i]), 0);
+	}
+	gw_nap(300);
+	{
+		int st = 0;
+		int64_t t0 = gw_now_ms();
+		kill(e.tl_pid, SIGTERM);
+		cr_assert_eq(waitpid(e.tl_pid, &st, 0), e.tl_pid);
+		e.tl_pid = 0;
+		cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		    "timelined exited cleanly (status %d)", st);
+		cr_assert_lt(gw_now_ms() - t0, 20000, "and promptly");
+	}
+	atomic_store(&stop, true);
+	for (int i = 0; i < T; i++) {
+		pthread_join(th[i], NULL);
+	}
+	for (int i = 0; i < IDS; i++) {
+		free(ids[i]);
+	}
+	gw_stop(&e);
+	curl_global_cleanup();
 }

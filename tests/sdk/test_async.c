@@ -454,3 +454,228 @@ Test(async, on_message_deletes_without_blocking)
 	tracker_fini(&ms.t);
 	free(ms.slots);
 }
+
+/* ---- tl_move_async ---- */
+
+typedef struct mslot {
+	tracker *t;
+	const char *topic;
+	char id[32];
+	bool then_get; /* done calls the blocking tl_get */
+	int calls;
+	int err;
+	int get_err;
+	int64_t got_ts;
+	pthread_t thr;
+} mslot;
+
+static void
+on_moved(void *arg, int err)
+{
+	mslot *s = arg;
+	tracker *t = s->t;
+
+	s->thr = pthread_self();
+	if (s->then_get) {
+		tl_message *m = NULL;
+		s->get_err = tl_get(C, s->topic, s->id, &m);
+		if (s->get_err == TL_OK) {
+			s->got_ts = m->ts;
+		}
+		tl_message_free(m);
+	}
+	pthread_mutex_lock(&t->m);
+	s->calls++;
+	s->err = err;
+	t->done++;
+	pthread_cond_broadcast(&t->cv);
+	pthread_mutex_unlock(&t->m);
+}
+
+/* n messages with ids "m0".."m{n-1}" in topic, owned by group "p", due in
+ * an hour. */
+static void
+put_ids(const char *topic, mslot *sl, int n)
+{
+	tl_put *p = calloc((size_t) n, sizeof(*p));
+
+	cr_assert_not_null(p);
+	for (int i = 0; i < n; i++) {
+		snprintf(sl[i].id, sizeof(sl[i].id), "m%d", i);
+		p[i].id = sl[i].id;
+		p[i].ts = 3600000;
+		p[i].rel = true;
+		p[i].body = "z";
+		p[i].body_len = 1;
+	}
+	cr_assert_eq(tl_put_batch(C, topic, "p", p, (size_t) n), TL_OK);
+	for (int i = 0; i < n; i++) {
+		cr_assert_eq(p[i].err, TL_OK);
+	}
+	free(p);
+}
+
+Test(async, move_many_from_one_thread)
+{
+	enum { N = 400 };
+	mslot *sl = calloc(N, sizeof(*sl));
+	int64_t before;
+	tracker t;
+
+	cr_assert_not_null(sl);
+	tracker_init(&t);
+	sb_topic(C, "mv", 0);
+	put_ids("mv", sl, N);
+	before = tl_client_broker_now(C);
+	for (int i = 0; i < N; i++) {
+		sl[i].t = &t;
+		sl[i].topic = "mv";
+		sl[i].err = -1;
+		sl[i].then_get = i % 50 == 0;
+		/* half relative, half absolute */
+		cr_assert_eq(tl_move_async(C, "mv", "p", sl[i].id, 0,
+		                 i % 2 ? 7200000 : before + 7200000, i % 2 == 1,
+		                 on_moved, &sl[i]),
+		    TL_OK, "move %d", i);
+	}
+	cr_assert_eq(tracker_wait(&t, N), N, "%d of %d completed", t.done, N);
+	for (int i = 0; i < N; i++) {
+		tl_message *m = NULL;
+		cr_assert_eq(
+		    sl[i].err, TL_OK, "move %d: %s", i, tl_errname(sl[i].err));
+		cr_assert(!pthread_equal(sl[i].thr, pthread_self()),
+		    "done runs on a library thread");
+		if (sl[i].then_get) {
+			cr_assert_eq(sl[i].get_err, TL_OK,
+			    "a blocking call from done: %s",
+			    tl_errname(sl[i].get_err));
+			cr_assert_geq(sl[i].got_ts, before + 7200000 - 60000);
+		}
+		cr_assert_eq(tl_get(C, "mv", sl[i].id, &m), TL_OK);
+		cr_assert_geq(m->ts, before + 7200000 - 60000,
+		    "message %d was moved (ts %lld)", i, (long long) m->ts);
+		cr_assert_eq(m->version, 2, "one move, one new version");
+		tl_message_free(m);
+	}
+	tl_client_close(C);
+	C = NULL;
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(sl[i].calls, 1, "move %d: done called %d times", i,
+		    sl[i].calls);
+	}
+	tracker_fini(&t);
+	free(sl);
+}
+
+Test(async, move_reports_the_precise_error)
+{
+	mslot sl[4];
+	tracker t;
+
+	memset(sl, 0, sizeof(sl));
+	tracker_init(&t);
+	sb_topic(C, "me", 0);
+	put_ids("me", sl, 1);
+	for (int i = 0; i < 4; i++) {
+		sl[i].t = &t;
+		sl[i].err = -1;
+	}
+	/* unknown id, another owner, a stale version, then a good one */
+	cr_assert_eq(tl_move_async(
+	                 C, "me", "p", "nope", 0, 1000, true, on_moved, &sl[0]),
+	    TL_OK);
+	cr_assert_eq(
+	    tl_move_async(C, "me", "q", "m0", 0, 1000, true, on_moved, &sl[1]),
+	    TL_OK);
+	cr_assert_eq(
+	    tl_move_async(C, "me", "p", "m0", 7, 1000, true, on_moved, &sl[2]),
+	    TL_OK);
+	cr_assert_eq(tracker_wait(&t, 3), 3);
+	cr_assert_eq(sl[0].err, TL_ENOTFOUND, "%s", tl_errname(sl[0].err));
+	cr_assert_eq(sl[1].err, TL_ENOTOWNER, "%s", tl_errname(sl[1].err));
+	cr_assert_eq(sl[2].err, TL_EVERSION, "%s", tl_errname(sl[2].err));
+	cr_assert_eq(
+	    tl_move_async(C, "me", "p", "m0", 1, 1000, true, on_moved, &sl[3]),
+	    TL_OK);
+	cr_assert_eq(tracker_wait(&t, 4), 4);
+	cr_assert_eq(sl[3].err, TL_OK, "%s", tl_errname(sl[3].err));
+	close_all(NULL);
+	for (int i = 0; i < 4; i++) {
+		cr_assert_eq(
+		    sl[i].calls, 1, "move %d: %d calls", i, sl[i].calls);
+	}
+	tracker_fini(&t);
+}
+
+Test(async, move_error_returns_never_call_done)
+{
+	char big[TL_MAX_ID_LEN + 2];
+	mslot s;
+	tracker t;
+
+	tracker_init(&t);
+	memset(&s, 0, sizeof(s));
+	s.t = &t;
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	sb_topic(C, "mr", 0);
+	cr_assert_eq(
+	    tl_move_async(NULL, "mr", "p", "a", 0, 1, true, on_moved, &s),
+	    TL_EINVAL);
+	cr_assert_eq(
+	    tl_move_async(C, "mr", "p", "a", 0, 1, true, NULL, &s), TL_EINVAL);
+	cr_assert_eq(
+	    tl_move_async(C, "mr", "p", NULL, 0, 1, true, on_moved, &s),
+	    TL_EINVAL);
+	cr_assert_eq(tl_move_async(C, "mr", "p", "", 0, 1, true, on_moved, &s),
+	    TL_EBADID);
+	cr_assert_eq(tl_move_async(C, "mr", "p", big, 0, 1, true, on_moved, &s),
+	    TL_ETOOLARGE);
+	cr_assert_eq(tl_move_async(C, "mr", "", "a", 0, 1, true, on_moved, &s),
+	    TL_EBADID);
+	cr_assert_eq(tl_move_async(C, "", "p", "a", 0, 1, true, on_moved, &s),
+	    TL_EBADID);
+	close_all(NULL);
+	cr_assert_eq(s.calls, 0, "done was called %d times", s.calls);
+	cr_assert_eq(t.done, 0);
+	tracker_fini(&t);
+}
+
+Test(async, close_with_moves_in_flight_completes_each_once)
+{
+	enum { N = 300 };
+	mslot *sl = calloc(N, sizeof(*sl));
+	tracker t;
+	int started = 0;
+
+	cr_assert_not_null(sl);
+	tracker_init(&t);
+	sb_topic(C, "mc", 0);
+	put_ids("mc", sl, N);
+	for (int i = 0; i < N; i++) {
+		sl[i].t = &t;
+		sl[i].err = -1;
+		if (tl_move_async(C, "mc", "p", sl[i].id, 0, 5000, true,
+		        on_moved, &sl[i]) == TL_OK) {
+			started++;
+		} else {
+			sl[i].calls = -1; /* never started */
+		}
+	}
+	tl_client_close(C);
+	C = NULL;
+	cr_assert_eq(
+	    t.done, started, "%d of %d completed by close", t.done, started);
+	for (int i = 0; i < N; i++) {
+		if (sl[i].calls == -1) {
+			continue;
+		}
+		cr_assert_eq(
+		    sl[i].calls, 1, "move %d: %d calls", i, sl[i].calls);
+		cr_assert(sl[i].err == TL_OK || sl[i].err == TL_ECLOSED ||
+		        sl[i].err == TL_ECONN,
+		    "move %d: %s", i, tl_errname(sl[i].err));
+	}
+	tracker_fini(&t);
+	free(sl);
+}

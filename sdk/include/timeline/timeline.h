@@ -194,6 +194,18 @@ TL_API int tl_move(tl_client *c, const char *topic, const char *group,
     uint64_t *new_version);
 TL_API int tl_delete(tl_client *c, const char *topic, const char *group,
     const char *id, uint64_t version);
+/* As tl_move, but returns at once. TL_OK means sent: `done` is then called
+ * exactly once, from the client's callback thread (never under a library
+ * lock, so it may call the library, blocking calls included), with the
+ * move's result: TL_OK or the error tl_move would have returned (plus
+ * TL_ECONN, TL_ETIMEDOUT, and TL_ECLOSED when the client closes first).
+ * Any other return is an error of the call itself (TL_EINVAL for a NULL
+ * client, id or done, TL_EBADID, TL_ETOOLARGE, TL_ECLOSED, TL_ECONN while
+ * disconnected, TL_ENOMEM) and done is never called. The strings are
+ * copied before it returns. It shares tl_move's encoding and reply. */
+TL_API int tl_move_async(tl_client *c, const char *topic, const char *group,
+    const char *id, uint64_t version, int64_t ts, bool rel, tl_done_fn done,
+    void *arg);
 
 /* A message as stored. */
 typedef struct tl_message {
