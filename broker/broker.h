@@ -125,6 +125,15 @@ struct tlb_session {
 	pthread_mutex_t mtx;
 	bool closed;
 	bool hello;
+	/* closing once its queued replies are sent (under mtx); no request
+	 * is handled meanwhile */
+	bool lingering;
+	const char *linger_why;
+	nng_aio *linger_aio;     /* the drain before such a close */
+	_Atomic uint64_t rx_ops; /* reads completed (the drain's progress) */
+	uint64_t linger_mark;
+	int linger_rounds;
+	bool linger_armed; /* under mtx */
 	/* starts of reads and sends vs the stream's close (server.c) */
 	pthread_mutex_t io_mtx;
 	bool io_closed;
@@ -160,6 +169,12 @@ void tlb_session_rele(tlb_session *s);
 void tlb_session_send(tlb_session *s, const uint8_t *p, size_t n);
 /* Encode and send a reply: `enc` writes the body. */
 void tlb_session_close(tlb_session *s, const char *why);
+/* Close once the replies queued so far are sent (an error reply that must
+ * reach the client before the end); frames received meanwhile are dropped
+ * unanswered. */
+void tlb_session_close_after_reply(tlb_session *s, const char *why);
+/* Whether the session is closed or closing: its requests are dropped. */
+bool tlb_session_ending(tlb_session *s);
 
 #define TLB_MAX_PENDING (64u * 1024u * 1024u)
 

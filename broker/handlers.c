@@ -241,7 +241,7 @@ hello_auth(req *q, const tlp_hello *m)
 		    "session %llu: hello refused (%s token)",
 		    (unsigned long long) s->id,
 		    m->token.n == 0 ? "no" : "unknown");
-		tlb_session_close(s, "not authorised");
+		tlb_session_close_after_reply(s, "not authorised");
 		return false;
 	}
 	tlb_auth_rele(s->auth);
@@ -265,14 +265,14 @@ h_HELLO(req *q)
 
 	if ((rv = tlp_dec_hello(&q->r, &m)) != TL_OK) {
 		reply_decode(q, rv);
-		tlb_session_close(q->s, "bad hello");
+		tlb_session_close_after_reply(q->s, "bad hello");
 		return;
 	}
 	if (m.proto != TLP_VERSION) {
 		reply_err(q, TL_ENOTSUP,
 		    "protocol version not supported; this broker "
 		    "speaks " TLP_VERSION_STR);
-		tlb_session_close(q->s, "protocol version");
+		tlb_session_close_after_reply(q->s, "protocol version");
 		return;
 	}
 	if (auth_on(q) && !hello_auth(q, &m)) {
@@ -1087,12 +1087,15 @@ tlb_handle(tlb_broker *b, tlb_job *j)
 	int rv = tlp_hdr_decode(&q.h, j->frame, j->len);
 	char detail[96];
 
+	if (tlb_session_ending(q.s)) {
+		goto done; /* closed, or closing after an error reply */
+	}
 	if (rv == TL_ENOTSUP) {
 		q.h.op = 0;
 		reply_err(&q, TL_ENOTSUP,
 		    "protocol version not supported; this broker "
 		    "speaks " TLP_VERSION_STR);
-		tlb_session_close(q.s, "protocol version");
+		tlb_session_close_after_reply(q.s, "protocol version");
 		goto done;
 	}
 	if (q.h.flags != 0) {
@@ -1107,12 +1110,12 @@ tlb_handle(tlb_broker *b, tlb_job *j)
 	}
 	if (!q.s->hello && q.h.op != TLP_OP_HELLO) {
 		reply_err(&q, TL_EPROTO, "the first frame must be HELLO");
-		tlb_session_close(q.s, "no hello");
+		tlb_session_close_after_reply(q.s, "no hello");
 		goto done;
 	}
 	if (b->conf.auth && q.h.op != TLP_OP_HELLO && !session_auth_fresh(&q)) {
 		refuse(&q, "%s", "(the session's token was revoked)");
-		tlb_session_close(q.s, "credentials revoked");
+		tlb_session_close_after_reply(q.s, "credentials revoked");
 		goto done;
 	}
 	atomic_fetch_add(&b->m.ops[q.h.op], 1);

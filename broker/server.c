@@ -52,6 +52,7 @@ session_free(tlb_session *s)
 	 * aio callbacks: reap instead of free. */
 	nng_aio_reap(s->rx_aio);
 	nng_aio_reap(s->tx_aio);
+	nng_aio_reap(s->linger_aio);
 	nng_stream_free(s->st);
 	tli_free(s->rx_buf);
 	tlp_buf_fini(&s->tx_pending);
@@ -93,6 +94,89 @@ tlb_session_close(tlb_session *s, const char *why)
 	s->io_closed = true;
 	nng_stream_close(s->st);
 	pthread_mutex_unlock(&s->io_mtx);
+	nng_aio_abort(s->linger_aio, NNG_ECLOSED);
+}
+
+/* Closing after an error reply: the reply is sent, but the client may
+ * have sent more behind the request that was refused. Closing a socket
+ * with unread input makes the peer's next read fail (ECONNRESET), and nng
+ * then drops the reply the client had not read yet. So the read loop goes
+ * on (the frames are dropped unanswered) until the client has been quiet
+ * for LINGER_MS, at most LINGER_ROUNDS times, then the session closes. */
+#define LINGER_MS 100
+#define LINGER_ROUNDS 20
+
+static void
+linger_arm(tlb_session *s)
+{
+	s->linger_mark = atomic_load(&s->rx_ops);
+	nng_sleep_aio(LINGER_MS, s->linger_aio);
+}
+
+/* Start the drain once (the session is lingering). */
+static void
+linger_start(tlb_session *s)
+{
+	bool start;
+
+	pthread_mutex_lock(&s->mtx);
+	start = !s->linger_armed && !s->closed;
+	s->linger_armed = true;
+	pthread_mutex_unlock(&s->mtx);
+	if (start) {
+		tlb_session_hold(s); /* the drain's reference */
+		linger_arm(s);
+	}
+}
+
+static void
+linger_cb(void *arg)
+{
+	tlb_session *s = arg;
+	bool again;
+
+	if (nng_aio_result(s->linger_aio) != 0) {
+		tlb_session_rele(s); /* closed meanwhile */
+		return;
+	}
+	pthread_mutex_lock(&s->mtx);
+	again = !s->closed && atomic_load(&s->rx_ops) != s->linger_mark &&
+	    ++s->linger_rounds < LINGER_ROUNDS;
+	pthread_mutex_unlock(&s->mtx);
+	if (again) {
+		linger_arm(s);
+		return;
+	}
+	tlb_session_close(s, s->linger_why);
+	tlb_session_rele(s); /* the drain's reference */
+}
+
+static void linger_start(tlb_session *s);
+
+void
+tlb_session_close_after_reply(tlb_session *s, const char *why)
+{
+	bool now;
+
+	pthread_mutex_lock(&s->mtx);
+	s->lingering = true;
+	s->linger_why = why;
+	now = !s->tx_busy && s->tx_pending.len == 0;
+	pthread_mutex_unlock(&s->mtx);
+	if (now) {
+		linger_start(s); /* else the end of the send starts it */
+	}
+}
+
+bool
+tlb_session_ending(tlb_session *s)
+{
+	bool r;
+
+	pthread_mutex_lock(&s->mtx);
+	r = s->closed || s->lingering;
+	pthread_mutex_unlock(&s->mtx);
+	return r;
 }
 
 /* Start a send or receive unless the stream is closed. An operation
@@ -162,7 +246,7 @@ tx_cb(void *arg)
 {
 	tlb_session *s = arg;
 	int rv = nng_aio_result(s->tx_aio);
-	bool more = false;
+	bool more = false, linger_done;
 
 	pthread_mutex_lock(&s->mtx);
 	if (rv == 0) {
@@ -178,9 +262,12 @@ tx_cb(void *arg)
 	if (rv == 0) {
 		more = tx_swap(s);
 	}
+	linger_done = !more && s->lingering;
 	pthread_mutex_unlock(&s->mtx);
 	if (rv != 0) {
 		tlb_session_close(s, NULL);
+	} else if (linger_done) {
+		linger_start(s);
 	}
 	if (more) {
 		tx_start(s);
@@ -318,6 +405,7 @@ rx_cb(void *arg)
 		tlb_session_rele(s); /* the read loop's reference */
 		return;
 	}
+	atomic_fetch_add(&s->rx_ops, 1);
 	s->rx_got += nng_aio_count(s->rx_aio);
 	if (s->rx_got < s->rx_need) {
 		rx_start(s);
@@ -356,9 +444,11 @@ session_new(tlb_broker *b, nng_stream *st)
 	tlb_session *s = tli_zalloc(sizeof(*s));
 
 	if (s == NULL || nng_aio_alloc(&s->rx_aio, rx_cb, s) != 0 ||
-	    nng_aio_alloc(&s->tx_aio, tx_cb, s) != 0) {
+	    nng_aio_alloc(&s->tx_aio, tx_cb, s) != 0 ||
+	    nng_aio_alloc(&s->linger_aio, linger_cb, s) != 0) {
 		if (s != NULL) {
 			nng_aio_free(s->rx_aio);
+			nng_aio_free(s->tx_aio);
 			tli_free(s);
 		}
 		nng_stream_free(st);
