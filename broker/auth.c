@@ -587,17 +587,9 @@ tlb_auth_current(tlb_broker *b)
 static void
 close_revoked(tlb_broker *b, const tlb_auth *a)
 {
-	tlb_session *s, **v;
-	size_t n = 0, cap;
+	size_t n;
+	tlb_session **v = tlb_sessions_hold(b, &n);
 
-	pthread_mutex_lock(&b->sess_mtx);
-	cap = (size_t) b->live_sessions;
-	v = tli_alloc(sizeof(*v) * (cap + 1));
-	for (s = b->sessions; s != NULL && v != NULL && n < cap; s = s->next) {
-		tlb_session_hold(s);
-		v[n++] = s;
-	}
-	pthread_mutex_unlock(&b->sess_mtx);
 	for (size_t i = 0; i < n; i++) {
 		uint8_t h[TLP_SHA256_LEN];
 		bool authed;

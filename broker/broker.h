@@ -175,6 +175,10 @@ void tlb_session_close(tlb_session *s, const char *why);
 void tlb_session_close_after_reply(tlb_session *s, const char *why);
 /* Whether the session is closed or closing: its requests are dropped. */
 bool tlb_session_ending(tlb_session *s);
+/* The open sessions, each held (tlb_session_rele each, then tli_free the
+ * array), so that they can be walked outside the list's lock. NULL with
+ * *n = 0 when there are none or no memory. */
+tlb_session **tlb_sessions_hold(tlb_broker *b, size_t *n);
 
 #define TLB_MAX_PENDING (64u * 1024u * 1024u)
 

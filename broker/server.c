@@ -515,26 +515,12 @@ accept_cb(void *arg)
 static char *
 read_pem(const char *path, const char *what)
 {
-	FILE *f = fopen(path, "r");
-	char *buf = NULL;
-	long n;
+	char *buf = tli_read_file(path, 1024 * 1024);
 
-	if (f == NULL) {
+	if (buf == NULL) {
 		tlb_log(TLB_ERROR, "S005", "cannot read %s %s: %s", what, path,
 		    strerror(errno));
-		return NULL;
 	}
-	if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 ||
-	    n > 1024 * 1024 || fseek(f, 0, SEEK_SET) != 0 ||
-	    (buf = tli_alloc((size_t) n + 1)) == NULL ||
-	    fread(buf, 1, (size_t) n, f) != (size_t) n) {
-		tlb_log(TLB_ERROR, "S005", "cannot read %s %s", what, path);
-		tli_free(buf);
-		fclose(f);
-		return NULL;
-	}
-	buf[n] = '\0';
-	fclose(f);
 	return buf;
 }
 
@@ -726,12 +712,30 @@ tlb_server_start(tlb_broker *b)
 	return 0;
 }
 
+tlb_session **
+tlb_sessions_hold(tlb_broker *b, size_t *n)
+{
+	tlb_session *s, **v;
+	size_t cap;
+
+	*n = 0;
+	pthread_mutex_lock(&b->sess_mtx);
+	cap = (size_t) b->live_sessions;
+	v = tli_alloc(sizeof(*v) * (cap + 1));
+	for (s = b->sessions; s != NULL && v != NULL && *n < cap; s = s->next) {
+		tlb_session_hold(s);
+		v[(*n)++] = s;
+	}
+	pthread_mutex_unlock(&b->sess_mtx);
+	return v;
+}
+
 /* Stop accepting, finish the queued requests, close every session. */
 void
 tlb_server_stop(tlb_broker *b)
 {
-	tlb_session *s, **v;
-	size_t n = 0, cap;
+	tlb_session **v;
+	size_t n = 0;
 	tlb_job *j;
 
 	for (int i = 0; i < b->nlst; i++) {
@@ -741,14 +745,7 @@ tlb_server_stop(tlb_broker *b)
 	/* Close every session (no more reads), holding each so the list can
 	 * be walked outside its lock (a close reaches the dispatcher, whose
 	 * lock comes first). */
-	pthread_mutex_lock(&b->sess_mtx);
-	cap = (size_t) b->live_sessions;
-	v = tli_alloc(sizeof(*v) * (cap + 1));
-	for (s = b->sessions; s != NULL && v != NULL && n < cap; s = s->next) {
-		tlb_session_hold(s);
-		v[n++] = s;
-	}
-	pthread_mutex_unlock(&b->sess_mtx);
+	v = tlb_sessions_hold(b, &n);
 	for (size_t i = 0; i < n; i++) {
 		tlb_session_close(v[i], NULL);
 		tlb_session_rele(v[i]);

@@ -1,7 +1,9 @@
 /*
  * Allocation wrappers with a failure-injection hook, and the clocks.
  */
+#include <errno.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -86,4 +88,36 @@ int64_t
 tli_mono_ms(void)
 {
 	return tli_mono_ns() / 1000000;
+}
+
+char *
+tli_read_file(const char *path, size_t max)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = NULL;
+	long n;
+
+	if (f == NULL) {
+		return NULL;
+	}
+	if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 ||
+	    fseek(f, 0, SEEK_SET) != 0) {
+		fclose(f);
+		return NULL;
+	}
+	if ((size_t) n > max) {
+		fclose(f);
+		errno = EFBIG;
+		return NULL;
+	}
+	if ((buf = tli_alloc((size_t) n + 1)) == NULL ||
+	    fread(buf, 1, (size_t) n, f) != (size_t) n) {
+		tli_free(buf);
+		fclose(f);
+		errno = buf == NULL ? ENOMEM : EIO;
+		return NULL;
+	}
+	buf[n] = '\0';
+	fclose(f);
+	return buf;
 }

@@ -19,6 +19,10 @@ void *tli_zalloc(size_t n);
 void *tli_realloc(void *p, size_t n);
 void tli_free(void *p);
 char *tli_strndup(const char *s, size_t n);
+/* A whole file of at most max bytes, NUL-terminated (free with tli_free);
+ * NULL with errno set when it cannot be opened or read, or is larger
+ * (EFBIG). */
+char *tli_read_file(const char *path, size_t max);
 
 /* Test hook: after `n` more successful allocations every allocation fails
  * (n < 0 disables the hook). Returns the count of allocations so far. */

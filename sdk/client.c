@@ -898,26 +898,12 @@ client_free(tl_client *c)
 static char *
 read_pem(tl_client *c, const char *path)
 {
-	FILE *f = fopen(path, "r");
-	char *buf = NULL;
-	long n;
+	char *buf = tli_read_file(path, 1024 * 1024);
 
-	if (f == NULL) {
+	if (buf == NULL) {
 		tli_log(c, TL_LOG_ERROR, "cannot read %s: %s", path,
 		    strerror(errno));
-		return NULL;
 	}
-	if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 ||
-	    n > 1024 * 1024 || fseek(f, 0, SEEK_SET) != 0 ||
-	    (buf = tli_alloc((size_t) n + 1)) == NULL ||
-	    fread(buf, 1, (size_t) n, f) != (size_t) n) {
-		tli_log(c, TL_LOG_ERROR, "cannot read %s", path);
-		tli_free(buf);
-		fclose(f);
-		return NULL;
-	}
-	buf[n] = '\0';
-	fclose(f);
 	return buf;
 }
 
