@@ -23,6 +23,7 @@ tlb_conf_defaults(tlb_conf *c)
 	snprintf(c->name, sizeof(c->name), "timelined");
 	c->clock_warn_ms = 1000;
 	c->window_ms = 2000;
+	c->idle_ms = 60000;
 }
 
 static void
@@ -51,6 +52,9 @@ usage(FILE *f)
 	    "      --clock-warn MS     warn when a client clock is off by "
 	    "more\n"
 	    "      --window MS         the dispatcher's near-future window\n"
+	    "      --idle-timeout MS   close a session that sends nothing for "
+	    "MS\n"
+	    "                          (default 60000; \"off\")\n"
 	    "      --msc4140 FILE      run the MSC4140 gateway configured "
 	    "in FILE\n"
 	    "      --auth on|off       require a token from every client "
@@ -262,6 +266,14 @@ apply(tlb_conf *c, const char *k, const char *v)
 	if (strcmp(k, "clock_warn_ms") == 0 || strcmp(k, "clock-warn") == 0) {
 		return set_ms(&c->clock_warn_ms, v, "clock_warn_ms");
 	}
+	if (strcmp(k, "idle_timeout_ms") == 0 ||
+	    strcmp(k, "idle_timeout") == 0) {
+		if (strcmp(v, "off") == 0) {
+			c->idle_ms = 0;
+			return 0;
+		}
+		return set_ms(&c->idle_ms, v, "idle_timeout_ms");
+	}
 	if (strcmp(k, "window_ms") == 0 || strcmp(k, "window") == 0) {
 		return set_ms(&c->window_ms, v, "window_ms");
 	}
@@ -347,6 +359,7 @@ tlb_conf_load(tlb_conf *c, int argc, char **argv)
 	    {"ready-file", required_argument, NULL, 5},
 	    {"clock-warn", required_argument, NULL, 6},
 	    {"window", required_argument, NULL, 7},
+	    {"idle-timeout", required_argument, NULL, 8},
 	    {"auth", required_argument, NULL, 20},
 	    {"credentials", required_argument, NULL, 21},
 	    {"tls-cert", required_argument, NULL, 22},
@@ -365,6 +378,7 @@ tlb_conf_load(tlb_conf *c, int argc, char **argv)
 	    [5] = "ready_file",
 	    [6] = "clock_warn_ms",
 	    [7] = "window_ms",
+	    [8] = "idle_timeout_ms",
 	    [40] = "msc4140",
 	    [20] = "auth",
 	    [21] = "credentials",

@@ -396,7 +396,14 @@ rx_cb(void *arg)
 
 		/* A TLS peer that hangs up reads as NNG_ECONNREFUSED (nng
 		 * 1.5.2 over mbedTLS); a failed handshake as NNG_ECRYPTO. */
-		snprintf(why, sizeof(why), "read failed: %s", nng_strerror(rv));
+		if (rv == NNG_ETIMEDOUT) {
+			snprintf(why, sizeof(why),
+			    "nothing received for %lld ms",
+			    (long long) s->b->conf.idle_ms);
+		} else {
+			snprintf(why, sizeof(why), "read failed: %s",
+			    nng_strerror(rv));
+		}
 		tlb_session_close(s,
 		    rv == NNG_ECLOSED || rv == NNG_ECONNSHUT ||
 		            rv == NNG_ECONNRESET || rv == NNG_ECONNREFUSED
@@ -457,6 +464,13 @@ session_new(tlb_broker *b, nng_stream *st)
 	s->b = b;
 	s->st = st;
 	s->id = atomic_fetch_add(&b->next_session, 1);
+	/* Every read waits at most idle_ms: a client that sends nothing (not
+	 * even the SDK's pings) for that long is gone, or its connection is
+	 * (a half-open TCP connection would keep its subscriptions' credit
+	 * and its leases' renewals from ever ending). */
+	nng_aio_set_timeout(s->rx_aio,
+	    b->conf.idle_ms > 0 ? (nng_duration) b->conf.idle_ms
+	                        : NNG_DURATION_INFINITE);
 	atomic_store(&s->refs, 1); /* the read loop */
 	pthread_mutex_init(&s->mtx, NULL);
 	{

@@ -107,7 +107,7 @@ void
 rc_broker_spawn(rc_broker *b, int timeout_ms)
 {
 	const char *bin = rc_broker_bin();
-	char metrics[64], window[32];
+	char metrics[64], window[32], idle[32];
 	char *argv[64];
 	int argc = 0;
 	posix_spawn_file_actions_t fa;
@@ -151,6 +151,11 @@ rc_broker_spawn(rc_broker *b, int timeout_ms)
 	if (b->durability != NULL) {
 		argv[argc++] = "--durability";
 		argv[argc++] = (char *) b->durability;
+	}
+	if (b->idle_ms > 0) {
+		snprintf(idle, sizeof(idle), "%lld", (long long) b->idle_ms);
+		argv[argc++] = "--idle-timeout";
+		argv[argc++] = idle;
 	}
 	argv[argc] = NULL;
 

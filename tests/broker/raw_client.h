@@ -43,6 +43,7 @@ typedef struct rc_broker {
 	int64_t window_ms;      /* 0: the broker's default */
 	const char *durability; /* NULL: the broker's default */
 	const char *log_level;  /* NULL: debug */
+	int64_t idle_ms;        /* 0: the broker's default idle timeout */
 	const char *topics[8];  /* --topic values; none: "t" */
 	int ntopics;
 	pid_t pid;

@@ -446,3 +446,41 @@ Test(malformed, refusal_is_answered_before_hangup)
 		    got);
 	}
 }
+
+static void
+enc_ping_now(tlp_w *w, const void *arg)
+{
+	(void) arg;
+	tlp_enc_ping(w, rc_now_ms());
+}
+
+/* A client that sends nothing for the idle timeout is closed (its
+ * connection may be dead: half-open TCP keeps nothing alive); one that
+ * pings, as the SDK does every 5 s, is not. */
+Test(malformed, silent_clients_are_closed_after_the_idle_timeout)
+{
+	rc_client *silent, *pinging;
+	int64_t t0, waited;
+
+	rc_broker_init(&B, "e2e-idle");
+	B.idle_ms = 400;
+	rc_broker_spawn(&B, 20000);
+	silent = rc_open(B.url, "silent");
+	pinging = rc_open(B.url, "pinging");
+	t0 = rc_now_ms();
+	while (rc_now_ms() - t0 < 1500) {
+		rc_frame *f = NULL;
+		cr_assert_eq(
+		    rc_req(pinging, TLP_OP_PING, enc_ping_now, NULL, &f, NULL),
+		    TL_OK, "a pinging client was closed");
+		rc_frame_free(f);
+		rc_nap_ms(100);
+	}
+	cr_assert(rc_wait_eof(silent, 3000),
+	    "a client silent for 1.5 s was not closed (idle timeout 400 ms)");
+	waited = rc_now_ms() - t0;
+	cr_assert_geq(waited, 400, "closed before the idle timeout");
+	cr_assert(!rc_wait_eof(pinging, 0), "the pinging client was closed");
+	rc_close(silent);
+	rc_close(pinging);
+}
