@@ -728,6 +728,31 @@ lost_flush(dsub *d, const char *topic, tlp_delivery *lost, size_t *nl)
 	*nl = 0;
 }
 
+/* A subscription taken over by a newer SUBSCRIBE of the same consumer id:
+ * tell its session that every lease it held is no longer its to work on
+ * (the newer subscription recovers them). With p->mtx held. */
+static void
+notify_taken_over(dsub *d, const char *topic)
+{
+	tlp_delivery lost[64];
+	size_t nl = 0;
+
+	for (size_t i = 0; i < d->htcap; i++) {
+		for (held *h = d->ht[i]; h != NULL; h = h->next) {
+			if (nl == 64) {
+				lost_flush(d, topic, lost, &nl);
+			}
+			memset(&lost[nl], 0, sizeof(lost[nl]));
+			lost[nl].id.p = tli_strndup(h->id, h->id_len);
+			lost[nl].id.n = h->id_len;
+			lost[nl].version = h->version;
+			lost[nl].lease_until = h->until;
+			nl++;
+		}
+	}
+	lost_flush(d, topic, lost, &nl);
+}
+
 /* Expire held leases whose time ran out; collect LEASE_LOST notices. */
 static void
 expire_held(tlb_dsp *p, dtopic *t, int64_t now, int64_t *wake)
@@ -1312,7 +1337,9 @@ tlb_dsp_subscribe(
 	}
 	if ((old = sub_find(t, d->consumer, d->clen)) != NULL) {
 		/* The same consumer id again (a reconnect that arrived before
-		 * the old session was noticed gone): the new one takes over. */
+		 * the old session was noticed gone): the new one takes over,
+		 * and the old session hears that its leases are gone. */
+		notify_taken_over(old, t->name);
 		sub_remove(t, old);
 	}
 	d->next = t->subs;

@@ -316,3 +316,50 @@ Test(leases, owner_cannot_delete_or_move_under_active_lease)
 	cr_assert_eq(rc_get(p, "t", "d1", &m, &f), TL_ENOTFOUND);
 	rc_close(p);
 }
+
+/* A consumer id subscribed again from another connection takes the
+ * subscription over: the old connection is told (LEASE_LOST) that each
+ * lease it held is no longer its to work on, and the new one gets them. */
+Test(leases, takeover_tells_the_old_connection)
+{
+	const char *ids[3] = {"o1", "o2", "o3"};
+	got a[3], b[3];
+	rc_client *p, *c1, *c2;
+	rc_frame *f;
+	tlp_deliver lost;
+	tlp_r r;
+	bool seen[3] = {false, false, false};
+
+	rc_broker_start(&B, "e2e-takeover");
+	p = rc_open(B.url, "producer");
+	create_due_now(p, ids, 3);
+	c1 = rc_open(B.url, "first");
+	cr_assert_eq(rc_subscribe(c1, "t", "w", 30000, 10), TL_OK);
+	cr_assert_eq(collect(c1, a, 3, 10000), 3, "first did not get all 3");
+
+	c2 = rc_open(B.url, "second");
+	cr_assert_eq(rc_subscribe(c2, "t", "w", 30000, 10), TL_OK);
+	f = rc_wait_push(c1, TLP_OP_LEASE_LOST, 5000);
+	cr_assert_not_null(f, "the displaced connection got no LEASE_LOST");
+	rc_frame_body(f, &r);
+	cr_assert_eq(tlp_dec_deliver(&r, &lost), TL_OK);
+	cr_assert_eq(lost.n, 3, "LEASE_LOST for %zu leases, held 3", lost.n);
+	for (size_t i = 0; i < lost.n; i++) {
+		for (int k = 0; k < 3; k++) {
+			if (lost.v[i].id.n == strlen(a[k].id) &&
+			    memcmp(lost.v[i].id.p, a[k].id, lost.v[i].id.n) ==
+			        0) {
+				cr_assert_eq(lost.v[i].version, a[k].version);
+				seen[k] = true;
+			}
+		}
+	}
+	cr_assert(seen[0] && seen[1] && seen[2], "a lease missing from it");
+	tlp_deliver_fini(&lost);
+	rc_frame_free(f);
+	/* The new connection recovers the three leases. */
+	cr_assert_eq(collect(c2, b, 3, 10000), 3, "second did not recover 3");
+	rc_close(c1);
+	rc_close(c2);
+	rc_close(p);
+}
