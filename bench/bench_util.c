@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <ftw.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -325,4 +326,31 @@ tlb_bench_exit_status(uint64_t failures)
 		return 1;
 	}
 	return 0;
+}
+
+static int
+cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *) a, y = *(const int64_t *) b;
+
+	return x < y ? -1 : x > y ? 1 : 0;
+}
+
+void
+tlb_bench_sort_i64(int64_t *v, size_t n)
+{
+	qsort(v, n, sizeof(*v), cmp_i64);
+}
+
+double
+tlb_bench_pct_ms(const int64_t *v, size_t n, double p)
+{
+	size_t k;
+
+	if (n == 0) {
+		return NAN;
+	}
+	k = (size_t) ceil(p * (double) n);
+	k = k == 0 ? 0 : k - 1;
+	return (double) v[k < n ? k : n - 1] / 1000.0;
 }

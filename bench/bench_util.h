@@ -50,6 +50,11 @@ void tlb_bench_dir_done(const tlb_bench_common *o, const char *path);
 /* Sorts v[k] and returns its median, or none when k is 0. */
 double tlb_bench_median(double *v, int k, double none);
 
+/* Sort v[n] ascending; then the nearest-rank percentile p (0..1) of the
+ * sorted microseconds v[n], in ms (NAN when n is 0). */
+void tlb_bench_sort_i64(int64_t *v, size_t n);
+double tlb_bench_pct_ms(const int64_t *v, size_t n, double p);
+
 /* The frame of the --json file: open (with the cpus line) or NULL,
  * the start of the runs, the separator after run i of n, the start of
  * the medians, and the end. */

@@ -411,28 +411,6 @@ wait_count(atomic_uint_fast64_t *a, uint64_t want, double deadline,
 
 /* ---- lateness statistics ---- */
 
-static int
-cmp_i64(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *) a, y = *(const int64_t *) b;
-
-	return x < y ? -1 : x > y ? 1 : 0;
-}
-
-/* Nearest-rank percentile of sorted v[n], in ms. */
-static double
-pct_ms(const int64_t *v, size_t n, double p)
-{
-	size_t k;
-
-	if (n == 0) {
-		return NAN;
-	}
-	k = (size_t) ceil(p * (double) n);
-	k = k == 0 ? 0 : k - 1;
-	return (double) v[k < n ? k : n - 1] / 1000.0;
-}
-
 static void
 late_stats(const run_state *st, tlb_result *r)
 {
@@ -449,11 +427,11 @@ late_stats(const run_state *st, tlb_result *r)
 			sum += (double) st->late_us[i];
 		}
 	}
-	qsort(v, n, sizeof(*v), cmp_i64);
-	r->p50 = pct_ms(v, n, 0.50);
-	r->p90 = pct_ms(v, n, 0.90);
-	r->p99 = pct_ms(v, n, 0.99);
-	r->p999 = pct_ms(v, n, 0.999);
+	tlb_bench_sort_i64(v, n);
+	r->p50 = tlb_bench_pct_ms(v, n, 0.50);
+	r->p90 = tlb_bench_pct_ms(v, n, 0.90);
+	r->p99 = tlb_bench_pct_ms(v, n, 0.99);
+	r->p999 = tlb_bench_pct_ms(v, n, 0.999);
 	r->max = n > 0 ? (double) v[n - 1] / 1000.0 : NAN;
 	r->mean = n > 0 ? sum / (double) n / 1000.0 : NAN;
 	if (n > 0 &&
