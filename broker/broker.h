@@ -149,8 +149,8 @@ struct tlb_session {
 	bool rx_body;
 	/* write side (under mtx) */
 	nng_aio *tx_aio;
-	tlp_buf tx_pending;  /* frames waiting to be sent */
-	tlp_buf tx_inflight; /* the bytes of the send in progress */
+	tli_buf tx_pending;  /* frames waiting to be sent */
+	tli_buf tx_inflight; /* the bytes of the send in progress */
 	size_t tx_off;
 	bool tx_busy;
 	tlb_session *next; /* broker's session list */
@@ -225,7 +225,7 @@ void tlb_dsp_lease_done_locked(tlb_broker *b, const char *topic,
     const char *consumer, size_t consumer_len, const char *id, size_t id_len,
     int op, int64_t new_ts, uint64_t new_version);
 /* Metrics: one line per subscription. */
-void tlb_dsp_metrics(tlb_broker *b, tlp_buf *out);
+void tlb_dsp_metrics(tlb_broker *b, tli_buf *out);
 
 /* ---- the broker ---- */
 

@@ -441,14 +441,14 @@ send_push(tlb_session *s, uint8_t op, const char *topic, const dsub *d,
     tlp_delivery *v, size_t n)
 {
 	tlp_deliver dl;
-	tlp_buf b;
+	tli_buf b;
 	tlp_w w;
 
 	dl.topic = TLP_STR(topic);
 	dl.consumer = (tlp_str){d->consumer, d->clen};
 	dl.v = v;
 	dl.n = n;
-	tlp_buf_init(&b);
+	tli_buf_init(&b);
 	tlp_frame_begin(&b, &w, op, TLP_F_PUSH, 0);
 	tlp_enc_deliver(&w, &dl);
 	if (tlp_frame_end(&b, 0) == TL_OK) {
@@ -460,7 +460,7 @@ send_push(tlb_session *s, uint8_t op, const char *topic, const dsub *d,
 		    "built (out of memory)",
 		    d->consumer, tlp_op_name(op), n);
 	}
-	tlp_buf_fini(&b);
+	tli_buf_fini(&b);
 }
 
 /* ---- taking leases ---- */
@@ -1436,14 +1436,14 @@ tlb_dsp_topic_gone(tlb_broker *b, const char *topic)
  * samples. */
 static void
 metrics_family(
-    tlb_dsp *p, tlp_buf *out, const char *name, const char *type, int what)
+    tlb_dsp *p, tli_buf *out, const char *name, const char *type, int what)
 {
 	char line[1024], tn[4 * TL_MAX_NAME_LEN + 1],
 	    cn[4 * TL_MAX_NAME_LEN + 1];
 	int n;
 
 	n = snprintf(line, sizeof(line), "# TYPE %s %s\n", name, type);
-	tlp_buf_append(out, line, (size_t) n);
+	tli_buf_append(out, line, (size_t) n);
 	for (dtopic *t = p->topics; t != NULL; t = t->next) {
 		size_t subs = 0;
 		tlb_label_escape(tn, sizeof(tn), t->name);
@@ -1459,19 +1459,19 @@ metrics_family(
 			n = snprintf(line, sizeof(line),
 			    "%s{topic=\"%s\",consumer=\"%s\"} %llu\n", name, tn,
 			    cn, v);
-			tlp_buf_append(out, line, (size_t) n);
+			tli_buf_append(out, line, (size_t) n);
 		}
 		if (what > 2) {
 			n = snprintf(line, sizeof(line),
 			    "%s{topic=\"%s\"} %zu\n", name, tn,
 			    what == 3 ? subs : t->hn);
-			tlp_buf_append(out, line, (size_t) n);
+			tli_buf_append(out, line, (size_t) n);
 		}
 	}
 }
 
 void
-tlb_dsp_metrics(tlb_broker *b, tlp_buf *out)
+tlb_dsp_metrics(tlb_broker *b, tli_buf *out)
 {
 	tlb_dsp *p = b->dsp;
 

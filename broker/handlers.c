@@ -442,14 +442,14 @@ enc_topic_list(tlp_w *w, const void *arg)
 	tlp_w_array(w, l->n);
 	for (size_t i = 0; i < l->n; i++) {
 		/* Each element is the 11-field record of tlp_enc_topic. */
-		tlp_buf tmp;
+		tli_buf tmp;
 		tlp_w tw;
-		tlp_buf_init(&tmp);
+		tli_buf_init(&tmp);
 		tlp_w_init(&tw, &tmp);
 		tlp_enc_topic(&tw, &l->v[i]);
 		/* Skip the [0, ...] wrapper: array header (1) and 0 (1). */
-		tlp_buf_append(w->b, tmp.data + 2, tmp.len - 2);
-		tlp_buf_fini(&tmp);
+		tli_buf_append(w->b, tmp.data + 2, tmp.len - 2);
+		tli_buf_fini(&tmp);
 	}
 }
 

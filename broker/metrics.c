@@ -60,14 +60,14 @@ typedef struct mstate {
 	pthread_mutex_t mtx;
 	pthread_cond_t cv;
 	bool stop;
-	tlp_buf topics; /* cached topic gauges */
+	tli_buf topics; /* cached topic gauges */
 } mstate;
 
-static void add(tlp_buf *o, const char *fmt, ...)
+static void add(tli_buf *o, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 static void
-add(tlp_buf *o, const char *fmt, ...)
+add(tli_buf *o, const char *fmt, ...)
 {
 	char line[512];
 	va_list ap;
@@ -77,7 +77,7 @@ add(tlp_buf *o, const char *fmt, ...)
 	n = vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
 	if (n > 0) {
-		tlp_buf_append(o, line,
+		tli_buf_append(o, line,
 		    (size_t) n < sizeof(line) ? (size_t) n : sizeof(line) - 1);
 	}
 }
@@ -87,9 +87,9 @@ refresh_topics(mstate *ms)
 {
 	tli_topic_info *v;
 	size_t n;
-	tlp_buf o;
+	tli_buf o;
 
-	tlp_buf_init(&o);
+	tli_buf_init(&o);
 	add(&o,
 	    "# HELP timeline_messages Messages by topic and status.\n"
 	    "# TYPE timeline_messages gauge\n");
@@ -118,7 +118,7 @@ refresh_topics(mstate *ms)
 		tli_free(v);
 	}
 	pthread_mutex_lock(&ms->mtx);
-	tlp_buf_fini(&ms->topics);
+	tli_buf_fini(&ms->topics);
 	ms->topics = o;
 	pthread_mutex_unlock(&ms->mtx);
 }
@@ -143,7 +143,7 @@ refresh_main(void *arg)
 }
 
 static void
-render(mstate *ms, tlp_buf *o)
+render(mstate *ms, tli_buf *o)
 {
 	tlb_broker *b = ms->b;
 	tlb_metrics *m = &b->m;
@@ -151,7 +151,7 @@ render(mstate *ms, tlp_buf *o)
 	uint64_t cum = 0;
 
 	pthread_mutex_lock(&ms->mtx);
-	tlp_buf_append(o, ms->topics.data, ms->topics.len);
+	tli_buf_append(o, ms->topics.data, ms->topics.len);
 	pthread_mutex_unlock(&ms->mtx);
 
 	add(o,
@@ -302,18 +302,18 @@ http_cb(nng_aio *aio)
 	nng_http_handler *h = nng_aio_get_input(aio, 1);
 	mstate *ms = nng_http_handler_get_data(h);
 	nng_http_res *res;
-	tlp_buf o;
+	tli_buf o;
 
 	if (nng_http_res_alloc(&res) != 0) {
 		nng_aio_finish(aio, NNG_ENOMEM);
 		return;
 	}
-	tlp_buf_init(&o);
+	tli_buf_init(&o);
 	render(ms, &o);
 	nng_http_res_set_header(
 	    res, "Content-Type", "text/plain; version=0.0.4");
 	nng_http_res_copy_data(res, o.data, o.len);
-	tlp_buf_fini(&o);
+	tli_buf_fini(&o);
 	nng_aio_set_output(aio, 0, res);
 	nng_aio_finish(aio, 0);
 }
@@ -378,7 +378,7 @@ tlb_metrics_stop(tlb_broker *b)
 	pthread_join(ms->th, NULL);
 	nng_http_server_stop(ms->srv);
 	nng_http_server_release(ms->srv);
-	tlp_buf_fini(&ms->topics);
+	tli_buf_fini(&ms->topics);
 	tli_free(ms);
 	b->http = NULL;
 }

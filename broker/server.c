@@ -55,8 +55,8 @@ session_free(tlb_session *s)
 	nng_aio_reap(s->linger_aio);
 	nng_stream_free(s->st);
 	tli_free(s->rx_buf);
-	tlp_buf_fini(&s->tx_pending);
-	tlp_buf_fini(&s->tx_inflight);
+	tli_buf_fini(&s->tx_pending);
+	tli_buf_fini(&s->tx_inflight);
 	if (s->auth != NULL) {
 		tlb_auth_rele(s->auth);
 	}
@@ -215,7 +215,7 @@ tx_start(tlb_session *s)
 		/* closed: end the send as tx_cb ends a failed one */
 		pthread_mutex_lock(&s->mtx);
 		s->tx_busy = false;
-		tlp_buf_reset(&s->tx_inflight);
+		tli_buf_reset(&s->tx_inflight);
 		pthread_mutex_unlock(&s->mtx);
 		tlb_session_rele(s); /* the send's reference */
 	}
@@ -227,7 +227,7 @@ tx_start(tlb_session *s)
 static bool
 tx_swap(tlb_session *s)
 {
-	tlp_buf t;
+	tli_buf t;
 
 	if (s->tx_busy || s->tx_pending.len == 0 || s->closed) {
 		return false;
@@ -235,7 +235,7 @@ tx_swap(tlb_session *s)
 	t = s->tx_inflight;
 	s->tx_inflight = s->tx_pending;
 	s->tx_pending = t;
-	tlp_buf_reset(&s->tx_pending);
+	tli_buf_reset(&s->tx_pending);
 	s->tx_off = 0;
 	s->tx_busy = true;
 	return true;
@@ -258,7 +258,7 @@ tx_cb(void *arg)
 		}
 	}
 	s->tx_busy = false;
-	tlp_buf_reset(&s->tx_inflight);
+	tli_buf_reset(&s->tx_inflight);
 	if (rv == 0) {
 		more = tx_swap(s);
 	}
@@ -284,7 +284,7 @@ tlb_session_send(tlb_session *s, const uint8_t *p, size_t n)
 	pthread_mutex_lock(&s->mtx);
 	if (!s->closed) {
 		if (s->tx_pending.len + n > TLB_MAX_PENDING ||
-		    tlp_buf_append(&s->tx_pending, p, n) != TL_OK) {
+		    tli_buf_append(&s->tx_pending, p, n) != TL_OK) {
 			overflow = true;
 		} else {
 			start = tx_swap(s);
@@ -305,10 +305,10 @@ void
 tlb_send_frame(tlb_session *s, uint8_t op, uint8_t flags, uint32_t reqid,
     tlb_enc_fn enc, const void *arg)
 {
-	tlp_buf b;
+	tli_buf b;
 	tlp_w w;
 
-	tlp_buf_init(&b);
+	tli_buf_init(&b);
 	tlp_frame_begin(&b, &w, op, flags, reqid);
 	enc(&w, arg);
 	if (tlp_frame_end(&b, 0) == TL_OK) {
@@ -320,7 +320,7 @@ tlb_send_frame(tlb_session *s, uint8_t op, uint8_t flags, uint32_t reqid,
 		    (unsigned long long) s->id,
 		    tlp_op_name(op) ? tlp_op_name(op) : "?");
 	}
-	tlp_buf_fini(&b);
+	tli_buf_fini(&b);
 }
 
 typedef struct err_arg {
@@ -480,8 +480,8 @@ session_new(tlb_broker *b, nng_stream *st)
 		pthread_mutex_init(&s->io_mtx, &ma);
 		pthread_mutexattr_destroy(&ma);
 	}
-	tlp_buf_init(&s->tx_pending);
-	tlp_buf_init(&s->tx_inflight);
+	tli_buf_init(&s->tx_pending);
+	tli_buf_init(&s->tx_inflight);
 	s->rx_need = TLP_LEN_BYTES;
 	pthread_mutex_lock(&b->sess_mtx);
 	s->next = b->sessions;

@@ -32,7 +32,7 @@ tlp_op_is_request(int op)
 }
 
 void
-tlp_frame_begin(tlp_buf *b, tlp_w *w, uint8_t op, uint8_t flags, uint32_t reqid)
+tlp_frame_begin(tli_buf *b, tlp_w *w, uint8_t op, uint8_t flags, uint32_t reqid)
 {
 	uint8_t h[TLP_LEN_BYTES + TLP_HDR_LEN] = {0};
 
@@ -40,12 +40,12 @@ tlp_frame_begin(tlp_buf *b, tlp_w *w, uint8_t op, uint8_t flags, uint32_t reqid)
 	h[5] = op;
 	h[6] = flags;
 	tli_put_be32(h + 8, reqid);
-	tlp_buf_append(b, h, sizeof(h));
+	tli_buf_append(b, h, sizeof(h));
 	tlp_w_init(w, b);
 }
 
 int
-tlp_frame_end(tlp_buf *b, size_t start)
+tlp_frame_end(tli_buf *b, size_t start)
 {
 	size_t len;
 

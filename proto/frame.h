@@ -61,11 +61,11 @@ int tlp_op_is_request(int op);
 /* Start a frame in b: reserve the length field, write the header, and
  * return a writer for the body. Finish with tlp_frame_end. */
 void tlp_frame_begin(
-    tlp_buf *b, tlp_w *w, uint8_t op, uint8_t flags, uint32_t reqid);
+    tli_buf *b, tlp_w *w, uint8_t op, uint8_t flags, uint32_t reqid);
 /* Fill in the length of the frame started at offset `start` of b. Returns
  * TL_ETOOLARGE when it exceeds TLP_MAX_FRAME, TL_ENOMEM when the buffer ran
  * out of memory. */
-int tlp_frame_end(tlp_buf *b, size_t start);
+int tlp_frame_end(tli_buf *b, size_t start);
 
 /* Decode the 4-byte length prefix; TL_EPROTO when it is smaller than a
  * header, TL_ETOOLARGE over TLP_MAX_FRAME. */

@@ -1,74 +1,18 @@
 /*
- * msgpack coding (see mp.h): a buffer, a writer over msgpack-c's packer and
+ * msgpack coding (see mp.h): a writer over msgpack-c's packer and
  * a strict, allocation-free reader.
  */
 #include "base.h"
 #include "mp.h"
 
-void
-tlp_buf_init(tlp_buf *b)
-{
-	memset(b, 0, sizeof(*b));
-}
-
-void
-tlp_buf_fini(tlp_buf *b)
-{
-	tli_free(b->data);
-	memset(b, 0, sizeof(*b));
-}
-
-void
-tlp_buf_reset(tlp_buf *b)
-{
-	b->len = 0;
-	b->oom = false;
-}
-
-int
-tlp_buf_reserve(tlp_buf *b, size_t n)
-{
-	size_t cap;
-	uint8_t *d;
-
-	if (b->cap - b->len >= n) {
-		return TL_OK;
-	}
-	cap = b->cap == 0 ? 256 : b->cap;
-	while (cap - b->len < n) {
-		cap *= 2;
-	}
-	if ((d = tli_realloc(b->data, cap)) == NULL) {
-		b->oom = true;
-		return TL_ENOMEM;
-	}
-	b->data = d;
-	b->cap = cap;
-	return TL_OK;
-}
-
-int
-tlp_buf_append(tlp_buf *b, const void *p, size_t n)
-{
-	if (n == 0) {
-		return TL_OK;
-	}
-	if (tlp_buf_reserve(b, n) != TL_OK) {
-		return TL_ENOMEM;
-	}
-	memcpy(b->data + b->len, p, n);
-	b->len += n;
-	return TL_OK;
-}
-
 static int
 w_write(void *data, const char *buf, size_t len)
 {
-	return tlp_buf_append(data, buf, len) == TL_OK ? 0 : -1;
+	return tli_buf_append(data, buf, len) == TL_OK ? 0 : -1;
 }
 
 void
-tlp_w_init(tlp_w *w, tlp_buf *b)
+tlp_w_init(tlp_w *w, tli_buf *b)
 {
 	w->b = b;
 	msgpack_packer_init(&w->pk, b, w_write);

@@ -15,29 +15,17 @@
 
 #include <msgpack.h>
 
+#include "buf.h"
+
 #define TLP_MAX_DEPTH 8
 
-/* A growable byte buffer. */
-typedef struct tlp_buf {
-	uint8_t *data;
-	size_t len;
-	size_t cap;
-	bool oom; /* an append failed; the contents are incomplete */
-} tlp_buf;
-
-void tlp_buf_init(tlp_buf *b);
-void tlp_buf_fini(tlp_buf *b);
-void tlp_buf_reset(tlp_buf *b);
-int tlp_buf_append(tlp_buf *b, const void *p, size_t n);
-int tlp_buf_reserve(tlp_buf *b, size_t n);
-
-/* A msgpack writer over a tlp_buf. */
+/* A msgpack writer over a tli_buf. */
 typedef struct tlp_w {
 	msgpack_packer pk;
-	tlp_buf *b;
+	tli_buf *b;
 } tlp_w;
 
-void tlp_w_init(tlp_w *w, tlp_buf *b);
+void tlp_w_init(tlp_w *w, tli_buf *b);
 void tlp_w_array(tlp_w *w, size_t n);
 void tlp_w_map(tlp_w *w, size_t n);
 void tlp_w_nil(tlp_w *w);

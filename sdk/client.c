@@ -159,9 +159,9 @@ reqs_fail(tli_req *list, int err)
 /* ---- submitting ---- */
 
 void
-tli_frame_start(tlp_buf *b, tlp_w *w, uint8_t op)
+tli_frame_start(tli_buf *b, tlp_w *w, uint8_t op)
 {
-	tlp_buf_init(b);
+	tli_buf_init(b);
 	tlp_frame_begin(b, w, op, 0, 0);
 }
 
@@ -171,7 +171,7 @@ tli_submit_locked(tl_client *c, tli_req *q)
 	int rv;
 
 	if ((rv = tlp_frame_end(&q->frame, 0)) != TL_OK) {
-		tlp_buf_fini(&q->frame);
+		tli_buf_fini(&q->frame);
 		return rv;
 	}
 	do {
@@ -180,8 +180,8 @@ tli_submit_locked(tl_client *c, tli_req *q)
 	q->id = c->next_id;
 	q->c = c;
 	tli_put_be32(q->frame.data + TLP_LEN_BYTES + 4, q->id);
-	rv = tlp_buf_append(&c->outq, q->frame.data, q->frame.len);
-	tlp_buf_fini(&q->frame);
+	rv = tli_buf_append(&c->outq, q->frame.data, q->frame.len);
+	tli_buf_fini(&q->frame);
 	if (rv != TL_OK) {
 		return TL_ENOMEM;
 	}
@@ -221,7 +221,7 @@ tli_submit(tl_client *c, tli_req **qs, size_t n)
 	}
 	pthread_mutex_unlock(&c->mtx);
 	for (size_t i = done; i < n; i++) {
-		tlp_buf_fini(&qs[i]->frame);
+		tli_buf_fini(&qs[i]->frame);
 	}
 	return rv;
 }
@@ -286,7 +286,7 @@ call_reply(tli_req *q, int err, tlp_r *r)
 }
 
 int
-tli_call(tl_client *c, tlp_buf *frame, uint8_t op, tli_dec_fn dec, void *arg)
+tli_call(tl_client *c, tli_buf *frame, uint8_t op, tli_dec_fn dec, void *arg)
 {
 	call k;
 	tli_req *q = &k.q;
@@ -294,7 +294,7 @@ tli_call(tl_client *c, tlp_buf *frame, uint8_t op, tli_dec_fn dec, void *arg)
 
 	memset(&k, 0, sizeof(k));
 	k.q.frame = *frame;
-	tlp_buf_init(frame);
+	tli_buf_init(frame);
 	k.q.op = op;
 	k.q.on_reply = call_reply;
 	k.dec = dec;
@@ -485,11 +485,11 @@ static void *
 send_main(void *arg)
 {
 	tl_client *c = arg;
-	tlp_buf out;
+	tli_buf out;
 	nng_aio *aio = c->saio;
 	int64_t next_sweep = 0;
 
-	tlp_buf_init(&out);
+	tli_buf_init(&out);
 	pthread_mutex_lock(&c->mtx);
 	while (!c->closing) {
 		int64_t now = tli_mono_ms();
@@ -516,7 +516,7 @@ send_main(void *arg)
 			tli_consumer_flush(c);
 		}
 		if (c->state == TLI_UP && c->outq.len > 0) {
-			tlp_buf t = out;
+			tli_buf t = out;
 			nng_stream *s = c->stream;
 			int rv;
 
@@ -526,7 +526,7 @@ send_main(void *arg)
 			pthread_mutex_unlock(&c->mtx);
 			rv = stream_xfer(
 			    c, s, aio, out.data, out.len, true, TLI_STALL_MS);
-			tlp_buf_reset(&out);
+			tli_buf_reset(&out);
 			pthread_mutex_lock(&c->mtx);
 			c->sending = false;
 			pthread_cond_broadcast(&c->cv);
@@ -552,7 +552,7 @@ send_main(void *arg)
 	c->send_done = true;
 	pthread_cond_broadcast(&c->cv);
 	pthread_mutex_unlock(&c->mtx);
-	tlp_buf_fini(&out);
+	tli_buf_fini(&out);
 	return NULL;
 }
 
@@ -644,7 +644,7 @@ conn_dial(tl_client *c, nng_aio *aio, nng_stream **out)
 static int
 conn_hello(tl_client *c, nng_stream *s, nng_aio *aio, rd_buf *r)
 {
-	tlp_buf b;
+	tli_buf b;
 	tlp_w w;
 	tlp_hello m;
 	tlp_hdr h;
@@ -662,14 +662,14 @@ conn_hello(tl_client *c, nng_stream *s, nng_aio *aio, rd_buf *r)
 	m.role = TLP_STR("");
 	m.token = TLP_STR(c->opts.token);
 	t_send = m.client_ms = tli_wall_ms();
-	tlp_buf_init(&b);
+	tli_buf_init(&b);
 	tlp_frame_begin(&b, &w, TLP_OP_HELLO, 0, 1);
 	tlp_enc_hello(&w, &m);
 	if ((rv = tlp_frame_end(&b, 0)) == TL_OK) {
 		rv = stream_xfer(
 		    NULL, s, aio, b.data, b.len, true, c->opts.timeout_ms);
 	}
-	tlp_buf_fini(&b);
+	tli_buf_fini(&b);
 	if (rv != TL_OK) {
 		return rv == TL_ECLOSED ? TL_ECONN : rv;
 	}
@@ -769,7 +769,7 @@ conn_down(tl_client *c, nng_stream *s, int why)
 	}
 	reqs = table_expire(c, 0, true);
 	tli_consumer_expire(c, 0, true, &lops);
-	tlp_buf_reset(&c->outq);
+	tli_buf_reset(&c->outq);
 	pthread_mutex_unlock(&c->mtx);
 	reqs_fail(reqs, err);
 	tli_lops_finish(c, lops, err);
@@ -886,7 +886,7 @@ client_free(tl_client *c)
 	if (c->saio != NULL) {
 		nng_aio_free(c->saio);
 	}
-	tlp_buf_fini(&c->outq);
+	tli_buf_fini(&c->outq);
 	tli_opts_fini(&c->opts);
 	pthread_mutex_destroy(&c->mtx);
 	pthread_cond_destroy(&c->cv);
@@ -1058,7 +1058,7 @@ tl_client_open(tl_client **out, const tl_opts *o)
 	pthread_mutex_init(&c->mtx, NULL);
 	cv_init_mono(&c->cv);
 	cv_init_mono(&c->cb_cv);
-	tlp_buf_init(&c->outq);
+	tli_buf_init(&c->outq);
 	c->first_err = -1;
 	if (o == NULL) {
 		tl_opts *d = NULL;

@@ -784,7 +784,7 @@ tli_consumer_push(tl_client *c, uint8_t op, const uint8_t *body, size_t len)
 /* ---- subscribe ---- */
 
 int
-tli_sub_encode(tlp_buf *b, uint8_t op, const tl_consumer *k)
+tli_sub_encode(tli_buf *b, uint8_t op, const tl_consumer *k)
 {
 	tlp_w w;
 	tlp_sub s;
@@ -933,7 +933,7 @@ int
 tl_consumer_open(tl_consumer **out, tl_client *c, const tl_consumer_conf *conf)
 {
 	tl_consumer *k;
-	tlp_buf b;
+	tli_buf b;
 	pthread_condattr_t a;
 	int rv;
 
@@ -971,7 +971,7 @@ tl_consumer_open(tl_consumer **out, tl_client *c, const tl_consumer_conf *conf)
 	if ((rv = tli_sub_encode(&b, TLP_OP_SUBSCRIBE, k)) == TL_OK) {
 		rv = tli_call(c, &b, TLP_OP_SUBSCRIBE, NULL, NULL);
 	}
-	tlp_buf_fini(&b);
+	tli_buf_fini(&b);
 	if (rv == TL_OK && k->on_message != NULL) {
 		if (pthread_create(&k->thr, NULL, consumer_main, k) != 0) {
 			rv = TL_ENOMEM;
@@ -1057,7 +1057,7 @@ void
 tl_consumer_close(tl_consumer *k)
 {
 	tl_client *c;
-	tlp_buf b;
+	tli_buf b;
 	tli_lop *lops = NULL;
 	tl_lease *queued = NULL, *l;
 
@@ -1075,7 +1075,7 @@ tl_consumer_close(tl_consumer *k)
 	if (tli_sub_encode(&b, TLP_OP_UNSUBSCRIBE, k) == TL_OK) {
 		(void) tli_call(c, &b, TLP_OP_UNSUBSCRIBE, NULL, NULL);
 	}
-	tlp_buf_fini(&b);
+	tli_buf_fini(&b);
 	pthread_mutex_lock(&c->mtx);
 	consumer_unlink(c, k);
 	for (int i = 0; i < TLI_LOP_N; i++) {

@@ -76,7 +76,7 @@ struct tli_req {
 	uint8_t op;
 	int64_t deadline; /* monotonic ms */
 	tli_req *hnext;   /* request table chain */
-	tlp_buf frame;    /* the encoded frame until it is queued */
+	tli_buf frame;    /* the encoded frame until it is queued */
 	tli_reply_fn on_reply;
 	void *arg;
 };
@@ -198,7 +198,7 @@ struct tl_client {
 	uint32_t next_id;
 	tli_req *table[TLI_TABLE_SIZE];
 	size_t inflight;
-	tlp_buf outq;
+	tli_buf outq;
 	tli_cb *cb_head, *cb_tail;
 	bool cb_stop;
 	tl_consumer *consumers;
@@ -218,7 +218,7 @@ void tli_opts_fini(tl_opts *o);
 void tli_opts_defaults(tl_opts *o);
 
 /* requests */
-void tli_frame_start(tlp_buf *b, tlp_w *w, uint8_t op);
+void tli_frame_start(tli_buf *b, tlp_w *w, uint8_t op);
 /* Queue requests for sending, all or none: TL_ECONN while disconnected,
  * TL_ECLOSED while closing, TL_ENOMEM. On success each on_reply will be
  * called exactly once. Their frames are consumed either way. */
@@ -243,7 +243,7 @@ int tli_submit_locked(tl_client *c, tli_req *q);
  * Returns the reply's code or a local error. Frees the frame. */
 typedef int (*tli_dec_fn)(void *arg, tlp_r *r);
 int tli_call(
-    tl_client *c, tlp_buf *frame, uint8_t op, tli_dec_fn dec, void *arg);
+    tl_client *c, tli_buf *frame, uint8_t op, tli_dec_fn dec, void *arg);
 
 /* consumers (consumer.c), called by the client */
 void tli_consumer_push(
@@ -257,6 +257,6 @@ void tli_consumer_expire(tl_client *c, int64_t now, bool all, tli_lop **failed);
 void tli_lops_finish(tl_client *c, tli_lop *list, int err);
 /* Queue the SUBSCRIBE of every open consumer (after a reconnect). */
 void tli_consumer_resubscribe(tl_client *c);
-int tli_sub_encode(tlp_buf *b, uint8_t op, const tl_consumer *k);
+int tli_sub_encode(tli_buf *b, uint8_t op, const tl_consumer *k);
 
 #endif

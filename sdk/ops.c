@@ -28,7 +28,7 @@ ops_name_err(const char *s)
 int
 tl_topic_create(tl_client *c, const tl_topic_conf *conf)
 {
-	tlp_buf b;
+	tli_buf b;
 	tlp_w w;
 	tlp_topic t;
 
@@ -53,7 +53,7 @@ tl_topic_create(tl_client *c, const tl_topic_conf *conf)
 int
 tl_topic_delete(tl_client *c, const char *name)
 {
-	tlp_buf b;
+	tli_buf b;
 	tlp_w w;
 
 	if (c == NULL) {
@@ -104,7 +104,7 @@ topic_get_dec(void *arg, tlp_r *r)
 int
 tl_topic_get(tl_client *c, const char *name, tl_topic_info *out)
 {
-	tlp_buf b;
+	tli_buf b;
 	tlp_w w;
 	tl_topic_info info;
 	int rv;
@@ -155,7 +155,7 @@ topic_list_dec(void *arg, tlp_r *r)
 int
 tl_topic_list(tl_client *c, tl_topic_info **out, size_t *n)
 {
-	tlp_buf b;
+	tli_buf b;
 	tlp_w w;
 	topic_list_res res = {NULL, 0};
 	int rv;
@@ -397,7 +397,7 @@ put_start(tl_client *c, const char *topic, const char *group, tl_put *puts,
 	if (rv != TL_OK) {
 		for (size_t i = 0; i < nparts; i++) {
 			if (parts[i] != NULL) {
-				tlp_buf_fini(&parts[i]->q.frame);
+				tli_buf_fini(&parts[i]->q.frame);
 				tli_free(parts[i]);
 			}
 		}
@@ -551,7 +551,7 @@ one_dec(void *arg, tlp_r *r)
 
 /* Check and encode one item of MOVE, DELETE or DLQ_KICK into b. */
 static int
-one_encode(tlp_buf *b, uint8_t op, const char *topic, const char *who,
+one_encode(tli_buf *b, uint8_t op, const char *topic, const char *who,
     const char *id, uint64_t version, int64_t ts, bool rel)
 {
 	tlp_w w;
@@ -588,7 +588,7 @@ static int
 one_call(tl_client *c, uint8_t op, const char *topic, const char *who,
     const char *id, uint64_t version, int64_t ts, bool rel, one_res *o)
 {
-	tlp_buf b;
+	tli_buf b;
 	int rv;
 
 	if (c == NULL) {
@@ -765,7 +765,7 @@ get_dec(void *arg, tlp_r *r)
 int
 tl_get(tl_client *c, const char *topic, const char *id, tl_message **out)
 {
-	tlp_buf b;
+	tli_buf b;
 	tlp_w w;
 	tl_message *m = NULL;
 	int rv;
@@ -837,7 +837,7 @@ list_call(tl_client *c, uint8_t op, const char *topic, const char *owner,
     uint32_t limit, const tl_entry *after, tl_entry **out, size_t *n,
     bool *more)
 {
-	tlp_buf b;
+	tli_buf b;
 	tlp_w w;
 	tlp_list l;
 	list_res res = {NULL, 0, false};
@@ -901,7 +901,7 @@ int
 tl_count(
     tl_client *c, const char *topic, int64_t from, int64_t to, tl_counts *out)
 {
-	tlp_buf b;
+	tli_buf b;
 	tlp_w w;
 	tl_counts k;
 	int rv;

@@ -130,7 +130,7 @@ Test(auth, nothing_after_a_refused_hello_is_handled)
 {
 	ab_broker b;
 	rc_client *rc;
-	tlp_buf buf;
+	tli_buf buf;
 	tlp_w w;
 	tlp_hello h;
 	tlp_item it;
@@ -147,7 +147,7 @@ Test(auth, nothing_after_a_refused_hello_is_handled)
 	start(&b, "auth-pipe");
 	rc = rc_connect(b.url, 3000);
 	cr_assert_not_null(rc);
-	tlp_buf_init(&buf);
+	tli_buf_init(&buf);
 	memset(&h, 0, sizeof(h));
 	h.proto = TLP_VERSION;
 	h.name = TLP_STR("intruder");
@@ -178,7 +178,7 @@ Test(auth, nothing_after_a_refused_hello_is_handled)
 	tlp_enc_topic_create(&w, &tp);
 	cr_assert_eq(tlp_frame_end(&buf, start3), TL_OK);
 	cr_assert_eq(rc_send_raw(rc, buf.data, buf.len), 0);
-	tlp_buf_fini(&buf);
+	tli_buf_fini(&buf);
 
 	f = rc_next_frame(rc, 3000);
 	cr_assert_not_null(f, "no reply to the HELLO");

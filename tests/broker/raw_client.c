@@ -624,14 +624,14 @@ int
 rc_call(rc_client *c, uint8_t op, rc_enc_fn enc, const void *arg,
     int timeout_ms, rc_frame **rep)
 {
-	tlp_buf b;
+	tli_buf b;
 	tlp_w w;
 	uint32_t id;
 	bool eof = false;
 	int rv;
 
 	*rep = NULL;
-	tlp_buf_init(&b);
+	tli_buf_init(&b);
 	pthread_mutex_lock(&c->tx_mtx);
 	id = c->next_id++;
 	tlp_frame_begin(&b, &w, op, 0, id);
@@ -640,7 +640,7 @@ rc_call(rc_client *c, uint8_t op, rc_enc_fn enc, const void *arg,
 		rv = rc_send_locked(c, b.data, b.len) == 0 ? TL_OK : TL_ECLOSED;
 	}
 	pthread_mutex_unlock(&c->tx_mtx);
-	tlp_buf_fini(&b);
+	tli_buf_fini(&b);
 	if (rv != TL_OK) {
 		return rv;
 	}

@@ -41,7 +41,7 @@ mkframe(uint8_t *out, uint8_t version, uint8_t op, uint8_t flags,
 static size_t
 mkhello(uint8_t *out, size_t cap)
 {
-	tlp_buf b;
+	tli_buf b;
 	tlp_w w;
 	tlp_hello h;
 	size_t n;
@@ -50,14 +50,14 @@ mkhello(uint8_t *out, size_t cap)
 	h.proto = TLP_VERSION;
 	h.name = TLP_STR("attacker");
 	h.client_ms = rc_now_ms();
-	tlp_buf_init(&b);
+	tli_buf_init(&b);
 	tlp_frame_begin(&b, &w, TLP_OP_HELLO, 0, 1);
 	tlp_enc_hello(&w, &h);
 	cr_assert_eq(tlp_frame_end(&b, 0), TL_OK);
 	cr_assert(b.len <= cap);
 	memcpy(out, b.data, b.len);
 	n = b.len;
-	tlp_buf_fini(&b);
+	tli_buf_fini(&b);
 	return n;
 }
 

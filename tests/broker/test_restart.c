@@ -461,7 +461,7 @@ Test(restart, sigterm_during_activity_exits_cleanly_and_resumes)
  * stopping. */
 Test(restart, sigterm_after_refused_clients_exits_cleanly)
 {
-	tlp_buf b;
+	tli_buf b;
 	tlp_w w;
 	tlp_hello h;
 	rc_client *good;
@@ -474,7 +474,7 @@ Test(restart, sigterm_after_refused_clients_exits_cleanly)
 	h.proto = TLP_VERSION;
 	h.name = TLP_STR("old-client");
 	h.client_ms = rc_now_ms();
-	tlp_buf_init(&b);
+	tli_buf_init(&b);
 	tlp_frame_begin(&b, &w, TLP_OP_HELLO, 0, 1);
 	tlp_enc_hello(&w, &h);
 	cr_assert_eq(tlp_frame_end(&b, 0), TL_OK);
@@ -513,7 +513,7 @@ Test(restart, sigterm_after_refused_clients_exits_cleanly)
 		    r <= 0, "client %d: a refused session was not closed", i);
 		close(fd);
 	}
-	tlp_buf_fini(&b);
+	tli_buf_fini(&b);
 	good = rc_open(B.url, "good");
 	rc_close(good);
 

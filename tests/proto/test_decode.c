@@ -12,10 +12,10 @@
 
 #include "fuzz_msgs.h"
 
-static tlp_buf
+static tli_buf
 encode_batch(size_t n)
 {
-	tlp_buf b;
+	tli_buf b;
 	tlp_w w;
 	tlp_item items[8];
 	tlp_batch bt = {TLP_STR("topic"), TLP_STR("group"), items, n};
@@ -28,7 +28,7 @@ encode_batch(size_t n)
 		    .body = i % 2 ? "body" : NULL,
 		    .body_len = i % 2 ? 4 : 0};
 	}
-	tlp_buf_init(&b);
+	tli_buf_init(&b);
 	tlp_w_init(&w, &b);
 	tlp_enc_batch(&w, &bt);
 	return b;
@@ -36,7 +36,7 @@ encode_batch(size_t n)
 
 Test(decode, batch_round_trips)
 {
-	tlp_buf b = encode_batch(5);
+	tli_buf b = encode_batch(5);
 	tlp_batch out;
 	tlp_r r;
 
@@ -54,12 +54,12 @@ Test(decode, batch_round_trips)
 		cr_assert_eq(out.items[i].body_len, i % 2 ? 4u : 0u);
 	}
 	tlp_batch_fini(&out);
-	tlp_buf_fini(&b);
+	tli_buf_fini(&b);
 }
 
 Test(decode, every_truncation_is_refused)
 {
-	tlp_buf b = encode_batch(6);
+	tli_buf b = encode_batch(6);
 
 	for (size_t cut = 0; cut < b.len; cut++) {
 		tlp_batch out;
@@ -68,19 +68,19 @@ Test(decode, every_truncation_is_refused)
 		cr_assert_neq(tlp_dec_batch(&r, &out), TL_OK,
 		    "a batch cut to %zu of %zu bytes decoded", cut, b.len);
 	}
-	tlp_buf_fini(&b);
+	tli_buf_fini(&b);
 }
 
 Test(decode, trailing_bytes_are_refused)
 {
-	tlp_buf b = encode_batch(2);
+	tli_buf b = encode_batch(2);
 	tlp_batch out;
 	tlp_r r;
 
-	tlp_buf_append(&b, "\x00", 1);
+	tli_buf_append(&b, "\x00", 1);
 	tlp_r_init(&r, b.data, b.len);
 	cr_assert_eq(tlp_dec_batch(&r, &out), TL_EPROTO);
-	tlp_buf_fini(&b);
+	tli_buf_fini(&b);
 }
 
 Test(decode, lying_counts_are_refused_before_allocation)
@@ -149,7 +149,7 @@ rnd(uint64_t *s)
 
 Test(decode, random_mutations_never_crash_any_decoder)
 {
-	tlp_buf seeds[3];
+	tli_buf seeds[3];
 	uint64_t st = 42;
 	uint8_t buf[512];
 	long decoded = 0;
@@ -159,12 +159,12 @@ Test(decode, random_mutations_never_crash_any_decoder)
 	{
 		tlp_w w;
 		tlp_topic t = {.name = TLP_STR("t"), .buckets = 4};
-		tlp_buf_init(&seeds[2]);
+		tli_buf_init(&seeds[2]);
 		tlp_w_init(&w, &seeds[2]);
 		tlp_enc_topic(&w, &t);
 	}
 	for (int i = 0; i < 100000; i++) {
-		tlp_buf *sd = &seeds[rnd(&st) % 3];
+		tli_buf *sd = &seeds[rnd(&st) % 3];
 		size_t n = sd->len < sizeof(buf) ? sd->len : sizeof(buf);
 		int flips = 1 + (int) (rnd(&st) % 4);
 
@@ -187,6 +187,6 @@ Test(decode, random_mutations_never_crash_any_decoder)
 	cr_assert_gt(
 	    decoded, 0, "no mutation decoded at all: the seeds are off");
 	for (int i = 0; i < 3; i++) {
-		tlp_buf_fini(&seeds[i]);
+		tli_buf_fini(&seeds[i]);
 	}
 }

@@ -4,8 +4,8 @@
  * and records, and the two clocks (timeline time in UTC ms, monotonic time
  * for timeouts).
  */
-#ifndef TL_PROTO_BASE_H
-#define TL_PROTO_BASE_H
+#ifndef TL_BASE_BASE_H
+#define TL_BASE_BASE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -13,6 +13,9 @@
 
 #include "timeline/errors.h"
 #include "timeline/limits.h"
+
+#include "debug.h"
+#include "hash.h"
 
 void *tli_alloc(size_t n);
 void *tli_zalloc(size_t n);
@@ -75,19 +78,6 @@ static inline uint64_t
 tli_get_be64(const uint8_t *p)
 {
 	return ((uint64_t) tli_get_be32(p) << 32) | tli_get_be32(p + 4);
-}
-
-/* 64-bit FNV-1a; stable across versions (it places messages in buckets). */
-static inline uint64_t
-tli_hash64(const void *data, size_t len)
-{
-	const uint8_t *p = data;
-	uint64_t h = UINT64_C(14695981039346656037);
-	for (size_t i = 0; i < len; i++) {
-		h ^= p[i];
-		h *= UINT64_C(1099511628211);
-	}
-	return h;
 }
 
 #endif
