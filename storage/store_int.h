@@ -45,7 +45,8 @@ typedef struct topic_rt {
 #define REC_DEAD 0x01   /* rec.flags: in the dead-letter list */
 #define REC_INLINE 0x02 /* rec.flags: the body is in the record */
 
-/* A decoded message record (the body lives under its own key). */
+/* A decoded message record. A small body travels inside it (REC_INLINE,
+ * up to INLINE_MAX bytes); a larger one lives under its own key. */
 typedef struct rec {
 	uint8_t flags;
 	int64_t ts;
