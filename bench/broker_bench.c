@@ -248,18 +248,9 @@ static void
 broker_show_log(const broker *b)
 {
 	char logp[PATH_MAX + 32];
-	char line[1024];
-	FILE *f;
 
 	snprintf(logp, sizeof(logp), "%s/%s", b->dir, BENCH_LOG);
-	if ((f = fopen(logp, "r")) == NULL) {
-		return;
-	}
-	fprintf(stderr, "--- %s ---\n", logp);
-	while (fgets(line, sizeof(line), f) != NULL) {
-		fputs(line, stderr);
-	}
-	fclose(f);
+	tlb_bench_show_log(logp);
 }
 
 /* Wait, with a deadline, until the broker's socket accepts a connection;
@@ -359,33 +350,6 @@ broker_finish(broker *b)
 		return;
 	}
 	tlb_bench_dir_done(&g_cfg->com, b->dir);
-}
-
-/* VmRSS and VmHWM of a process, in kB. */
-static int
-proc_mem(pid_t pid, uint64_t *rss_kb, uint64_t *hwm_kb)
-{
-	char path[64], line[256];
-	FILE *f;
-	int got = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int) pid);
-	if ((f = fopen(path, "r")) == NULL) {
-		return -1;
-	}
-	while (fgets(line, sizeof(line), f) != NULL) {
-		unsigned long long v;
-
-		if (sscanf(line, "VmRSS: %llu kB", &v) == 1) {
-			*rss_kb = v;
-			got++;
-		} else if (sscanf(line, "VmHWM: %llu kB", &v) == 1) {
-			*hwm_kb = v;
-			got++;
-		}
-	}
-	fclose(f);
-	return got == 2 ? 0 : -1;
 }
 
 static int
@@ -1235,7 +1199,7 @@ scale_restart(broker *b, bench_result *r)
 		if (tl_topic_get(c, BENCH_TOPIC, &ti) == TL_OK) {
 			r->count_after = ti.messages;
 		}
-		proc_mem(b->pid, &r->rss_after_kb, &hwm);
+		tlb_bench_proc_mem(b->pid, &r->rss_after_kb, &hwm);
 	}
 	tl_client_close(c);
 	return 0;
@@ -1276,7 +1240,7 @@ bench_scale(bench_result *r)
 	r->fill_rate = fill.rate;
 	r->failures = fill.failures;
 	r->first_err = fill.first_err;
-	if (proc_mem(b.pid, &r->rss_kb, &r->hwm_kb) != 0) {
+	if (tlb_bench_proc_mem(b.pid, &r->rss_kb, &r->hwm_kb) != 0) {
 		fprintf(stderr, "cannot read /proc/%d/status\n", (int) b.pid);
 	}
 	dir_usage(b.dir, &r->disk_bytes, &r->disk_apparent);

@@ -24,6 +24,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "bench_util.h" /* clocks and sleeps */
+
 #define TLB_MAX_MODES 2
 #define TLB_BODY_MIN 42 /* "<seq> <due>\n" at most */
 /* How long a reply may take: a server replaying a large log at restart
@@ -107,10 +109,6 @@ extern const size_t tlb_ndrivers;
 void tlb_body_fill(char *body, size_t len, uint64_t seq, int64_t due_ms);
 /* Reads seq and due back; false when the body is not one of ours. */
 bool tlb_body_parse(const void *body, size_t len, uint64_t *seq, int64_t *due);
-
-int64_t tlb_wall_us(void);
-double tlb_mono_s(void);
-void tlb_sleep_ms(int ms);
 
 /* A free loopback TCP port (bound and released), or -1. */
 int tlb_free_port(void);

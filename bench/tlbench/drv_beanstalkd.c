@@ -169,7 +169,7 @@ bs_disconnect(tlb_conn *c)
 static long long
 bs_delay(int64_t due_ms)
 {
-	int64_t left = due_ms * 1000 - tlb_wall_us();
+	int64_t left = due_ms * 1000 - tlb_bench_wall_us();
 
 	return left <= 0 ? 0 : (long long) ((left + 999999) / 1000000);
 }

@@ -207,7 +207,7 @@ static int
 rd_connect(tlb_server *s, tlb_conn **out)
 {
 	const char *argv[] = {"SCRIPT", "LOAD", claim_lua};
-	double end = tlb_mono_s() + TLB_RD_LOAD_MS / 1000.0;
+	double end = tlb_bench_mono_s() + TLB_RD_LOAD_MS / 1000.0;
 	tlb_conn *c = calloc(1, sizeof(*c));
 
 	if (c == NULL) {
@@ -227,8 +227,9 @@ rd_connect(tlb_server *s, tlb_conn **out)
 		    tlb_sock_line(&c->s, &line) < 0) {
 			break;
 		}
-		if (strncmp(line, "-LOADING", 8) == 0 && tlb_mono_s() < end) {
-			tlb_sleep_ms(1);
+		if (strncmp(line, "-LOADING", 8) == 0 &&
+		    tlb_bench_mono_s() < end) {
+			tlb_bench_sleep_ms(1);
 			continue;
 		}
 		if (line[0] != '$' || atoi(line + 1) <= 0 ||
@@ -380,7 +381,7 @@ rd_finish(tlb_conn *c, const tlb_consume *cc, const rd_claim *cl, long k)
 		char score[32];
 
 		snprintf(score, sizeof(score), "%" PRId64,
-		    tlb_wall_us() / 1000 + cc->lease_ms);
+		    tlb_bench_wall_us() / 1000 + cc->lease_ms);
 		for (long i = 0; i < k; i++) {
 			const char *zadd[] = {
 			    "ZADD", TLB_RD_ZSET, "XX", score, cl[i].member};
@@ -438,7 +439,7 @@ rd_consume(tlb_conn *c, const tlb_consume *cc)
 			    ? TLB_RD_MAX_SLEEP_MS
 			    : wait_ms;
 
-			tlb_sleep_ms((int) (ms > 0 ? ms : 0));
+			tlb_bench_sleep_ms((int) (ms > 0 ? ms : 0));
 			continue;
 		}
 		if (rd_finish(c, cc, cl, k) != 0) {

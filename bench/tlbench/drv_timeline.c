@@ -437,11 +437,11 @@ tl_consume(tlb_conn *c, const tlb_consume *cc)
 		return -1;
 	}
 	while (!atomic_load(cc->stop)) {
-		tlb_sleep_ms(2);
+		tlb_bench_sleep_ms(2);
 	}
-	end = tlb_mono_s() + TLB_TL_DRAIN_MS / 1000.0;
-	while (atomic_load(&c->st->inflight) > 0 && tlb_mono_s() < end) {
-		tlb_sleep_ms(1);
+	end = tlb_bench_mono_s() + TLB_TL_DRAIN_MS / 1000.0;
+	while (atomic_load(&c->st->inflight) > 0 && tlb_bench_mono_s() < end) {
+		tlb_bench_sleep_ms(1);
 	}
 	tl_consumer_close(k);
 	return 0;

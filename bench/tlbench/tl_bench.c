@@ -91,7 +91,7 @@ on_ack(void *arg, uint64_t seq)
 	if (seq >= st->n) {
 		return;
 	}
-	if (st->items[seq].due_ms * 1000 < tlb_wall_us()) {
+	if (st->items[seq].due_ms * 1000 < tlb_bench_wall_us()) {
 		atomic_fetch_add(&st->ncreated_late, 1);
 	}
 	atomic_store(&st->acked[seq], 1);
@@ -105,12 +105,12 @@ static void
 on_msg(void *arg, uint64_t seq, int64_t due_ms)
 {
 	run_state *st = arg;
-	int64_t now = tlb_wall_us();
+	int64_t now = tlb_bench_wall_us();
 	int64_t late = now - due_ms * 1000;
 	int_fast64_t zero = 0;
 
 	if (atomic_compare_exchange_strong(&st->first_us, &zero, now)) {
-		atomic_store(&st->first_mono, tlb_mono_s());
+		atomic_store(&st->first_mono, tlb_bench_mono_s());
 	}
 	atomic_store(&st->last_us, now);
 	if (seq >= st->n || due_ms != st->items[seq].due_ms) {
@@ -270,7 +270,7 @@ produce(sut *u, run_state *st, const tlb_item *items, uint64_t n)
 {
 	int np = g_cfg->producers;
 	prod_thr th[64];
-	double t0 = tlb_mono_s();
+	double t0 = tlb_bench_mono_s();
 
 	np = np < 1 ? 1 : np > 64 ? 64 : np;
 	for (int i = 0; i < np; i++) {
@@ -290,7 +290,7 @@ produce(sut *u, run_state *st, const tlb_item *items, uint64_t n)
 	for (int i = 0; i < np; i++) {
 		pthread_join(th[i].t, NULL);
 	}
-	return tlb_mono_s() - t0;
+	return tlb_bench_mono_s() - t0;
 }
 
 /* ---- consumers: threads, each with a connection and a loop ---- */
@@ -390,10 +390,10 @@ wait_count(atomic_uint_fast64_t *a, uint64_t want, double deadline,
     atomic_bool *abort1, atomic_bool *abort2)
 {
 	uint64_t last = atomic_load(a);
-	double moved = tlb_mono_s();
+	double moved = tlb_bench_mono_s();
 
 	while (atomic_load(a) < want) {
-		double now = tlb_mono_s();
+		double now = tlb_bench_mono_s();
 
 		if (atomic_load(a) != last) {
 			last = atomic_load(a);
@@ -404,7 +404,7 @@ wait_count(atomic_uint_fast64_t *a, uint64_t want, double deadline,
 		    now - moved > TLB_STALL_S) {
 			return false;
 		}
-		tlb_sleep_ms(1);
+		tlb_bench_sleep_ms(1);
 	}
 	return true;
 }
@@ -480,7 +480,7 @@ w_produce(const tlb_system *sys, tlb_result *r)
 	const tlb_cfg *cfg = g_cfg;
 	uint64_t n = cfg->produce_n;
 	tlb_item *items = items_make(n);
-	int64_t base = tlb_wall_us() / 1000 + 60000;
+	int64_t base = tlb_bench_wall_us() / 1000 + 60000;
 	run_state st;
 	sut u;
 	int rv = -1;
@@ -520,7 +520,7 @@ w_lateness(const tlb_system *sys, tlb_result *r)
 	tlb_item *items = items_make(n);
 	int64_t lead = cfg->lead_ms > 0 ? cfg->lead_ms
 	                                : 1000 + (int64_t) (n / 2); /* 2k/s */
-	int64_t base = tlb_wall_us() / 1000 + lead;
+	int64_t base = tlb_bench_wall_us() / 1000 + lead;
 	cons_set cs;
 	run_state st;
 	sut u;
@@ -540,15 +540,15 @@ w_lateness(const tlb_system *sys, tlb_result *r)
 		goto out;
 	}
 	produce(&u, &st, items, n);
-	t0 = tlb_mono_s();
+	t0 = tlb_bench_mono_s();
 	cons_start(&cs, &u, &st, false, cfg->lease_ms, cfg->credit);
 	deadline = t0 +
-	    (double) (items[n - 1].due_ms - tlb_wall_us() / 1000 +
+	    (double) (items[n - 1].due_ms - tlb_bench_wall_us() / 1000 +
 	        cfg->grace_ms) /
 	        1000.0;
 	wait_count(&st.nseen, n, deadline, &cs.gone, NULL);
-	wait_count(&st.ndeleted, atomic_load(&st.nseen), tlb_mono_s() + 10,
-	    &cs.gone, NULL);
+	wait_count(&st.ndeleted, atomic_load(&st.nseen),
+	    tlb_bench_mono_s() + 10, &cs.gone, NULL);
 	cons_stop(&cs);
 	r->n = n;
 	count_into(&st, r);
@@ -587,7 +587,7 @@ w_cycle(const tlb_system *sys, tlb_result *r)
 	const tlb_cfg *cfg = g_cfg;
 	uint64_t n = cfg->cycle_n;
 	tlb_item *items = items_make(n);
-	int64_t due = tlb_wall_us() / 1000 - 1000;
+	int64_t due = tlb_bench_wall_us() / 1000 - 1000;
 	cons_set cs;
 	run_state st;
 	sut u;
@@ -606,11 +606,11 @@ w_cycle(const tlb_system *sys, tlb_result *r)
 		goto out;
 	}
 	produce(&u, &st, items, n);
-	t0 = tlb_mono_s();
+	t0 = tlb_bench_mono_s();
 	cons_start(&cs, &u, &st, true, cfg->lease_ms, cfg->credit);
 	wait_count(&st.ndel_acked, atomic_load(&st.nacked), t0 + TLB_DEADLINE_S,
 	    &cs.gone, NULL);
-	r->secs = tlb_mono_s() - t0;
+	r->secs = tlb_bench_mono_s() - t0;
 	cons_stop(&cs);
 	r->n = n;
 	count_into(&st, r);
@@ -635,7 +635,7 @@ w_scale(const tlb_system *sys, tlb_result *r)
 	const tlb_cfg *cfg = g_cfg;
 	uint64_t n = cfg->scale_n;
 	tlb_item *items = items_make(n + 1);
-	int64_t base = tlb_wall_us() / 1000 + TLB_HOUR_MS;
+	int64_t base = tlb_bench_wall_us() / 1000 + TLB_HOUR_MS;
 	cons_set cs;
 	run_state st;
 	sut u;
@@ -664,10 +664,10 @@ w_scale(const tlb_system *sys, tlb_result *r)
 	r->disk_per_msg = (double) r->disk_bytes / (double) n;
 	/* one message due now: the first the restarted server must deliver */
 	items[n].seq = n;
-	items[n].due_ms = tlb_wall_us() / 1000;
+	items[n].due_ms = tlb_bench_wall_us() / 1000;
 	produce(&u, &st, items + n, 1);
 	r->stop_s = sys->d->stop_only(u.srv);
-	t0 = tlb_mono_s();
+	t0 = tlb_bench_mono_s();
 	if (sys->d->restart(u.srv) != 0) {
 		fprintf(stderr, "%s: restart failed\n", sys->label);
 		r->failed++;
@@ -677,7 +677,8 @@ w_scale(const tlb_system *sys, tlb_result *r)
 		r->first_s = atomic_load(&st.first_mono) > 0
 		    ? atomic_load(&st.first_mono) - t0
 		    : NAN;
-		wait_count(&st.ndeleted, 1, tlb_mono_s() + 10, &cs.gone, NULL);
+		wait_count(
+		    &st.ndeleted, 1, tlb_bench_mono_s() + 10, &cs.gone, NULL);
 		cons_stop(&cs);
 	}
 	r->n = n;
@@ -704,7 +705,7 @@ crash_recover(sut *u, run_state *st, cons_set *cs, uint64_t want, tlb_result *r)
 {
 	const tlb_cfg *cfg = g_cfg;
 	double lease_s = (double) cfg->crash_lease_ms / 1000.0;
-	double t0 = tlb_mono_s();
+	double t0 = tlb_bench_mono_s();
 	double first;
 
 	state_rearm(st);
@@ -725,7 +726,8 @@ crash_recover(sut *u, run_state *st, cons_set *cs, uint64_t want, tlb_result *r)
 	if (wait_count(&st->nseen_acked, want, t0 + 30 + lease_s * 4,
 	        &st->killed, &cs->gone)) {
 		wait_count(&st->ndel_acked, want,
-		    tlb_mono_s() + 2 + lease_s * 3, &st->killed, &cs->gone);
+		    tlb_bench_mono_s() + 2 + lease_s * 3, &st->killed,
+		    &cs->gone);
 	}
 	first = atomic_load(&st->first_mono);
 	return first > 0 ? first - t0 : NAN;
@@ -737,7 +739,7 @@ w_crash(const tlb_system *sys, tlb_result *r)
 	const tlb_cfg *cfg = g_cfg;
 	uint64_t n = cfg->crash_n;
 	tlb_item *items = items_make(n);
-	int64_t due = tlb_wall_us() / 1000 - 1000;
+	int64_t due = tlb_bench_wall_us() / 1000 - 1000;
 	cons_set cs;
 	run_state st;
 	sut u;

@@ -58,35 +58,6 @@ tlb_body_parse(const void *body, size_t len, uint64_t *seq, int64_t *due)
 	return true;
 }
 
-/* ---- clocks ---- */
-
-int64_t
-tlb_wall_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-double
-tlb_mono_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
-}
-
-void
-tlb_sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (long) (ms % 1000) * 1000000L};
-
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-	}
-}
-
 /* ---- processes and ports ---- */
 
 int
@@ -140,22 +111,6 @@ tlb_spawn(char *const argv[], const char *log)
 	return pid;
 }
 
-static void
-show_log(const char *log)
-{
-	char line[512];
-	FILE *f = fopen(log, "r");
-
-	if (f == NULL) {
-		return;
-	}
-	fprintf(stderr, "--- %s ---\n", log);
-	while (fgets(line, sizeof(line), f) != NULL) {
-		fputs(line, stderr);
-	}
-	fclose(f);
-}
-
 static int
 tcp_connect(int port)
 {
@@ -179,10 +134,10 @@ tcp_connect(int port)
 int
 tlb_wait_port(int port, pid_t pid, int deadline_ms, const char *log)
 {
-	double end = tlb_mono_s() + deadline_ms / 1000.0;
+	double end = tlb_bench_mono_s() + deadline_ms / 1000.0;
 	int st;
 
-	while (tlb_mono_s() < end) {
+	while (tlb_bench_mono_s() < end) {
 		int fd = tcp_connect(port);
 
 		if (fd >= 0) {
@@ -193,21 +148,21 @@ tlb_wait_port(int port, pid_t pid, int deadline_ms, const char *log)
 			fprintf(stderr, "server %d exited (status %d)\n",
 			    (int) pid,
 			    WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st));
-			show_log(log);
+			tlb_bench_show_log(log);
 			return -1;
 		}
-		tlb_sleep_ms(1);
+		tlb_bench_sleep_ms(1);
 	}
 	fprintf(stderr, "server %d did not accept on port %d in %d ms\n",
 	    (int) pid, port, deadline_ms);
-	show_log(log);
+	tlb_bench_show_log(log);
 	return -1;
 }
 
 double
 tlb_stop_pid(pid_t pid, int sig, int deadline_ms)
 {
-	double t0 = tlb_mono_s();
+	double t0 = tlb_bench_mono_s();
 	double end = t0 + deadline_ms / 1000.0;
 	int st;
 
@@ -221,39 +176,22 @@ tlb_stop_pid(pid_t pid, int sig, int deadline_ms)
 		if (r == pid || (r < 0 && errno != EINTR)) {
 			break;
 		}
-		if (tlb_mono_s() > end) {
+		if (tlb_bench_mono_s() > end) {
 			fprintf(stderr, "server %d did not stop: SIGKILL\n",
 			    (int) pid);
 			kill(pid, SIGKILL);
 			waitpid(pid, &st, 0);
 			break;
 		}
-		tlb_sleep_ms(1);
+		tlb_bench_sleep_ms(1);
 	}
-	return tlb_mono_s() - t0;
+	return tlb_bench_mono_s() - t0;
 }
 
 int
 tlb_proc_rss(pid_t pid, uint64_t *kb)
 {
-	char path[64], line[256];
-	FILE *f;
-	int rv = -1;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int) pid);
-	if ((f = fopen(path, "r")) == NULL) {
-		return -1;
-	}
-	while (fgets(line, sizeof(line), f) != NULL) {
-		unsigned long long v;
-
-		if (sscanf(line, "VmRSS: %llu kB", &v) == 1) {
-			*kb = v;
-			rv = 0;
-		}
-	}
-	fclose(f);
-	return rv;
+	return tlb_bench_proc_mem(pid, kb, NULL);
 }
 
 static _Thread_local uint64_t du_sum;
