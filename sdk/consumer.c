@@ -30,8 +30,6 @@ static const uint8_t lop_ops[TLI_LOP_N] = {
 
 /* ---- leases ---- */
 
-static uint32_t live_hash(const char *id, size_t n);
-
 static tl_lease *
 lease_new(const tlp_delivery *d)
 {
@@ -48,7 +46,6 @@ lease_new(const tlp_delivery *d)
 		memcpy(l->id, d->id.p, d->id.n);
 	}
 	l->id_len = d->id.n;
-	l->hash = live_hash(d->id.p, d->id.n);
 	l->version = d->version;
 	l->until = d->lease_until;
 	l->due = d->due_ts;
@@ -65,36 +62,18 @@ lease_new(const tlp_delivery *d)
 	return l;
 }
 
-static uint32_t
-live_hash(const char *id, size_t n)
+typedef struct lease_key {
+	const char *id;
+	size_t n;
+} lease_key;
+
+static bool
+lease_is(const tli_hnode *hn, const void *key)
 {
-	uint32_t h = 2166136261u; /* FNV-1a */
+	const tl_lease *l = TLI_CONTAINER(hn, tl_lease, hn);
+	const lease_key *k = key;
 
-	for (size_t i = 0; i < n; i++) {
-		h = (h ^ (uint8_t) id[i]) * 16777619u;
-	}
-	return h;
-}
-
-/* Grow the live index to keep chains short; on failure the old index
- * stays (longer chains, still correct). */
-static void
-live_index_grow(tl_consumer *k)
-{
-	size_t cap = k->lhcap > 0 ? k->lhcap * 2 : 64;
-	tl_lease **t = tli_zalloc(sizeof(*t) * cap);
-
-	if (t == NULL) {
-		return;
-	}
-	for (tl_lease *l = k->live; l != NULL; l = l->lnext) {
-		tl_lease **slot = &t[l->hash & (cap - 1)];
-		l->hnext = *slot;
-		*slot = l;
-	}
-	tli_free(k->lht);
-	k->lht = t;
-	k->lhcap = cap;
+	return l->id_len == k->n && memcmp(l->id, k->id, k->n) == 0;
 }
 
 static void
@@ -108,33 +87,15 @@ live_add(tl_consumer *k, tl_lease *l)
 	}
 	k->live = l;
 	k->nlive++;
-	l->hnext = NULL;
-	if (k->nlive > k->lhcap) {
-		size_t old = k->lhcap;
-		live_index_grow(k); /* a new index holds l too */
-		if (k->lhcap != old) {
-			return;
-		}
-	}
-	if (k->lht != NULL) {
-		tl_lease **slot = &k->lht[l->hash & (k->lhcap - 1)];
-		l->hnext = *slot;
-		*slot = l;
-	}
+	/* Cannot fail: the index has had slots since consumer_open. */
+	(void) tli_htab_insert(&k->lht, &l->hn, tli_hash64(l->id, l->id_len));
 }
 
 static void
 live_remove(tl_consumer *k, tl_lease *l)
 {
-	if (k->lht != NULL) {
-		tl_lease **pp = &k->lht[l->hash & (k->lhcap - 1)];
-		for (; *pp != NULL; pp = &(*pp)->hnext) {
-			if (*pp == l) {
-				*pp = l->hnext;
-				break;
-			}
-		}
-	}
+	TLI_ASSERT(k->nlive > 0);
+	tli_htab_remove(&k->lht, &l->hn);
 	if (l->lprev != NULL) {
 		l->lprev->lnext = l->lnext;
 	} else if (k->live == l) {
@@ -143,31 +104,18 @@ live_remove(tl_consumer *k, tl_lease *l)
 	if (l->lnext != NULL) {
 		l->lnext->lprev = l->lprev;
 	}
-	l->lprev = l->lnext = l->hnext = NULL;
+	l->lprev = l->lnext = NULL;
 	k->nlive--;
 }
 
 static tl_lease *
 live_find(tl_consumer *k, const char *id, size_t n)
 {
-	tl_lease *l;
+	lease_key key = {id, n};
+	tli_hnode *hn =
+	    tli_htab_find(&k->lht, tli_hash64(id, n), lease_is, &key);
 
-	if (k->lht == NULL) {
-		l = k->live; /* no index (out of memory): walk the list */
-		for (; l != NULL; l = l->lnext) {
-			if (l->id_len == n && memcmp(l->id, id, n) == 0) {
-				return l;
-			}
-		}
-		return NULL;
-	}
-	l = k->lht[live_hash(id, n) & (k->lhcap - 1)];
-	for (; l != NULL; l = l->hnext) {
-		if (l->id_len == n && memcmp(l->id, id, n) == 0) {
-			return l;
-		}
-	}
-	return NULL;
+	return hn != NULL ? TLI_CONTAINER(hn, tl_lease, hn) : NULL;
 }
 
 static void
@@ -880,7 +828,7 @@ static void
 consumer_free(tl_consumer *k)
 {
 	pthread_cond_destroy(&k->cv);
-	tli_free(k->lht);
+	tli_htab_fini(&k->lht);
 	tli_free(k->topic);
 	tli_free(k->id);
 	tli_free(k);
@@ -959,7 +907,9 @@ tl_consumer_open(tl_consumer **out, tl_client *c, const tl_consumer_conf *conf)
 	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
 	pthread_cond_init(&k->cv, &a);
 	pthread_condattr_destroy(&a);
-	if (k->topic == NULL || k->id == NULL) {
+	tli_htab_init(&k->lht);
+	if (k->topic == NULL || k->id == NULL ||
+	    tli_htab_reserve(&k->lht, 64) != TL_OK) {
 		consumer_free(k);
 		return TL_ENOMEM;
 	}
