@@ -3,8 +3,6 @@
  * compares FILE with what it would generate and fails when they differ, so
  * the documentation cannot drift from the code (a ctest runs it).
  */
-#include <stdio.h>
-
 #include "base.h"
 #include "buf.h"
 #include "gen_md.h"
@@ -34,16 +32,6 @@ gen(tli_buf *b)
 int
 main(int argc, char **argv)
 {
-	tli_buf b = TLI_BUF_INIT;
-	int rv;
-
-	gen(&b);
-	if (b.oom) {
-		fprintf(stderr, "gen_errors_md: out of memory\n");
-		return 2;
-	}
-	rv = tlp_gen_md_main(argc, argv, "gen_errors_md", tli_buf_str(&b), NULL,
+	return tlp_gen_md_main(argc, argv, "gen_errors_md", gen, NULL,
 	    "regenerate it with the errors-md target");
-	tli_buf_fini(&b);
-	return rv;
 }

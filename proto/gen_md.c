@@ -43,8 +43,8 @@ md_write(const char *prog, const char *path, const tli_buf *b)
 	return 0;
 }
 
-int
-tlp_gen_md_main(int argc, char **argv, const char *prog, const char *text,
+static int
+md_run(int argc, char **argv, const char *prog, const char *text,
     const tlp_md_section *sec, const char *hint)
 {
 	bool check = argc == 3 && strcmp(argv[1], "--check") == 0;
@@ -78,5 +78,22 @@ tlp_gen_md_main(int argc, char **argv, const char *prog, const char *text,
 	}
 	tli_buf_fini(&want);
 	tli_free(old);
+	return rv;
+}
+
+int
+tlp_gen_md_main(int argc, char **argv, const char *prog,
+    void (*gen)(tli_buf *b), const tlp_md_section *sec, const char *hint)
+{
+	tli_buf b = TLI_BUF_INIT;
+	int rv = 2;
+
+	gen(&b);
+	if (b.oom) {
+		fprintf(stderr, "%s: out of memory\n", prog);
+	} else {
+		rv = md_run(argc, argv, prog, tli_buf_str(&b), sec, hint);
+	}
+	tli_buf_fini(&b);
 	return rv;
 }

@@ -8,6 +8,8 @@
 #ifndef TL_PROTO_GEN_MD_H
 #define TL_PROTO_GEN_MD_H
 
+#include "buf.h"
+
 /* Where the generated text goes inside a hand-written file; NULL for a
  * file that is generated whole. */
 typedef struct tlp_md_section {
@@ -15,10 +17,11 @@ typedef struct tlp_md_section {
 	const char *end;   /* a line of its own, kept */
 } tlp_md_section;
 
-/* The main of a generator: "FILE" writes it, "--check FILE" exits 1 when
- * FILE is not what would be written (hint says how to regenerate it), no
- * argument prints the text. prog names the program in messages. */
-int tlp_gen_md_main(int argc, char **argv, const char *prog, const char *text,
-    const tlp_md_section *sec, const char *hint);
+/* The main of a generator whose gen appends the text to b: "FILE" writes
+ * it, "--check FILE" exits 1 when FILE is not what would be written (hint
+ * says how to regenerate it), no argument prints the text. prog names the
+ * program in messages. */
+int tlp_gen_md_main(int argc, char **argv, const char *prog,
+    void (*gen)(tli_buf *b), const tlp_md_section *sec, const char *hint);
 
 #endif

@@ -4,8 +4,6 @@
  * the file is kept. With "--check FILE" it fails when the table drifted
  * from ops.def (a ctest runs it).
  */
-#include <stdio.h>
-
 #include "base.h"
 #include "buf.h"
 #include "gen_md.h"
@@ -32,16 +30,7 @@ main(int argc, char **argv)
 	static const tlp_md_section sec = {
 	    "<!-- generated from ops.def by proto/gen_protocol_md.c: begin -->",
 	    "<!-- generated from ops.def: end -->"};
-	tli_buf b = TLI_BUF_INIT;
-	int rv;
 
-	gen(&b);
-	if (b.oom) {
-		fprintf(stderr, "gen_protocol_md: out of memory\n");
-		return 2;
-	}
-	rv = tlp_gen_md_main(argc, argv, "gen_protocol_md", tli_buf_str(&b),
-	    &sec, "regenerate it with the protocol-md target");
-	tli_buf_fini(&b);
-	return rv;
+	return tlp_gen_md_main(argc, argv, "gen_protocol_md", gen, &sec,
+	    "regenerate it with the protocol-md target");
 }

@@ -12,7 +12,6 @@
 #include <stddef.h>
 #include <stdlib.h>
 
-#include "htab.h"
 #include "store_int.h"
 
 #define OV_CAP (2 * TL_MAX_BATCH) /* > max messages per batch */
@@ -41,37 +40,22 @@ typedef struct ov_ent {
 struct overlay {
 	ov_ent *pool; /* OV_CAP entries; the first nused are the batch's */
 	size_t nused;
-	tli_htab tab; /* the pool's entries by ov_hash */
+	tli_htab tab; /* the pool's entries by tli_tkey_hash */
 	ov_ent *cache;
 	uint64_t *mod;       /* MOD_CAP generations */
 	uint64_t forget_gen; /* generation of the last topic deletion */
 };
 
-static uint64_t
-ov_hash(uint32_t topic, const char *id, size_t len)
-{
-	return tli_hash64(id, len) ^ ((uint64_t) topic * 0x9e3779b97f4a7c15u);
-}
-
 static bool
-ov_same(const ov_ent *e, uint32_t topic, const char *id, size_t len)
+ov_same(const ov_ent *e, const tli_tkey *k)
 {
-	return e->used && e->topic == topic && e->id_len == len &&
-	    memcmp(e->id, id, len) == 0;
+	return e->used && tli_tkey_is(k, e->topic, e->id, e->id_len);
 }
-
-typedef struct ov_key {
-	uint32_t topic;
-	const char *id;
-	size_t len;
-} ov_key;
 
 static bool
 ov_is(const tli_hnode *hn, const void *key)
 {
-	const ov_key *k = key;
-
-	return ov_same(TLI_CONTAINER(hn, ov_ent, hn), k->topic, k->id, k->len);
+	return ov_same(TLI_CONTAINER(hn, ov_ent, hn), key);
 }
 
 struct overlay *
@@ -176,15 +160,15 @@ tli_overlay_reset(struct overlay *ov)
  * copy (if any) had, and indexes it. Cannot allocate: the table has room
  * for the whole pool. */
 static int
-ov_claim(struct overlay *ov, ov_ent *e, const ov_key *k, uint64_t h,
+ov_claim(struct overlay *ov, ov_ent *e, const tli_tkey *k, uint64_t h,
     bool present, ov_ent **out)
 {
 	TLI_ASSERT(e == &ov->pool[ov->nused]);
 	e->used = true;
 	e->present = present;
 	e->topic = k->topic;
-	e->id_len = (uint8_t) k->len;
-	memcpy(e->id, k->id, k->len);
+	e->id_len = (uint8_t) k->n;
+	memcpy(e->id, k->p, k->n);
 	(void) tli_htab_insert(&ov->tab, &e->hn, h);
 	ov->nused++;
 	*out = e;
@@ -197,8 +181,8 @@ ov_get(tli_store *s, uint32_t topic, const char *id, size_t len,
     const tli_msg *hint, ov_ent **out)
 {
 	struct overlay *ov = s->ov;
-	ov_key k = {topic, id, len};
-	uint64_t h = ov_hash(topic, id, len);
+	tli_tkey k = {topic, id, len};
+	uint64_t h = tli_tkey_hash(&k);
 	tli_hnode *hn = tli_htab_find(&ov->tab, h, ov_is, &k);
 	ov_ent *e = &ov->pool[ov->nused];
 	const ov_ent *c = &ov->cache[h & (CACHE_CAP - 1)];
@@ -212,7 +196,7 @@ ov_get(tli_store *s, uint32_t topic, const char *id, size_t len,
 		return TL_OK;
 	}
 	TLI_ASSERT(ov->nused < OV_CAP);
-	if (!s->opts.no_record_cache && ov_same(c, topic, id, len)) {
+	if (!s->opts.no_record_cache && ov_same(c, &k)) {
 		*e = *c;
 		return ov_claim(ov, e, &k, h, c->present, out);
 	}

@@ -11,11 +11,10 @@
  */
 #include <string.h>
 
-#include "htab.h"
 #include "store_int.h"
 
 typedef struct own_ent {
-	tli_hnode hn; /* in the batch's table, by slot_hash */
+	tli_hnode hn; /* in the batch's table, by tli_tkey_hash */
 	uint32_t topic;
 	uint8_t len;
 	int64_t delta;
@@ -55,11 +54,12 @@ tli_owner_deltas_new(void)
 void
 tli_owner_deltas_free(struct owner_deltas *d)
 {
-	if (d != NULL) {
-		tli_free(d->pool);
-		tli_htab_fini(&d->tab);
-		tli_free(d);
+	if (d == NULL) {
+		return;
 	}
+	tli_htab_fini(&d->tab);
+	tli_free(d->pool);
+	tli_free(d);
 }
 
 void
@@ -73,27 +73,12 @@ tli_owner_deltas_reset(struct owner_deltas *d)
 	d->oom = false;
 }
 
-static uint64_t
-slot_hash(uint32_t topic, const char *owner, size_t olen)
-{
-	return tli_hash64(owner, olen) ^
-	    ((uint64_t) topic * 0x9e3779b97f4a7c15u);
-}
-
-typedef struct own_key {
-	uint32_t topic;
-	const char *owner;
-	size_t olen;
-} own_key;
-
 static bool
 own_is(const tli_hnode *hn, const void *key)
 {
 	const own_ent *e = TLI_CONTAINER(hn, own_ent, hn);
-	const own_key *k = key;
 
-	return e->topic == k->topic && e->len == k->olen &&
-	    memcmp(e->owner, k->owner, k->olen) == 0;
+	return tli_tkey_is(key, e->topic, e->owner, e->len);
 }
 
 /* A pool twice as large; the table first gets room for all of it, so the
@@ -124,8 +109,8 @@ void
 tli_owner_note(struct owner_deltas *d, uint32_t topic, const char *owner,
     size_t olen, int64_t delta)
 {
-	own_key k = {topic, owner, olen};
-	uint64_t h = slot_hash(topic, owner, olen);
+	tli_tkey k = {topic, owner, olen};
+	uint64_t h = tli_tkey_hash(&k);
 	tli_hnode *hn = tli_htab_find(&d->tab, h, own_is, &k);
 	own_ent *e;
 
@@ -353,9 +338,8 @@ int64_t
 tli_owner_get(
     struct owner_deltas *d, uint32_t topic, const char *owner, size_t olen)
 {
-	own_key k = {topic, owner, olen};
-	tli_hnode *hn =
-	    tli_htab_find(&d->tab, slot_hash(topic, owner, olen), own_is, &k);
+	tli_tkey k = {topic, owner, olen};
+	tli_hnode *hn = tli_htab_find(&d->tab, tli_tkey_hash(&k), own_is, &k);
 
 	return hn != NULL ? TLI_CONTAINER(hn, own_ent, hn)->delta : 0;
 }

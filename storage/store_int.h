@@ -15,6 +15,7 @@
 
 #include <rocksdb/c.h>
 
+#include "htab.h"
 #include "store.h"
 
 /* Format 1 lacked the per-owner counts; it is migrated at open. */
@@ -181,6 +182,27 @@ int tli_topic_lookup(
     tli_store *s, const char *name, uint32_t *id, tli_topic_conf *conf);
 
 /* ---- ops.c: the writer's application of message operations ---- */
+/* A name or id within a topic: the key of the writer's per-batch tables
+ * (the overlay by message id, the owner deltas by owner). */
+typedef struct tli_tkey {
+	uint32_t topic;
+	const char *p;
+	size_t n;
+} tli_tkey;
+
+static inline uint64_t
+tli_tkey_hash(const tli_tkey *k)
+{
+	return tli_hash64(k->p, k->n) ^
+	    ((uint64_t) k->topic * 0x9e3779b97f4a7c15u);
+}
+
+static inline bool
+tli_tkey_is(const tli_tkey *k, uint32_t topic, const char *p, size_t n)
+{
+	return k->topic == topic && k->n == n && memcmp(k->p, p, n) == 0;
+}
+
 struct overlay *tli_overlay_new(void);
 void tli_overlay_free(struct overlay *ov);
 void tli_overlay_reset(struct overlay *ov);
