@@ -168,53 +168,21 @@ queue_remove(tl_consumer *k, tl_lease *l)
 	}
 }
 
-const char *
-tl_lease_id(const tl_lease *l)
-{
-	return l != NULL ? l->id : NULL;
-}
+/* The lease's getters: a field, or none for a NULL lease. */
+#define LEASE_GET(type, name, field, none)          \
+	type tl_lease_##name(const tl_lease *l)     \
+	{                                           \
+		return l != NULL ? l->field : none; \
+	}
 
-size_t
-tl_lease_id_len(const tl_lease *l)
-{
-	return l != NULL ? l->id_len : 0;
-}
-
-uint64_t
-tl_lease_version(const tl_lease *l)
-{
-	return l != NULL ? l->version : 0;
-}
-
-int64_t
-tl_lease_until(const tl_lease *l)
-{
-	return l != NULL ? l->until : 0;
-}
-
-int64_t
-tl_lease_due(const tl_lease *l)
-{
-	return l != NULL ? l->due : 0;
-}
-
-int64_t
-tl_lease_placed_at(const tl_lease *l)
-{
-	return l != NULL ? l->placed : 0;
-}
-
-uint32_t
-tl_lease_deliveries(const tl_lease *l)
-{
-	return l != NULL ? l->deliveries : 0;
-}
-
-const char *
-tl_lease_owner(const tl_lease *l)
-{
-	return l != NULL ? l->owner : NULL;
-}
+LEASE_GET(const char *, id, id, NULL)
+LEASE_GET(size_t, id_len, id_len, 0)
+LEASE_GET(uint64_t, version, version, 0)
+LEASE_GET(int64_t, until, until, 0)
+LEASE_GET(int64_t, due, due, 0)
+LEASE_GET(int64_t, placed_at, placed, 0)
+LEASE_GET(uint32_t, deliveries, deliveries, 0)
+LEASE_GET(const char *, owner, owner, NULL)
 
 const void *
 tl_lease_body(const tl_lease *l, size_t *len)
