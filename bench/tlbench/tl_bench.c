@@ -219,7 +219,7 @@ sut_up(sut *u, const tlb_system *sys, int64_t lease_ms)
 	conf.lease_ms = lease_ms;
 	conf.timelined = g_cfg->timelined;
 	conf.ipc = g_cfg->ipc;
-	if (sys->d->start(&u->srv, &conf) != 0) {
+	if (tlb_proc_start(&u->srv, &conf, sys->d->proc) != 0) {
 		fprintf(stderr, "%s: the server did not start\n", sys->label);
 		tlb_bench_dir_done(&g_cfg->com, u->dir);
 		return -1;

@@ -188,12 +188,6 @@ tlb_stop_pid(pid_t pid, int sig, int deadline_ms)
 	return tlb_bench_mono_s() - t0;
 }
 
-int
-tlb_proc_rss(pid_t pid, uint64_t *kb)
-{
-	return tlb_bench_proc_mem(pid, kb, NULL);
-}
-
 static _Thread_local uint64_t du_sum;
 
 static int
@@ -216,6 +210,95 @@ tlb_dir_bytes(const char *dir)
 	du_sum = 0;
 	nftw(dir, du_one, 16, FTW_PHYS);
 	return du_sum;
+}
+
+/* ---- the server process ---- */
+
+static tlb_proc *
+proc_of(tlb_server *s)
+{
+	return (tlb_proc *) (void *) s; /* its first member */
+}
+
+int
+tlb_proc_restart(tlb_server *s)
+{
+	tlb_proc *p = proc_of(s);
+	char *argv[TLB_PROC_ARGS];
+
+	p->k->args(s, argv);
+	if ((p->pid = tlb_spawn(argv, p->log)) < 0) {
+		return -1;
+	}
+	if (tlb_wait_port(p->port, p->pid, p->k->start_ms, p->log) != 0) {
+		tlb_stop_pid(p->pid, SIGKILL, 1000);
+		p->pid = 0;
+		return -1;
+	}
+	return 0;
+}
+
+int
+tlb_proc_start(
+    tlb_server **out, const tlb_server_conf *conf, const tlb_proc_kind *k)
+{
+	tlb_server *s = calloc(1, k->size);
+	tlb_proc *p = proc_of(s);
+
+	if (s == NULL) {
+		return -1;
+	}
+	p->k = k;
+	snprintf(p->dir, sizeof(p->dir), "%s", conf->dir);
+	snprintf(p->log, sizeof(p->log), "%s/%s", conf->dir, k->log);
+	snprintf(p->data, sizeof(p->data), "%s%s%s", conf->dir,
+	    k->data != NULL ? "/" : "", k->data != NULL ? k->data : "");
+	if ((p->port = tlb_free_port()) < 0 ||
+	    (k->prepare != NULL && k->prepare(s, conf) != 0) ||
+	    tlb_proc_restart(s) != 0) {
+		free(s);
+		return -1;
+	}
+	*out = s;
+	return 0;
+}
+
+double
+tlb_proc_stop_only(tlb_server *s)
+{
+	tlb_proc *p = proc_of(s);
+	double t = tlb_stop_pid(p->pid, SIGTERM, p->k->term_ms);
+
+	p->pid = 0;
+	return t;
+}
+
+void
+tlb_proc_stop(tlb_server *s)
+{
+	if (s != NULL) {
+		tlb_proc_stop_only(s);
+		free(s);
+	}
+}
+
+void
+tlb_proc_kill9(tlb_server *s)
+{
+	tlb_stop_pid(proc_of(s)->pid, SIGKILL, 30000);
+	proc_of(s)->pid = 0;
+}
+
+int
+tlb_proc_rss(tlb_server *s, uint64_t *kb)
+{
+	return tlb_bench_proc_mem(proc_of(s)->pid, kb, NULL);
+}
+
+uint64_t
+tlb_proc_disk(tlb_server *s)
+{
+	return tlb_dir_bytes(proc_of(s)->data);
 }
 
 /* ---- buffered connections ---- */
@@ -419,4 +502,67 @@ tlb_sock_bytes(tlb_sock *s, size_t n, char **p)
 	*p = s->rbuf + s->rpos;
 	s->rpos += n + 2;
 	return 0;
+}
+
+int
+tlb_pipe_put(tlb_conn *c, tlb_sock *s, const tlb_pipe *pipe,
+    const tlb_item *items, size_t n, size_t body_len, tlb_ack_fn ack, void *arg)
+{
+	char *body = malloc(body_len);
+	size_t sent = 0, got = 0;
+	int rv = -1;
+
+	if (body == NULL) {
+		return -1;
+	}
+	while (got < n) {
+		for (; sent < n && sent - got < pipe->window; sent++) {
+			tlb_body_fill(body, body_len, items[sent].seq,
+			    items[sent].due_ms);
+			if (pipe->send(c, &items[sent], body, body_len) != 0) {
+				goto out;
+			}
+		}
+		if (tlb_sock_flush(s) != 0) {
+			goto out;
+		}
+		do {
+			if (pipe->reply(c) != 0) {
+				goto out;
+			}
+			ack(arg, items[got++].seq);
+		} while (got < sent && tlb_sock_has_line(s));
+	}
+	rv = 0;
+out:
+	free(body);
+	return rv;
+}
+
+tlb_conn *
+tlb_text_connect(tlb_server *srv, size_t size)
+{
+	tlb_text_conn *t = calloc(1, size);
+
+	if (t == NULL) {
+		return NULL;
+	}
+	if (tlb_sock_open(&t->s, proc_of(srv)->port, TLB_SOCK_TIMEOUT_MS) !=
+	    0) {
+		free(t);
+		return NULL;
+	}
+	t->srv = srv;
+	return (tlb_conn *) (void *) t;
+}
+
+void
+tlb_text_disconnect(tlb_conn *c)
+{
+	tlb_text_conn *t = (tlb_text_conn *) (void *) c;
+
+	if (t != NULL) {
+		tlb_sock_close(&t->s);
+		free(t);
+	}
 }
