@@ -28,7 +28,7 @@
 #define MOD_CAP 65536
 
 typedef struct ov_ent {
-	tli_hnode hn; /* in the overlay's table (pool entries only) */
+	tli_hnode hn; /* first: in the overlay's table (pool entries) */
 	bool used;    /* cache entries: holds a record */
 	bool present;
 	uint8_t id_len;
@@ -149,10 +149,7 @@ ov_from_hint(const struct overlay *ov, uint64_t h, const tli_msg *m,
 void
 tli_overlay_reset(struct overlay *ov)
 {
-	for (size_t i = 0; i < ov->nused; i++) {
-		tli_htab_remove(&ov->tab, &ov->pool[i].hn);
-	}
-	TLI_ASSERT(ov->tab.n == 0);
+	tli_pool_unindex(&ov->tab, ov->pool, ov->nused, sizeof(ov_ent));
 	ov->nused = 0;
 }
 

@@ -14,7 +14,7 @@
 #include "store_int.h"
 
 typedef struct own_ent {
-	tli_hnode hn; /* in the batch's table, by tli_tkey_hash */
+	tli_hnode hn; /* first: in the batch's table, by tli_tkey_hash */
 	uint32_t topic;
 	uint8_t len;
 	int64_t delta;
@@ -65,10 +65,7 @@ tli_owner_deltas_free(struct owner_deltas *d)
 void
 tli_owner_deltas_reset(struct owner_deltas *d)
 {
-	for (size_t i = 0; i < d->n; i++) {
-		tli_htab_remove(&d->tab, &d->pool[i].hn);
-	}
-	TLI_ASSERT(d->tab.n == 0);
+	tli_pool_unindex(&d->tab, d->pool, d->n, sizeof(own_ent));
 	d->n = 0;
 	d->oom = false;
 }
@@ -133,24 +130,14 @@ tli_owner_note(struct owner_deltas *d, uint32_t topic, const char *owner,
 static int
 count_get(tli_store *s, const uint8_t *k, size_t kl, uint64_t *out)
 {
-	char *err = NULL, *v;
-	size_t vl = 0;
+	uint8_t v[8];
+	bool found;
+	int rv = tli_rdb_get_fixed(s, k, kl, v, sizeof(v), &found);
 
-	v = rocksdb_get_cf(s->db, s->ropts, s->cf[CF_DEFAULT], (const char *) k,
-	    kl, &vl, &err);
-	if (err != NULL) {
-		return tli_rdb_err(s, err);
+	if (rv == TL_OK) {
+		*out = found ? tli_get_be64(v) : 0;
 	}
-	*out = 0;
-	if (v != NULL) {
-		if (vl != 8) {
-			rocksdb_free(v);
-			return TL_ECORRUPT;
-		}
-		*out = tli_get_be64((uint8_t *) v);
-		rocksdb_free(v);
-	}
-	return TL_OK;
+	return rv;
 }
 
 /* Writer thread, after the batch's operations: add the new counts to the

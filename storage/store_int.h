@@ -173,6 +173,11 @@ int tli_topic_decode(topic_rt *t, const uint8_t *p, size_t len);
 
 /* ---- rdb.c: the one place RocksDB error strings become codes ---- */
 int tli_rdb_err(tli_store *s, char *errstr);
+/* A value of exactly len bytes under k in the default column family, into
+ * out; *found false (out untouched) when there is none. TL_ECORRUPT for a
+ * value of another size. */
+int tli_rdb_get_fixed(
+    tli_store *s, const void *k, size_t kl, void *out, size_t len, bool *found);
 
 /* ---- store.c: topic registry ---- */
 /* Writer thread or with topics_lock held. */
@@ -201,6 +206,18 @@ static inline bool
 tli_tkey_is(const tli_tkey *k, uint32_t topic, const char *p, size_t n)
 {
 	return k->topic == topic && k->n == n && memcmp(k->p, p, n) == 0;
+}
+
+/* Empties a per-batch table whose entries are the first n of a pool of
+ * elem-byte entries that each begin with their tli_hnode. */
+static inline void
+tli_pool_unindex(tli_htab *t, void *pool, size_t n, size_t elem)
+{
+	for (size_t i = 0; i < n; i++) {
+		tli_htab_remove(
+		    t, (tli_hnode *) (void *) ((char *) pool + i * elem));
+	}
+	TLI_ASSERT(t->n == 0);
 }
 
 struct overlay *tli_overlay_new(void);
