@@ -108,6 +108,7 @@ table_find(tl_client *c, uint32_t id, bool take)
 		if ((*pp)->id == id) {
 			tli_req *q = *pp;
 			if (take) {
+				TLI_ASSERT(c->inflight > 0);
 				*pp = q->hnext;
 				q->hnext = NULL;
 				c->inflight--;
@@ -133,6 +134,7 @@ table_expire(tl_client *c, int64_t now, bool all)
 		while (*pp != NULL) {
 			tli_req *q = *pp;
 			if (all || q->deadline <= now) {
+				TLI_ASSERT(c->inflight > 0);
 				*pp = q->hnext;
 				q->hnext = out;
 				out = q;
@@ -170,6 +172,7 @@ tli_submit_locked(tl_client *c, tli_req *q)
 {
 	int rv;
 
+	TLI_ASSERT_LOCKED(&c->mtx);
 	if ((rv = tlp_frame_end(&q->frame, 0)) != TL_OK) {
 		tli_buf_fini(&q->frame);
 		return rv;
@@ -310,6 +313,7 @@ tli_call(tl_client *c, tli_buf *frame, uint8_t op, tli_dec_fn dec, void *arg)
 void
 tli_cb_post_locked(tl_client *c, tli_cb *cb)
 {
+	TLI_ASSERT_LOCKED(&c->mtx);
 	cb->next = NULL;
 	if (c->cb_tail != NULL) {
 		c->cb_tail->next = cb;

@@ -79,6 +79,8 @@ lease_is(const tli_hnode *hn, const void *key)
 static void
 live_add(tl_consumer *k, tl_lease *l)
 {
+	TLI_ASSERT_LOCKED(&k->client->mtx);
+	TLI_ASSERT(l->lprev == NULL && l->lnext == NULL && !l->queued);
 	l->cons = k;
 	l->lprev = NULL;
 	l->lnext = k->live;
@@ -94,7 +96,8 @@ live_add(tl_consumer *k, tl_lease *l)
 static void
 live_remove(tl_consumer *k, tl_lease *l)
 {
-	TLI_ASSERT(k->nlive > 0);
+	TLI_ASSERT_LOCKED(&k->client->mtx);
+	TLI_ASSERT(k->nlive > 0 && l->cons == k);
 	tli_htab_remove(&k->lht, &l->hn);
 	if (l->lprev != NULL) {
 		l->lprev->lnext = l->lnext;
@@ -121,6 +124,8 @@ live_find(tl_consumer *k, const char *id, size_t n)
 static void
 queue_push(tl_consumer *k, tl_lease *l)
 {
+	TLI_ASSERT_LOCKED(&k->client->mtx);
+	TLI_ASSERT(!l->queued); /* a lease is queued at most once */
 	l->qnext = NULL;
 	l->queued = true;
 	if (k->qtail != NULL) {
@@ -141,6 +146,7 @@ queue_pop(tl_consumer *k)
 		if ((k->qhead = l->qnext) == NULL) {
 			k->qtail = NULL;
 		}
+		TLI_ASSERT(l->queued && k->qlen > 0);
 		l->qnext = NULL;
 		l->queued = false;
 		k->qlen--;
@@ -160,6 +166,7 @@ queue_remove(tl_consumer *k, tl_lease *l)
 			if (k->qtail == l) {
 				k->qtail = prev;
 			}
+			TLI_ASSERT(l->queued && k->qlen > 0);
 			l->qnext = NULL;
 			l->queued = false;
 			k->qlen--;
@@ -239,6 +246,8 @@ lop_user_cb(void *arg)
 static void
 lop_done_locked(tl_client *c, tli_lop *op, int err)
 {
+	TLI_ASSERT_LOCKED(&c->mtx);
+	TLI_ASSERT(!op->finished); /* completed exactly once */
 	op->err = err;
 	op->finished = true;
 	if (op->done != NULL) {
@@ -348,6 +357,8 @@ lgroup_send(tl_client *c, tl_consumer *k, int kind)
 	lgroup *g;
 	tlp_item *items;
 	tlp_batch bt;
+
+	TLI_ASSERT_LOCKED(&c->mtx);
 	tlp_w w;
 
 	for (op = k->pend[kind]; op != NULL && n < TL_MAX_BATCH;
@@ -443,6 +454,8 @@ lop_init(
 static int
 lop_queue_locked(tl_client *c, tl_consumer *k, int kind, tli_lop *op)
 {
+	TLI_ASSERT_LOCKED(&c->mtx);
+	TLI_ASSERT(kind >= 0 && kind < TLI_LOP_N && !op->finished);
 	if (c->closing || k->closing) {
 		return TL_ECLOSED;
 	}

@@ -328,6 +328,7 @@ ppart_reply(tli_req *q, int err, tlp_r *r)
 	if (err != TL_OK && pb->err == TL_OK) {
 		pb->err = err;
 	}
+	TLI_ASSERT(pb->remaining > 0);
 	last = --pb->remaining == 0;
 	pthread_mutex_unlock(&c->mtx);
 	if (!last) {
