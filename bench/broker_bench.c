@@ -370,6 +370,22 @@ client_open(const broker *b, const char *name, tl_client **out)
 	return rv;
 }
 
+/* A broker started and a producer client on it: 0, or -1 (said). */
+static int
+broker_up(broker *b, tl_client **c)
+{
+	int rv;
+
+	if (broker_start(b) != 0) {
+		return -1;
+	}
+	if ((rv = client_open(b, "bench-producer", c)) != TL_OK) {
+		fprintf(stderr, "tl_client_open: %s\n", tl_strerror(rv));
+		return -1;
+	}
+	return 0;
+}
+
 /* ---- producing: one client, many async batches in flight ---- */
 
 typedef enum { TS_SPREAD, TS_RATE, TS_FIXED } ts_mode;
@@ -894,20 +910,14 @@ bench_produce(bench_result *r)
 	char rate[32];
 	int rv = -1;
 
-	if (broker_start(&b) != 0) {
+	if ((rv = broker_up(&b, &c)) != 0) {
 		goto out;
 	}
-	if ((rv = client_open(&b, "bench-producer", &c)) != TL_OK) {
-		fprintf(stderr, "tl_client_open: %s\n", tl_strerror(rv));
-		rv = -1;
-		goto out;
-	}
-	memset(&pl, 0, sizeof(pl));
-	pl.count = cfg->produce_count;
-	pl.mode = TS_SPREAD;
-	pl.base = tlb_bench_wall_ms() + 60000;
-	pl.spread = BENCH_HOUR_MS;
-	pl.id_prefix = cfg->natural_ids ? "P" : NULL;
+	pl = (prod_plan){.count = cfg->produce_count,
+	    .mode = TS_SPREAD,
+	    .base = tlb_bench_wall_ms() + 60000,
+	    .spread = BENCH_HOUR_MS,
+	    .id_prefix = cfg->natural_ids ? "P" : NULL};
 	if ((rv = produce(c, &pl, r)) != 0) {
 		goto out;
 	}
@@ -962,18 +972,15 @@ bench_lateness(bench_result *r)
 	uint64_t total = (uint64_t) cfg->rate * (uint64_t) cfg->secs;
 	broker b;
 	tl_client *c = NULL;
-	cons_set cs;
+	cons_set cs = {0};
 	ackq aq;
-	recv_state rs;
+	recv_state rs = {0};
 	prod_plan pl;
-	bench_result fill;
+	bench_result fill = {0};
 	int64_t lead, last_due;
 	double deadline;
 	int rv = -1;
 
-	memset(&cs, 0, sizeof(cs));
-	memset(&rs, 0, sizeof(rs));
-	memset(&fill, 0, sizeof(fill));
 	rs.total = total;
 	rs.seen = calloc(total, sizeof(*rs.seen));
 	rs.late_us = calloc(total, sizeof(*rs.late_us));
@@ -986,24 +993,18 @@ bench_lateness(bench_result *r)
 		return -1;
 	}
 	rs.aq = &aq;
-	if (broker_start(&b) != 0) {
-		goto out;
-	}
-	if ((rv = client_open(&b, "bench-producer", &c)) != TL_OK) {
-		fprintf(stderr, "tl_client_open: %s\n", tl_strerror(rv));
-		rv = -1;
+	if ((rv = broker_up(&b, &c)) != 0) {
 		goto out;
 	}
 	/* Every message must be on the timeline before it falls due: lead
 	 * time for creating at a conservative 20k/s, plus 2 s. */
 	lead = cfg->lead_ms > 0 ? cfg->lead_ms
 	                        : 2000 + (int64_t) (total * 1000u / 20000u);
-	memset(&pl, 0, sizeof(pl));
-	pl.count = total;
-	pl.mode = TS_RATE;
-	pl.base = tl_client_broker_now(c) + lead;
-	pl.rate = cfg->rate;
-	pl.id_prefix = "L";
+	pl = (prod_plan){.count = total,
+	    .mode = TS_RATE,
+	    .base = tl_client_broker_now(c) + lead,
+	    .rate = cfg->rate,
+	    .id_prefix = "L"};
 	if ((rv = produce(c, &pl, &fill)) != 0) {
 		goto out;
 	}
@@ -1078,39 +1079,31 @@ bench_cycle(bench_result *r)
 	uint64_t total = cfg->cycle_count;
 	broker b;
 	tl_client *c = NULL;
-	cons_set cs;
+	cons_set cs = {0};
 	ackq aq;
-	recv_state rs;
+	recv_state rs = {0};
 	prod_plan pl;
-	bench_result fill;
+	bench_result fill = {0};
 	tl_topic_info ti;
 	char rate[32];
 	double t0, deadline;
 	int64_t t0_us;
 	int rv = -1;
 
-	memset(&cs, 0, sizeof(cs));
-	memset(&rs, 0, sizeof(rs));
-	memset(&fill, 0, sizeof(fill));
 	rs.total = total;
 	if (ackq_init(&aq, (size_t) cfg->cycle_credit + 1, cfg->ackers) != 0) {
 		return -1;
 	}
 	rs.aq = &aq;
-	if (broker_start(&b) != 0) {
+	if ((rv = broker_up(&b, &c)) != 0) {
 		goto out;
 	}
-	if ((rv = client_open(&b, "bench-producer", &c)) != TL_OK) {
-		fprintf(stderr, "tl_client_open: %s\n", tl_strerror(rv));
-		rv = -1;
-		goto out;
-	}
-	memset(&pl, 0, sizeof(pl));
-	pl.count = total;
-	pl.mode = TS_SPREAD; /* over the last minute: all due already */
-	pl.base = tl_client_broker_now(c) - 61000;
-	pl.spread = 60000;
-	pl.id_prefix = cfg->natural_ids ? "C" : NULL;
+	/* over the last minute: all due already */
+	pl = (prod_plan){.count = total,
+	    .mode = TS_SPREAD,
+	    .base = tl_client_broker_now(c) - 61000,
+	    .spread = 60000,
+	    .id_prefix = cfg->natural_ids ? "C" : NULL};
 	if ((rv = produce(c, &pl, &fill)) != 0) {
 		goto out;
 	}
@@ -1216,20 +1209,14 @@ bench_scale(bench_result *r)
 	int rv = -1;
 
 	memset(&fill, 0, sizeof(fill));
-	if (broker_start(&b) != 0) {
+	if ((rv = broker_up(&b, &c)) != 0) {
 		goto out;
 	}
-	if ((rv = client_open(&b, "bench-producer", &c)) != TL_OK) {
-		fprintf(stderr, "tl_client_open: %s\n", tl_strerror(rv));
-		rv = -1;
-		goto out;
-	}
-	memset(&pl, 0, sizeof(pl));
-	pl.count = cfg->scale_count;
-	pl.mode = TS_SPREAD;
-	pl.base = tlb_bench_wall_ms() + BENCH_HOUR_MS;
-	pl.spread = BENCH_HOUR_MS;
-	pl.id_prefix = cfg->natural_ids ? "S" : NULL;
+	pl = (prod_plan){.count = cfg->scale_count,
+	    .mode = TS_SPREAD,
+	    .base = tlb_bench_wall_ms() + BENCH_HOUR_MS,
+	    .spread = BENCH_HOUR_MS,
+	    .id_prefix = cfg->natural_ids ? "S" : NULL};
 	if ((rv = produce(c, &pl, &fill)) != 0) {
 		goto out;
 	}
