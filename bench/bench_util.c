@@ -9,6 +9,8 @@
 #include <errno.h>
 #include <ftw.h>
 #include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -74,6 +76,21 @@ tlb_bench_proc_mem(pid_t pid, uint64_t *rss_kb, uint64_t *hwm_kb)
 	}
 	fclose(f);
 	return got == want ? 0 : -1;
+}
+
+char *
+tlb_bench_default_timelined(void)
+{
+	char exe[PATH_MAX], path[PATH_MAX + 32];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	if (n <= 0) {
+		return strdup("timelined");
+	}
+	exe[n] = '\0';
+	snprintf(
+	    path, sizeof(path), "%s/broker/timelined", dirname(dirname(exe)));
+	return strdup(path);
 }
 
 void

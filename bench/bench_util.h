@@ -34,6 +34,8 @@ void tlb_bench_sleep_ms(int ms);
 /* VmRSS and (when hwm_kb is not NULL) VmHWM of a process, in kB: 0 when
  * all asked for were read. */
 int tlb_bench_proc_mem(pid_t pid, uint64_t *rss_kb, uint64_t *hwm_kb);
+/* <builddir>/bench/PROGRAM -> <builddir>/broker/timelined (malloc'd). */
+char *tlb_bench_default_timelined(void);
 /* Copies a server's log file to stderr, under a line naming it. */
 void tlb_bench_show_log(const char *path);
 

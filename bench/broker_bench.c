@@ -1613,22 +1613,6 @@ run_one(void *arg, void *res, size_t w, int run, uint64_t *failures)
 	return rv;
 }
 
-/* <builddir>/bench/tl-broker-bench -> <builddir>/broker/timelined */
-static char *
-default_broker(void)
-{
-	char exe[PATH_MAX], path[PATH_MAX + 32];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-
-	if (n <= 0) {
-		return strdup("timelined");
-	}
-	exe[n] = '\0';
-	snprintf(
-	    path, sizeof(path), "%s/broker/timelined", dirname(dirname(exe)));
-	return strdup(path);
-}
-
 int
 main(int argc, char **argv)
 {
@@ -1666,7 +1650,7 @@ main(int argc, char **argv)
 		return 2;
 	}
 	if (cfg.broker == NULL) {
-		cfg.broker = def_broker = default_broker();
+		cfg.broker = def_broker = tlb_bench_default_timelined();
 	}
 	if (access(cfg.broker, X_OK) != 0) {
 		fprintf(stderr, "cannot run %s: %s (use --broker PATH)\n",

@@ -1087,22 +1087,6 @@ systems_make(const tlb_cfg *cfg, tlb_system *sys)
 	return n;
 }
 
-/* <builddir>/bench/tl-bench -> <builddir>/broker/timelined */
-static char *
-default_timelined(void)
-{
-	char exe[PATH_MAX], path[PATH_MAX + 32];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-
-	if (n <= 0) {
-		return strdup("timelined");
-	}
-	exe[n] = '\0';
-	snprintf(
-	    path, sizeof(path), "%s/broker/timelined", dirname(dirname(exe)));
-	return strdup(path);
-}
-
 static bool
 result_bad(const tlb_result *r)
 {
@@ -1140,7 +1124,7 @@ main(int argc, char **argv)
 		return 2;
 	}
 	if (cfg.timelined == NULL) {
-		cfg.timelined = def = default_timelined();
+		cfg.timelined = def = tlb_bench_default_timelined();
 	}
 	if ((rp.nsys = systems_make(&cfg, sys)) == 0) {
 		fprintf(
