@@ -976,6 +976,18 @@ out:
 	return rv;
 }
 
+/* Tell a library thread to stop (its flag, under the lock, and a wake-up)
+ * and wait for it. */
+static void
+thread_stop(tl_client *c, bool *flag, pthread_cond_t *cv, pthread_t thr)
+{
+	pthread_mutex_lock(&c->mtx);
+	*flag = true;
+	pthread_cond_broadcast(cv);
+	pthread_mutex_unlock(&c->mtx);
+	pthread_join(thr, NULL);
+}
+
 static int
 client_threads(tl_client *c)
 {
@@ -991,17 +1003,9 @@ client_threads(tl_client *c)
 	return TL_OK;
 
 fail_conn:
-	pthread_mutex_lock(&c->mtx);
-	c->closing = true;
-	pthread_cond_broadcast(&c->cv);
-	pthread_mutex_unlock(&c->mtx);
-	pthread_join(c->send_thr, NULL);
+	thread_stop(c, &c->closing, &c->cv, c->send_thr);
 fail_send:
-	pthread_mutex_lock(&c->mtx);
-	c->cb_stop = true;
-	pthread_cond_broadcast(&c->cb_cv);
-	pthread_mutex_unlock(&c->mtx);
-	pthread_join(c->cb_thr, NULL);
+	thread_stop(c, &c->cb_stop, &c->cb_cv, c->cb_thr);
 	return TL_ENOMEM;
 }
 
@@ -1039,11 +1043,7 @@ client_stop(tl_client *c)
 	stream_abort_wait(c);
 	pthread_join(c->conn_thr, NULL);
 	pthread_join(c->send_thr, NULL);
-	pthread_mutex_lock(&c->mtx);
-	c->cb_stop = true;
-	pthread_cond_broadcast(&c->cb_cv);
-	pthread_mutex_unlock(&c->mtx);
-	pthread_join(c->cb_thr, NULL);
+	thread_stop(c, &c->cb_stop, &c->cb_cv, c->cb_thr);
 }
 
 int
