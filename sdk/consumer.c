@@ -818,26 +818,19 @@ consumer_free(tl_consumer *k)
 static int
 consumer_conf_check(const tl_consumer_conf *conf)
 {
-	size_t n;
+	int rv;
 
 	if (conf->topic == NULL || conf->lease_ms < 0) {
 		return TL_EINVAL;
 	}
-	n = strlen(conf->topic);
-	if (n == 0) {
-		return TL_EBADID;
+	if ((rv = tli_len_check(strlen(conf->topic), TL_MAX_NAME_LEN)) !=
+	    TL_OK) {
+		return rv;
 	}
-	if (n > TL_MAX_NAME_LEN) {
-		return TL_ETOOLARGE;
-	}
-	if (conf->consumer_id != NULL) {
-		n = strlen(conf->consumer_id);
-		if (n == 0) {
-			return TL_EBADID;
-		}
-		if (n > TL_MAX_NAME_LEN) {
-			return TL_ETOOLARGE;
-		}
+	if (conf->consumer_id != NULL &&
+	    (rv = tli_len_check(strlen(conf->consumer_id), TL_MAX_NAME_LEN)) !=
+	        TL_OK) {
+		return rv;
 	}
 	if (conf->lease_ms > TL_MAX_LEASE_MS) {
 		return TL_ELEASELIMIT;

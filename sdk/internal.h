@@ -219,6 +219,12 @@ void tli_opts_defaults(tl_opts *o);
 
 /* requests */
 void tli_frame_start(tli_buf *b, tlp_w *w, uint8_t op);
+/* A name or id of n bytes: TL_EBADID when empty, TL_ETOOLARGE over max. */
+static inline int
+tli_len_check(size_t n, size_t max)
+{
+	return n == 0 ? TL_EBADID : n > max ? TL_ETOOLARGE : TL_OK;
+}
 /* Queue requests for sending, all or none: TL_ECONN while disconnected,
  * TL_ECLOSED while closing, TL_ENOMEM. On success each on_reply will be
  * called exactly once. Their frames are consumed either way. */

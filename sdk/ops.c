@@ -34,13 +34,7 @@ ops_check(bool missing, const char *topic, const char *id)
 	if (!ops_name_ok(topic)) {
 		return ops_name_err(topic);
 	}
-	if (id == NULL) {
-		return TL_OK;
-	}
-	if (*id == '\0') {
-		return TL_EBADID;
-	}
-	return strlen(id) > TL_MAX_ID_LEN ? TL_ETOOLARGE : TL_OK;
+	return id != NULL ? tli_len_check(strlen(id), TL_MAX_ID_LEN) : TL_OK;
 }
 
 /* ops_check, then the frame of op started in b. */
@@ -346,14 +340,12 @@ static int
 put_check(const tl_put *u, size_t *idlen)
 {
 	size_t n = 0;
+	int rv;
 
 	if (u->id != NULL) {
 		n = u->id_len != 0 ? u->id_len : strlen(u->id);
-		if (n == 0) {
-			return TL_EBADID;
-		}
-		if (n > TL_MAX_ID_LEN) {
-			return TL_ETOOLARGE;
+		if ((rv = tli_len_check(n, TL_MAX_ID_LEN)) != TL_OK) {
+			return rv;
 		}
 	}
 	if (u->body_len > TL_MAX_BODY_LEN) {
