@@ -69,11 +69,17 @@ tli_strndup(const char *s, size_t n)
 }
 
 int64_t
-tli_wall_ms(void)
+tli_wall_us(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int64_t
+tli_wall_ms(void)
+{
+	return tli_wall_us() / 1000;
 }
 
 int64_t

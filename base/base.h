@@ -35,6 +35,9 @@ unsigned long tli_alloc_count(void);
 /* Wall clock in UTC milliseconds, and a monotonic clock in milliseconds and
  * nanoseconds. */
 int64_t tli_wall_ms(void);
+/* The wall clock in microseconds, for measuring how late a due time was
+ * met; tli_wall_ms is this divided by 1000. */
+int64_t tli_wall_us(void);
 int64_t tli_mono_ms(void);
 int64_t tli_mono_ns(void);
 

@@ -9,6 +9,8 @@
 #include <errno.h>
 #include <ftw.h>
 #include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -19,24 +21,19 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base.h"
 #include "bench_util.h"
 
 double
 tlb_bench_mono_s(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
+	return (double) tli_mono_ns() / 1e9;
 }
 
 int64_t
 tlb_bench_wall_us(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+	return tli_wall_us();
 }
 
 int64_t
@@ -50,7 +47,66 @@ tlb_bench_sleep_ms(int ms)
 {
 	struct timespec ts = {ms / 1000, (long) (ms % 1000) * 1000000L};
 
-	nanosleep(&ts, NULL);
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+	}
+}
+
+int
+tlb_bench_proc_mem(pid_t pid, uint64_t *rss_kb, uint64_t *hwm_kb)
+{
+	char path[64], line[256];
+	FILE *f;
+	int want = hwm_kb != NULL ? 2 : 1, got = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int) pid);
+	if ((f = fopen(path, "r")) == NULL) {
+		return -1;
+	}
+	while (fgets(line, sizeof(line), f) != NULL) {
+		unsigned long long v;
+
+		if (sscanf(line, "VmRSS: %llu kB", &v) == 1) {
+			*rss_kb = v;
+			got++;
+		} else if (hwm_kb != NULL &&
+		    sscanf(line, "VmHWM: %llu kB", &v) == 1) {
+			*hwm_kb = v;
+			got++;
+		}
+	}
+	fclose(f);
+	return got == want ? 0 : -1;
+}
+
+char *
+tlb_bench_default_timelined(void)
+{
+	char exe[PATH_MAX], path[PATH_MAX + 32];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	if (n <= 0) {
+		return strdup("timelined");
+	}
+	exe[n] = '\0';
+	snprintf(
+	    path, sizeof(path), "%s/broker/timelined", dirname(dirname(exe)));
+	return strdup(path);
+}
+
+void
+tlb_bench_show_log(const char *path)
+{
+	char line[1024];
+	FILE *f = fopen(path, "r");
+
+	if (f == NULL) {
+		return;
+	}
+	fprintf(stderr, "--- %s ---\n", path);
+	while (fgets(line, sizeof(line), f) != NULL) {
+		fputs(line, stderr);
+	}
+	fclose(f);
 }
 
 uint64_t

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #define TLB_BENCH_MAX_RUNS 64
 
@@ -30,6 +31,13 @@ double tlb_bench_mono_s(void);
 int64_t tlb_bench_wall_us(void);
 int64_t tlb_bench_wall_ms(void);
 void tlb_bench_sleep_ms(int ms);
+/* VmRSS and (when hwm_kb is not NULL) VmHWM of a process, in kB: 0 when
+ * all asked for were read. */
+int tlb_bench_proc_mem(pid_t pid, uint64_t *rss_kb, uint64_t *hwm_kb);
+/* <builddir>/bench/PROGRAM -> <builddir>/broker/timelined (malloc'd). */
+char *tlb_bench_default_timelined(void);
+/* Copies a server's log file to stderr, under a line naming it. */
+void tlb_bench_show_log(const char *path);
 
 /* A cheap mix so due times spread over the hour without a pattern. */
 uint64_t tlb_bench_mix64(uint64_t x);

@@ -248,18 +248,9 @@ static void
 broker_show_log(const broker *b)
 {
 	char logp[PATH_MAX + 32];
-	char line[1024];
-	FILE *f;
 
 	snprintf(logp, sizeof(logp), "%s/%s", b->dir, BENCH_LOG);
-	if ((f = fopen(logp, "r")) == NULL) {
-		return;
-	}
-	fprintf(stderr, "--- %s ---\n", logp);
-	while (fgets(line, sizeof(line), f) != NULL) {
-		fputs(line, stderr);
-	}
-	fclose(f);
+	tlb_bench_show_log(logp);
 }
 
 /* Wait, with a deadline, until the broker's socket accepts a connection;
@@ -361,33 +352,6 @@ broker_finish(broker *b)
 	tlb_bench_dir_done(&g_cfg->com, b->dir);
 }
 
-/* VmRSS and VmHWM of a process, in kB. */
-static int
-proc_mem(pid_t pid, uint64_t *rss_kb, uint64_t *hwm_kb)
-{
-	char path[64], line[256];
-	FILE *f;
-	int got = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int) pid);
-	if ((f = fopen(path, "r")) == NULL) {
-		return -1;
-	}
-	while (fgets(line, sizeof(line), f) != NULL) {
-		unsigned long long v;
-
-		if (sscanf(line, "VmRSS: %llu kB", &v) == 1) {
-			*rss_kb = v;
-			got++;
-		} else if (sscanf(line, "VmHWM: %llu kB", &v) == 1) {
-			*hwm_kb = v;
-			got++;
-		}
-	}
-	fclose(f);
-	return got == 2 ? 0 : -1;
-}
-
 static int
 client_open(const broker *b, const char *name, tl_client **out)
 {
@@ -404,6 +368,22 @@ client_open(const broker *b, const char *name, tl_client **out)
 	rv = tl_client_open(out, o);
 	tl_opts_free(o);
 	return rv;
+}
+
+/* A broker started and a producer client on it: 0, or -1 (said). */
+static int
+broker_up(broker *b, tl_client **c)
+{
+	int rv;
+
+	if (broker_start(b) != 0) {
+		return -1;
+	}
+	if ((rv = client_open(b, "bench-producer", c)) != TL_OK) {
+		fprintf(stderr, "tl_client_open: %s\n", tl_strerror(rv));
+		return -1;
+	}
+	return 0;
 }
 
 /* ---- producing: one client, many async batches in flight ---- */
@@ -930,20 +910,14 @@ bench_produce(bench_result *r)
 	char rate[32];
 	int rv = -1;
 
-	if (broker_start(&b) != 0) {
+	if ((rv = broker_up(&b, &c)) != 0) {
 		goto out;
 	}
-	if ((rv = client_open(&b, "bench-producer", &c)) != TL_OK) {
-		fprintf(stderr, "tl_client_open: %s\n", tl_strerror(rv));
-		rv = -1;
-		goto out;
-	}
-	memset(&pl, 0, sizeof(pl));
-	pl.count = cfg->produce_count;
-	pl.mode = TS_SPREAD;
-	pl.base = tlb_bench_wall_ms() + 60000;
-	pl.spread = BENCH_HOUR_MS;
-	pl.id_prefix = cfg->natural_ids ? "P" : NULL;
+	pl = (prod_plan){.count = cfg->produce_count,
+	    .mode = TS_SPREAD,
+	    .base = tlb_bench_wall_ms() + 60000,
+	    .spread = BENCH_HOUR_MS,
+	    .id_prefix = cfg->natural_ids ? "P" : NULL};
 	if ((rv = produce(c, &pl, r)) != 0) {
 		goto out;
 	}
@@ -998,18 +972,15 @@ bench_lateness(bench_result *r)
 	uint64_t total = (uint64_t) cfg->rate * (uint64_t) cfg->secs;
 	broker b;
 	tl_client *c = NULL;
-	cons_set cs;
+	cons_set cs = {0};
 	ackq aq;
-	recv_state rs;
+	recv_state rs = {0};
 	prod_plan pl;
-	bench_result fill;
+	bench_result fill = {0};
 	int64_t lead, last_due;
 	double deadline;
 	int rv = -1;
 
-	memset(&cs, 0, sizeof(cs));
-	memset(&rs, 0, sizeof(rs));
-	memset(&fill, 0, sizeof(fill));
 	rs.total = total;
 	rs.seen = calloc(total, sizeof(*rs.seen));
 	rs.late_us = calloc(total, sizeof(*rs.late_us));
@@ -1022,24 +993,18 @@ bench_lateness(bench_result *r)
 		return -1;
 	}
 	rs.aq = &aq;
-	if (broker_start(&b) != 0) {
-		goto out;
-	}
-	if ((rv = client_open(&b, "bench-producer", &c)) != TL_OK) {
-		fprintf(stderr, "tl_client_open: %s\n", tl_strerror(rv));
-		rv = -1;
+	if ((rv = broker_up(&b, &c)) != 0) {
 		goto out;
 	}
 	/* Every message must be on the timeline before it falls due: lead
 	 * time for creating at a conservative 20k/s, plus 2 s. */
 	lead = cfg->lead_ms > 0 ? cfg->lead_ms
 	                        : 2000 + (int64_t) (total * 1000u / 20000u);
-	memset(&pl, 0, sizeof(pl));
-	pl.count = total;
-	pl.mode = TS_RATE;
-	pl.base = tl_client_broker_now(c) + lead;
-	pl.rate = cfg->rate;
-	pl.id_prefix = "L";
+	pl = (prod_plan){.count = total,
+	    .mode = TS_RATE,
+	    .base = tl_client_broker_now(c) + lead,
+	    .rate = cfg->rate,
+	    .id_prefix = "L"};
 	if ((rv = produce(c, &pl, &fill)) != 0) {
 		goto out;
 	}
@@ -1114,39 +1079,31 @@ bench_cycle(bench_result *r)
 	uint64_t total = cfg->cycle_count;
 	broker b;
 	tl_client *c = NULL;
-	cons_set cs;
+	cons_set cs = {0};
 	ackq aq;
-	recv_state rs;
+	recv_state rs = {0};
 	prod_plan pl;
-	bench_result fill;
+	bench_result fill = {0};
 	tl_topic_info ti;
 	char rate[32];
 	double t0, deadline;
 	int64_t t0_us;
 	int rv = -1;
 
-	memset(&cs, 0, sizeof(cs));
-	memset(&rs, 0, sizeof(rs));
-	memset(&fill, 0, sizeof(fill));
 	rs.total = total;
 	if (ackq_init(&aq, (size_t) cfg->cycle_credit + 1, cfg->ackers) != 0) {
 		return -1;
 	}
 	rs.aq = &aq;
-	if (broker_start(&b) != 0) {
+	if ((rv = broker_up(&b, &c)) != 0) {
 		goto out;
 	}
-	if ((rv = client_open(&b, "bench-producer", &c)) != TL_OK) {
-		fprintf(stderr, "tl_client_open: %s\n", tl_strerror(rv));
-		rv = -1;
-		goto out;
-	}
-	memset(&pl, 0, sizeof(pl));
-	pl.count = total;
-	pl.mode = TS_SPREAD; /* over the last minute: all due already */
-	pl.base = tl_client_broker_now(c) - 61000;
-	pl.spread = 60000;
-	pl.id_prefix = cfg->natural_ids ? "C" : NULL;
+	/* over the last minute: all due already */
+	pl = (prod_plan){.count = total,
+	    .mode = TS_SPREAD,
+	    .base = tl_client_broker_now(c) - 61000,
+	    .spread = 60000,
+	    .id_prefix = cfg->natural_ids ? "C" : NULL};
 	if ((rv = produce(c, &pl, &fill)) != 0) {
 		goto out;
 	}
@@ -1235,7 +1192,7 @@ scale_restart(broker *b, bench_result *r)
 		if (tl_topic_get(c, BENCH_TOPIC, &ti) == TL_OK) {
 			r->count_after = ti.messages;
 		}
-		proc_mem(b->pid, &r->rss_after_kb, &hwm);
+		tlb_bench_proc_mem(b->pid, &r->rss_after_kb, &hwm);
 	}
 	tl_client_close(c);
 	return 0;
@@ -1252,20 +1209,14 @@ bench_scale(bench_result *r)
 	int rv = -1;
 
 	memset(&fill, 0, sizeof(fill));
-	if (broker_start(&b) != 0) {
+	if ((rv = broker_up(&b, &c)) != 0) {
 		goto out;
 	}
-	if ((rv = client_open(&b, "bench-producer", &c)) != TL_OK) {
-		fprintf(stderr, "tl_client_open: %s\n", tl_strerror(rv));
-		rv = -1;
-		goto out;
-	}
-	memset(&pl, 0, sizeof(pl));
-	pl.count = cfg->scale_count;
-	pl.mode = TS_SPREAD;
-	pl.base = tlb_bench_wall_ms() + BENCH_HOUR_MS;
-	pl.spread = BENCH_HOUR_MS;
-	pl.id_prefix = cfg->natural_ids ? "S" : NULL;
+	pl = (prod_plan){.count = cfg->scale_count,
+	    .mode = TS_SPREAD,
+	    .base = tlb_bench_wall_ms() + BENCH_HOUR_MS,
+	    .spread = BENCH_HOUR_MS,
+	    .id_prefix = cfg->natural_ids ? "S" : NULL};
 	if ((rv = produce(c, &pl, &fill)) != 0) {
 		goto out;
 	}
@@ -1276,7 +1227,7 @@ bench_scale(bench_result *r)
 	r->fill_rate = fill.rate;
 	r->failures = fill.failures;
 	r->first_err = fill.first_err;
-	if (proc_mem(b.pid, &r->rss_kb, &r->hwm_kb) != 0) {
+	if (tlb_bench_proc_mem(b.pid, &r->rss_kb, &r->hwm_kb) != 0) {
 		fprintf(stderr, "cannot read /proc/%d/status\n", (int) b.pid);
 	}
 	dir_usage(b.dir, &r->disk_bytes, &r->disk_apparent);
@@ -1662,22 +1613,6 @@ run_one(void *arg, void *res, size_t w, int run, uint64_t *failures)
 	return rv;
 }
 
-/* <builddir>/bench/tl-broker-bench -> <builddir>/broker/timelined */
-static char *
-default_broker(void)
-{
-	char exe[PATH_MAX], path[PATH_MAX + 32];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-
-	if (n <= 0) {
-		return strdup("timelined");
-	}
-	exe[n] = '\0';
-	snprintf(
-	    path, sizeof(path), "%s/broker/timelined", dirname(dirname(exe)));
-	return strdup(path);
-}
-
 int
 main(int argc, char **argv)
 {
@@ -1715,7 +1650,7 @@ main(int argc, char **argv)
 		return 2;
 	}
 	if (cfg.broker == NULL) {
-		cfg.broker = def_broker = default_broker();
+		cfg.broker = def_broker = tlb_bench_default_timelined();
 	}
 	if (access(cfg.broker, X_OK) != 0) {
 		fprintf(stderr, "cannot run %s: %s (use --broker PATH)\n",

@@ -671,7 +671,6 @@ batch_limits(req *q, pending *p, size_t n)
 		return false;
 	}
 	p->inflight = n;
-#ifdef TLI_HAVE_OWNER_COUNT
 	if (pr->max_scheduled != 0) {
 		uint64_t stored = 0;
 		int rv =
@@ -694,7 +693,6 @@ batch_limits(req *q, pending *p, size_t n)
 			return false;
 		}
 	}
-#endif
 	return true;
 }
 

@@ -18,17 +18,17 @@ tlp_w_init(tlp_w *w, tli_buf *b)
 	msgpack_packer_init(&w->pk, b, w_write);
 }
 
-void
-tlp_w_array(tlp_w *w, size_t n)
-{
-	msgpack_pack_array(&w->pk, n);
-}
+/* The writers that hand one value to the packer as it is. */
+#define W_PASS(name, type, pack)            \
+	void tlp_w_##name(tlp_w *w, type v) \
+	{                                   \
+		pack(&w->pk, v);            \
+	}
 
-void
-tlp_w_map(tlp_w *w, size_t n)
-{
-	msgpack_pack_map(&w->pk, n);
-}
+W_PASS(array, size_t, msgpack_pack_array)
+W_PASS(map, size_t, msgpack_pack_map)
+W_PASS(int, int64_t, msgpack_pack_int64)
+W_PASS(uint, uint64_t, msgpack_pack_uint64)
 
 void
 tlp_w_nil(tlp_w *w)
@@ -39,23 +39,7 @@ tlp_w_nil(tlp_w *w)
 void
 tlp_w_bool(tlp_w *w, bool v)
 {
-	if (v) {
-		msgpack_pack_true(&w->pk);
-	} else {
-		msgpack_pack_false(&w->pk);
-	}
-}
-
-void
-tlp_w_int(tlp_w *w, int64_t v)
-{
-	msgpack_pack_int64(&w->pk, v);
-}
-
-void
-tlp_w_uint(tlp_w *w, uint64_t v)
-{
-	msgpack_pack_uint64(&w->pk, v);
+	(v ? msgpack_pack_true : msgpack_pack_false)(&w->pk);
 }
 
 void
@@ -134,36 +118,64 @@ r_len(tlp_r *r, size_t n, size_t *len)
 	return TL_OK;
 }
 
-int
-tlp_r_array(tlp_r *r, size_t max, size_t *n)
+/* How a family of msgpack types (arrays, strings, binaries) gives its
+ * length: a fixed form whose low bits hold it, and types followed by a
+ * 1-, 2- or 4-byte length (0 where the family has none of that width). */
+typedef struct head {
+	uint8_t fmask, ftag;
+	uint8_t wide[3];
+	uint8_t bin[3]; /* binaries, where the caller accepts them */
+} head;
+
+static const head arr_head = {0xf0, 0x90, {0, 0xdc, 0xdd}, {0, 0, 0}};
+static const head str_head = {0xe0, 0xa0, {0xd9, 0xda, 0xdb}, {0, 0, 0}};
+static const head bin_head = {
+    0xe0, 0xa0, {0xd9, 0xda, 0xdb}, {0xc4, 0xc5, 0xc6}};
+
+static int
+r_head(tlp_r *r, const head *h, size_t *len)
 {
+	static const size_t width[3] = {1, 2, 4};
 	uint8_t t;
-	size_t len = 0;
 
 	if (r_need(r, 1) != TL_OK) {
 		return r->err;
 	}
 	t = r->p[0];
-	if ((t & 0xf0) == 0x90) {
-		len = t & 0x0f;
+	if ((t & h->fmask) == h->ftag) {
+		*len = t & (uint8_t) ~h->fmask;
 		r->p++;
-	} else if (t == 0xdc) {
-		r_len(r, 2, &len);
-	} else if (t == 0xdd) {
-		r_len(r, 4, &len);
-	} else {
-		return r_fail(r, TL_EPROTO);
+		return TL_OK;
 	}
-	if (r->err != TL_OK) {
-		return r->err;
+	for (size_t i = 0; i < 3; i++) {
+		if ((h->wide[i] != 0 && t == h->wide[i]) ||
+		    (h->bin[i] != 0 && t == h->bin[i])) {
+			return r_len(r, width[i], len);
+		}
 	}
-	/* Every element takes at least one byte: a count larger than what is
-	 * left is a lie, whatever the limit. */
+	return r_fail(r, TL_EPROTO);
+}
+
+/* A length or count read from the wire: over the caller's limit is
+ * TL_ETOOLARGE; more than the bytes left (every element takes at least
+ * one byte) is a lie, whatever the limit. */
+static int
+r_fits(tlp_r *r, size_t len, size_t max)
+{
 	if (len > max) {
 		return r_fail(r, TL_ETOOLARGE);
 	}
-	if (len > tlp_r_left(r)) {
-		return r_fail(r, TL_EPROTO);
+	return len > tlp_r_left(r) ? r_fail(r, TL_EPROTO) : TL_OK;
+}
+
+int
+tlp_r_array(tlp_r *r, size_t max, size_t *n)
+{
+	size_t len = 0;
+
+	if (r_head(r, &arr_head, &len) != TL_OK ||
+	    r_fits(r, len, max) != TL_OK) {
+		return r->err;
 	}
 	*n = len;
 	return TL_OK;
@@ -268,16 +280,12 @@ r_integer(tlp_r *r, bool *neg, uint64_t *mag)
 int
 tlp_r_int(tlp_r *r, int64_t *v)
 {
-	bool neg;
-	uint64_t mag;
+	bool neg = false;
+	uint64_t mag = 0;
 
-	if (r_integer(r, &neg, &mag) != TL_OK) {
-		return r->err;
-	}
-	if (!neg && mag > (uint64_t) INT64_MAX) {
-		return r_fail(r, TL_ERANGE);
-	}
-	if (neg && mag > (uint64_t) INT64_MAX + 1) {
+	/* An error already set stays: r_fail keeps the first. */
+	if (r_integer(r, &neg, &mag) != TL_OK ||
+	    mag > (uint64_t) INT64_MAX + (neg ? 1 : 0)) {
 		return r_fail(r, TL_ERANGE);
 	}
 	*v = neg
@@ -289,13 +297,10 @@ tlp_r_int(tlp_r *r, int64_t *v)
 int
 tlp_r_uint(tlp_r *r, uint64_t *v)
 {
-	bool neg;
-	uint64_t mag;
+	bool neg = false;
+	uint64_t mag = 0;
 
-	if (r_integer(r, &neg, &mag) != TL_OK) {
-		return r->err;
-	}
-	if (neg && mag != 0) {
+	if (r_integer(r, &neg, &mag) != TL_OK || (neg && mag != 0)) {
 		return r_fail(r, TL_ERANGE);
 	}
 	*v = mag;
@@ -306,39 +311,20 @@ tlp_r_uint(tlp_r *r, uint64_t *v)
 static int
 r_bytes(tlp_r *r, size_t max, bool want_bin, const void **p, size_t *n)
 {
-	uint8_t t;
 	size_t len = 0;
 
 	if (r_need(r, 1) != TL_OK) {
 		return r->err;
 	}
-	t = r->p[0];
-	if (t == 0xc0) {
+	if (r->p[0] == 0xc0) {
 		r->p++;
 		*p = NULL;
 		*n = 0;
 		return TL_OK;
 	}
-	if ((t & 0xe0) == 0xa0) {
-		len = t & 0x1f;
-		r->p++;
-	} else if (t == 0xd9 || (want_bin && t == 0xc4)) {
-		r_len(r, 1, &len);
-	} else if (t == 0xda || (want_bin && t == 0xc5)) {
-		r_len(r, 2, &len);
-	} else if (t == 0xdb || (want_bin && t == 0xc6)) {
-		r_len(r, 4, &len);
-	} else {
-		return r_fail(r, TL_EPROTO);
-	}
-	if (r->err != TL_OK) {
+	if (r_head(r, want_bin ? &bin_head : &str_head, &len) != TL_OK ||
+	    r_fits(r, len, max) != TL_OK) {
 		return r->err;
-	}
-	if (len > max) {
-		return r_fail(r, TL_ETOOLARGE);
-	}
-	if (len > tlp_r_left(r)) {
-		return r_fail(r, TL_EPROTO);
 	}
 	*p = r->p;
 	*n = len;

@@ -1,17 +1,247 @@
 /*
  * Encoders and strict decoders of the operation bodies (see msgs.h).
- * Reply encoders write the whole array [0, fields...]; reply decoders read
- * the fields after tlp_dec_reply_head has read the array and the code.
+ * Each message shape is written once, as a table of its fields (wire type
+ * and place in the C struct); one writer and one reader walk the tables, so
+ * an encoder and its decoder cannot disagree on order or types. Reply
+ * encoders write the whole array [0, fields...]; reply decoders read the
+ * fields after tlp_dec_reply_head has read the array and the code.
  */
+#include <stddef.h>
+
 #include "msgs.h"
 
-/* ---- small helpers ---- */
+/* ---- field tables ---- */
+
+enum fkind {
+	F_STR,  /* tlp_str, at most max bytes */
+	F_NSTR, /* tlp_str, written as nil when empty (CREATE's ids) */
+	F_U64,
+	F_U32, /* uint32_t: a larger value on the wire is TL_ERANGE */
+	F_I64,
+	F_BOOL,
+	F_ERR,  /* int error code, written unsigned, read as F_U32 */
+	F_BIN,  /* body at off, its size_t length at off2: "" when NULL */
+	F_NBIN, /* the same, written as nil when NULL (CREATE's bodies) */
+};
+
+typedef struct field {
+	uint8_t kind;
+	uint16_t off;
+	uint16_t off2;
+	uint32_t max;
+} field;
+
+/* A field of kind at member m of struct T; strings and bodies with their
+ * limit, bodies with the member that holds their length. */
+#define FIELD(kind, T, m)                    \
+	{                                    \
+		(kind), offsetof(T, m), 0, 0 \
+	}
+#define FSTR(kind, T, m, lim)                    \
+	{                                        \
+		(kind), offsetof(T, m), 0, (lim) \
+	}
+#define FBODY(kind, T, m, len)                                            \
+	{                                                                 \
+		(kind), offsetof(T, m), offsetof(T, len), TL_MAX_BODY_LEN \
+	}
+#define NF(tab) (sizeof(tab) / sizeof((tab)[0]))
+
+#define NAME TL_MAX_NAME_LEN
+#define ID TL_MAX_ID_LEN
+
+static const field hello_f[] = {FIELD(F_U64, tlp_hello, proto),
+    FSTR(F_STR, tlp_hello, name, NAME), FSTR(F_STR, tlp_hello, role, 32),
+    FIELD(F_I64, tlp_hello, client_ms), FSTR(F_STR, tlp_hello, token, 1024)};
+
+static const field hello_rep_f[] = {FIELD(F_I64, tlp_hello_rep, broker_ms),
+    FSTR(F_STR, tlp_hello_rep, broker_name, NAME),
+    FIELD(F_U64, tlp_hello_rep, session_id)};
+
+/* TOPIC_CREATE sends the first six; replies carry all eleven. */
+static const field topic_f[] = {FSTR(F_STR, tlp_topic, name, NAME),
+    FIELD(F_U32, tlp_topic, buckets), FIELD(F_U32, tlp_topic, max_body),
+    FIELD(F_I64, tlp_topic, default_lease_ms),
+    FIELD(F_I64, tlp_topic, max_lease_ms),
+    FIELD(F_U32, tlp_topic, max_deliveries), FIELD(F_U64, tlp_topic, messages),
+    FIELD(F_U64, tlp_topic, available), FIELD(F_U64, tlp_topic, waiting),
+    FIELD(F_U64, tlp_topic, processing), FIELD(F_U64, tlp_topic, dead)};
+#define TOPIC_CREATE_NF 6
+
+static const field item_f[] = {FSTR(F_NSTR, tlp_item, id, ID),
+    FIELD(F_U64, tlp_item, version), FIELD(F_I64, tlp_item, ts),
+    FIELD(F_BOOL, tlp_item, rel), FBODY(F_NBIN, tlp_item, body, body_len)};
+
+static const field result_f[] = {FIELD(F_ERR, tlp_result, err),
+    FSTR(F_STR, tlp_result, id, ID), FIELD(F_U64, tlp_result, version),
+    FIELD(F_I64, tlp_result, ts), FIELD(F_U32, tlp_result, deliveries)};
+
+static const field msg_f[] = {FSTR(F_STR, tlp_msg, id, ID),
+    FIELD(F_I64, tlp_msg, ts), FIELD(F_U32, tlp_msg, bucket),
+    FSTR(F_STR, tlp_msg, owner, NAME), FSTR(F_STR, tlp_msg, consumer, NAME),
+    FIELD(F_U64, tlp_msg, version), FIELD(F_U32, tlp_msg, deliveries),
+    FIELD(F_I64, tlp_msg, created_at), FBODY(F_BIN, tlp_msg, body, body_len)};
+
+/* LIST's head; the cursor that follows is a pair of nils or values. */
+static const field list_f[] = {FSTR(F_STR, tlp_list, topic, NAME),
+    FSTR(F_STR, tlp_list, owner, NAME), FIELD(F_U32, tlp_list, limit)};
+
+static const field entry_f[] = {FSTR(F_STR, tlp_entry, id, ID),
+    FIELD(F_I64, tlp_entry, ts), FIELD(F_U64, tlp_entry, version),
+    FIELD(F_BOOL, tlp_entry, locked)};
+
+static const field sub_f[] = {FSTR(F_STR, tlp_sub, topic, NAME),
+    FSTR(F_STR, tlp_sub, consumer, NAME), FIELD(F_I64, tlp_sub, lease_ms),
+    FIELD(F_U32, tlp_sub, credit)};
+
+static const field delivery_f[] = {FSTR(F_STR, tlp_delivery, id, ID),
+    FIELD(F_U64, tlp_delivery, version),
+    FIELD(F_I64, tlp_delivery, lease_until), FIELD(F_I64, tlp_delivery, due_ts),
+    FIELD(F_U32, tlp_delivery, deliveries),
+    FSTR(F_STR, tlp_delivery, owner, NAME),
+    FBODY(F_BIN, tlp_delivery, body, body_len),
+    FIELD(F_I64, tlp_delivery, placed_at)};
+
+/* The bodies whose fields travel as separate arguments. */
+typedef struct name2 {
+	tlp_str a, b;
+} name2;
+static const field get_f[] = {
+    FSTR(F_STR, name2, a, NAME), FSTR(F_STR, name2, b, ID)};
+static const field named_f[] = {
+    FSTR(F_STR, name2, a, NAME), FSTR(F_STR, name2, b, NAME)};
+
+typedef struct span {
+	tlp_str topic;
+	int64_t from, to;
+} span;
+static const field span_f[] = {FSTR(F_STR, span, topic, NAME),
+    FIELD(F_I64, span, from), FIELD(F_I64, span, to)};
+
+typedef struct ints {
+	uint64_t v[3];
+	int64_t i;
+} ints;
+static const field counts_f[] = {FIELD(F_U64, ints, v[0]),
+    FIELD(F_U64, ints, v[1]), FIELD(F_U64, ints, v[2])};
+static const field int_f[] = {FIELD(F_I64, ints, i)};
+
+/* ---- the writer ---- */
+
+#define AT(base, off, type) ((type *) (void *) ((char *) (base) + (off)))
+#define CAT(base, off, type) \
+	((const type *) (const void *) ((const char *) (base) + (off)))
 
 static void
 w_str(tlp_w *w, tlp_str s)
 {
 	tlp_w_str(w, s.p != NULL ? s.p : "", s.n);
 }
+
+/* The value of an unsigned or error-code field, widened for the wire. */
+static uint64_t
+field_uint(const field *f, const void *base)
+{
+	switch (f->kind) {
+	case F_U32:
+		return *CAT(base, f->off, uint32_t);
+	case F_ERR:
+		return (uint64_t) *CAT(base, f->off, int);
+	default:
+		return *CAT(base, f->off, uint64_t);
+	}
+}
+
+/* A body: nil for a missing one where the field allows it, else bin. */
+static void
+w_body(tlp_w *w, const field *f, const void *base)
+{
+	const void *body = *CAT(base, f->off, const void *);
+
+	if (body == NULL && f->kind == F_NBIN) {
+		tlp_w_nil(w);
+	} else {
+		tlp_w_bin(
+		    w, body != NULL ? body : "", *CAT(base, f->off2, size_t));
+	}
+}
+
+static void
+w_field(tlp_w *w, const field *f, const void *base)
+{
+	const tlp_str *s = CAT(base, f->off, tlp_str);
+
+	if (f->kind == F_STR || (f->kind == F_NSTR && s->n > 0)) {
+		w_str(w, *s);
+	} else if (f->kind == F_NSTR) {
+		tlp_w_nil(w);
+	} else if (f->kind == F_I64) {
+		tlp_w_int(w, *CAT(base, f->off, int64_t));
+	} else if (f->kind == F_BOOL) {
+		tlp_w_bool(w, *CAT(base, f->off, bool));
+	} else if (f->kind == F_BIN || f->kind == F_NBIN) {
+		w_body(w, f, base);
+	} else {
+		tlp_w_uint(w, field_uint(f, base));
+	}
+}
+
+static void
+w_fields(tlp_w *w, const field *f, size_t nf, const void *base)
+{
+	for (size_t i = 0; i < nf; i++) {
+		w_field(w, &f[i], base);
+	}
+}
+
+/* [fields...] */
+static void
+w_record(tlp_w *w, const field *f, size_t nf, const void *base)
+{
+	tlp_w_array(w, nf);
+	w_fields(w, f, nf, base);
+}
+
+/* [record...] of n records elem bytes apart. */
+static void
+w_records(
+    tlp_w *w, const field *f, size_t nf, const void *v, size_t elem, size_t n)
+{
+	tlp_w_array(w, n);
+	for (size_t i = 0; i < n; i++) {
+		w_record(w, f, nf, (const char *) v + i * elem);
+	}
+}
+
+/* [0, fields...]: a successful reply. */
+static void
+w_reply(tlp_w *w, const field *f, size_t nf, const void *base)
+{
+	tlp_w_array(w, nf + 1);
+	tlp_w_uint(w, 0);
+	w_fields(w, f, nf, base);
+}
+
+/* [0, [fields...]]: a successful reply that carries one record. */
+static void
+w_reply_record(tlp_w *w, const field *f, size_t nf, const void *base)
+{
+	tlp_w_array(w, 2);
+	tlp_w_uint(w, 0);
+	w_record(w, f, nf, base);
+}
+
+/* [a, b, [record...]]: a batch and a push. */
+static void
+w_named_records(tlp_w *w, const name2 *h, const field *f, size_t nf,
+    const void *v, size_t elem, size_t n)
+{
+	tlp_w_array(w, 3);
+	w_fields(w, named_f, NF(named_f), h);
+	w_records(w, f, nf, v, elem, n);
+}
+
+/* ---- the reader ---- */
 
 static int
 r_str(tlp_r *r, size_t max, tlp_str *s)
@@ -35,6 +265,42 @@ r_u32(tlp_r *r, uint32_t *v)
 	return TL_OK;
 }
 
+static int
+r_field(tlp_r *r, const field *f, void *base)
+{
+	uint32_t u = 0;
+
+	switch (f->kind) {
+	case F_STR:
+	case F_NSTR:
+		return r_str(r, f->max, AT(base, f->off, tlp_str));
+	case F_U64:
+		return tlp_r_uint(r, AT(base, f->off, uint64_t));
+	case F_U32:
+		return r_u32(r, AT(base, f->off, uint32_t));
+	case F_I64:
+		return tlp_r_int(r, AT(base, f->off, int64_t));
+	case F_BOOL:
+		return tlp_r_bool(r, AT(base, f->off, bool));
+	case F_ERR:
+		r_u32(r, &u);
+		*AT(base, f->off, int) = (int) u;
+		return r->err;
+	default:
+		return tlp_r_bin(r, f->max, AT(base, f->off, const void *),
+		    AT(base, f->off2, size_t));
+	}
+}
+
+static int
+r_fields(tlp_r *r, const field *f, size_t nf, void *base)
+{
+	for (size_t i = 0; i < nf && r->err == TL_OK; i++) {
+		r_field(r, &f[i], base);
+	}
+	return r->err;
+}
+
 /* Read an array header that must have exactly n elements. */
 static int
 r_tuple(tlp_r *r, size_t n)
@@ -50,299 +316,202 @@ r_tuple(tlp_r *r, size_t n)
 	return r->err;
 }
 
-/* A nil or a value: *has tells which. */
+/* [fields...] */
 static int
-r_opt_int(tlp_r *r, bool *has, int64_t *v)
+r_record(tlp_r *r, const field *f, size_t nf, void *base)
 {
-	bool nil;
-
-	if (tlp_r_nil(r, &nil) != TL_OK) {
-		return r->err;
-	}
-	*has = !nil;
-	return nil ? TL_OK : tlp_r_int(r, v);
+	r_tuple(r, nf);
+	return r_fields(r, f, nf, base);
 }
 
-/* An array header whose count is checked against max, then an array of
- * that many zeroed elements of elem bytes (one more, so 0 allocates). */
+/* A request body that is one record and nothing else. */
 static int
-r_alloc_array(tlp_r *r, size_t max, size_t elem, void **arr, size_t *n)
+r_body(tlp_r *r, const field *f, size_t nf, void *base)
 {
+	r_record(r, f, nf, base);
+	return tlp_r_end(r);
+}
+
+/* The fields of a successful reply, and nothing after them. */
+static int
+r_reply(tlp_r *r, const field *f, size_t nf, void *base)
+{
+	r_fields(r, f, nf, base);
+	return tlp_r_end(r);
+}
+
+/* [record...] with at most max records, into an array of that many zeroed
+ * elements of elem bytes (one more, so 0 allocates); freed on failure. */
+static int
+r_records(tlp_r *r, size_t max, const field *f, size_t nf, size_t elem,
+    void **arr, size_t *n)
+{
+	char *v;
+
+	*arr = NULL;
+	*n = 0;
 	if (tlp_r_array(r, max, n) != TL_OK) {
 		return r->err;
 	}
-	if ((*arr = tli_zalloc(elem * (*n + 1))) == NULL) {
+	if ((v = tli_zalloc(elem * (*n + 1))) == NULL) {
+		*n = 0;
 		return TL_ENOMEM;
+	}
+	for (size_t i = 0; i < *n && r->err == TL_OK; i++) {
+		r_record(r, f, nf, v + i * elem);
+	}
+	*arr = v;
+	return r->err;
+}
+
+/* [a, b, [record...]]: the body of a batch and of a push; freed (and
+ * nothing kept) when anything is wrong, trailing bytes included. */
+static int
+r_named_records(tlp_r *r, name2 *h, const field *f, size_t nf, size_t elem,
+    void **arr, size_t *n)
+{
+	int rv;
+
+	r_tuple(r, 3);
+	r_fields(r, named_f, NF(named_f), h);
+	rv = r_records(r, TL_MAX_BATCH, f, nf, elem, arr, n);
+	if (rv == TL_ENOMEM || tlp_r_end(r) != TL_OK) {
+		tli_free(*arr);
+		*arr = NULL;
+		*n = 0;
+		return rv == TL_ENOMEM ? rv : r->err;
 	}
 	return TL_OK;
 }
 
-/* [name, name, [element...]]: the head of a batch and of a push. */
+/* A reply that is [record...] and what follows it (more, for LIST); the
+ * caller's out-pointers are set only on success. */
 static int
-r_named_list(
-    tlp_r *r, tlp_str *a, tlp_str *b, size_t elem, void **arr, size_t *n)
+r_reply_records(tlp_r *r, size_t max, const field *f, size_t nf, size_t elem,
+    void **arr, size_t *n, bool *more)
 {
-	r_tuple(r, 3);
-	r_str(r, TL_MAX_NAME_LEN, a);
-	r_str(r, TL_MAX_NAME_LEN, b);
-	return r_alloc_array(r, TL_MAX_BATCH, elem, arr, n);
+	void *v = NULL;
+	size_t cnt = 0;
+	int rv;
+
+	*arr = NULL;
+	*n = 0;
+	rv = r_records(r, max, f, nf, elem, &v, &cnt);
+	if (rv != TL_ENOMEM && more != NULL) {
+		tlp_r_bool(r, more);
+	}
+	if (rv == TL_ENOMEM || tlp_r_end(r) != TL_OK) {
+		tli_free(v);
+		return rv == TL_ENOMEM ? rv : r->err;
+	}
+	*arr = v;
+	*n = cnt;
+	return TL_OK;
 }
 
-/* ---- sessions ---- */
+/* ---- the codecs ---- */
 
-void
-tlp_enc_hello(tlp_w *w, const tlp_hello *m)
-{
-	tlp_w_array(w, 5);
-	tlp_w_uint(w, m->proto);
-	w_str(w, m->name);
-	w_str(w, m->role);
-	tlp_w_int(w, m->client_ms);
-	w_str(w, m->token);
-}
+/* The encoder and the decoder of a body that is one record: its table says
+ * everything else. Every field of such a record is on the wire, except
+ * TOPIC_CREATE's (which sends the first six): the decoder zeroes the rest. */
+#define RECORD_CODEC(name, type, tab, nf, wr, rd)    \
+	void tlp_enc_##name(tlp_w *w, const type *m) \
+	{                                            \
+		wr(w, tab, nf, m);                   \
+	}                                            \
+	int tlp_dec_##name(tlp_r *r, type *m)        \
+	{                                            \
+		memset(m, 0, sizeof(*m));            \
+		return rd(r, tab, nf, m);            \
+	}
 
-int
-tlp_dec_hello(tlp_r *r, tlp_hello *m)
-{
-	r_tuple(r, 5);
-	tlp_r_uint(r, &m->proto);
-	r_str(r, TL_MAX_NAME_LEN, &m->name);
-	r_str(r, 32, &m->role);
-	tlp_r_int(r, &m->client_ms);
-	r_str(r, 1024, &m->token);
-	return tlp_r_end(r);
-}
+/* The decoder of a reply [0, [record...]]. */
+#define LIST_DECODER(name, type, max, tab)                              \
+	int tlp_dec_##name(tlp_r *r, type **v, size_t *n)               \
+	{                                                               \
+		void *arr = NULL;                                       \
+		int rv = r_reply_records(                               \
+		    r, max, tab, NF(tab), sizeof(type), &arr, n, NULL); \
+		*v = arr;                                               \
+		return rv;                                              \
+	}
 
-void
-tlp_enc_hello_rep(tlp_w *w, const tlp_hello_rep *m)
-{
-	tlp_w_array(w, 4);
-	tlp_w_uint(w, 0);
-	tlp_w_int(w, m->broker_ms);
-	w_str(w, m->broker_name);
-	tlp_w_uint(w, m->session_id);
-}
+RECORD_CODEC(hello, tlp_hello, hello_f, NF(hello_f), w_record, r_body)
+RECORD_CODEC(
+    hello_rep, tlp_hello_rep, hello_rep_f, NF(hello_rep_f), w_reply, r_reply)
+RECORD_CODEC(
+    topic_create, tlp_topic, topic_f, TOPIC_CREATE_NF, w_record, r_body)
+RECORD_CODEC(topic, tlp_topic, topic_f, NF(topic_f), w_reply_record, r_body)
+LIST_DECODER(topic_list, tlp_topic, 65536, topic_f)
+RECORD_CODEC(msg, tlp_msg, msg_f, NF(msg_f), w_reply_record, r_body)
+RECORD_CODEC(sub, tlp_sub, sub_f, NF(sub_f), w_record, r_body)
+LIST_DECODER(results, tlp_result, TL_MAX_BATCH, result_f)
 
-int
-tlp_dec_hello_rep(tlp_r *r, tlp_hello_rep *m)
-{
-	tlp_r_int(r, &m->broker_ms);
-	r_str(r, TL_MAX_NAME_LEN, &m->broker_name);
-	tlp_r_uint(r, &m->session_id);
-	return tlp_r_end(r);
-}
+/* PING's and its reply's single integer. */
+#define INT_CODEC(name, wr, rd)                       \
+	void tlp_enc_##name(tlp_w *w, int64_t v)      \
+	{                                             \
+		ints q = {.i = v};                    \
+		wr(w, int_f, NF(int_f), &q);          \
+	}                                             \
+	int tlp_dec_##name(tlp_r *r, int64_t *v)      \
+	{                                             \
+		ints q = {.i = 0};                    \
+		int rv = rd(r, int_f, NF(int_f), &q); \
+		*v = q.i;                             \
+		return rv;                            \
+	}
 
-void
-tlp_enc_ping(tlp_w *w, int64_t ms)
-{
-	tlp_w_array(w, 1);
-	tlp_w_int(w, ms);
-}
+/* A body [a, b, [record...]] (a batch, a push) with its records in m->elems
+ * and their count in m->n; its _fini frees the records. */
+#define NAMED_CODEC(name, type, first, second, elems, etype, tab)        \
+	void tlp_enc_##name(tlp_w *w, const type *m)                     \
+	{                                                                \
+		name2 h = {m->first, m->second};                         \
+		w_named_records(                                         \
+		    w, &h, tab, NF(tab), m->elems, sizeof(etype), m->n); \
+	}                                                                \
+	int tlp_dec_##name(tlp_r *r, type *m)                            \
+	{                                                                \
+		name2 h = {{NULL, 0}, {NULL, 0}};                        \
+		void *arr = NULL;                                        \
+		int rv;                                                  \
+		memset(m, 0, sizeof(*m));                                \
+		rv = r_named_records(                                    \
+		    r, &h, tab, NF(tab), sizeof(etype), &arr, &m->n);    \
+		m->first = h.a;                                          \
+		m->second = h.b;                                         \
+		m->elems = arr;                                          \
+		return rv;                                               \
+	}                                                                \
+	void tlp_##name##_fini(type *m)                                  \
+	{                                                                \
+		tli_free(m->elems);                                      \
+		m->elems = NULL;                                         \
+		m->n = 0;                                                \
+	}
 
-int
-tlp_dec_ping(tlp_r *r, int64_t *ms)
-{
-	r_tuple(r, 1);
-	tlp_r_int(r, ms);
-	return tlp_r_end(r);
-}
-
-void
-tlp_enc_ping_rep(tlp_w *w, int64_t broker_ms)
-{
-	tlp_w_array(w, 2);
-	tlp_w_uint(w, 0);
-	tlp_w_int(w, broker_ms);
-}
-
-int
-tlp_dec_ping_rep(tlp_r *r, int64_t *broker_ms)
-{
-	tlp_r_int(r, broker_ms);
-	return tlp_r_end(r);
-}
-
-/* ---- topics ---- */
-
-void
-tlp_enc_topic_create(tlp_w *w, const tlp_topic *t)
-{
-	tlp_w_array(w, 6);
-	w_str(w, t->name);
-	tlp_w_uint(w, t->buckets);
-	tlp_w_uint(w, t->max_body);
-	tlp_w_int(w, t->default_lease_ms);
-	tlp_w_int(w, t->max_lease_ms);
-	tlp_w_uint(w, t->max_deliveries);
-}
-
-int
-tlp_dec_topic_create(tlp_r *r, tlp_topic *t)
-{
-	memset(t, 0, sizeof(*t));
-	r_tuple(r, 6);
-	r_str(r, TL_MAX_NAME_LEN, &t->name);
-	r_u32(r, &t->buckets);
-	r_u32(r, &t->max_body);
-	tlp_r_int(r, &t->default_lease_ms);
-	tlp_r_int(r, &t->max_lease_ms);
-	r_u32(r, &t->max_deliveries);
-	return tlp_r_end(r);
-}
+INT_CODEC(ping, w_record, r_body)
+INT_CODEC(ping_rep, w_reply, r_reply)
+NAMED_CODEC(batch, tlp_batch, topic, who, items, tlp_item, item_f)
+NAMED_CODEC(deliver, tlp_deliver, topic, consumer, v, tlp_delivery, delivery_f)
 
 void
 tlp_enc_name(tlp_w *w, tlp_str name)
 {
-	tlp_w_array(w, 1);
-	w_str(w, name);
+	name2 q = {.a = name};
+
+	w_record(w, named_f, 1, &q);
 }
 
 int
 tlp_dec_name(tlp_r *r, tlp_str *name)
 {
-	r_tuple(r, 1);
-	r_str(r, TL_MAX_NAME_LEN, name);
-	return tlp_r_end(r);
-}
+	name2 q = {.a = {NULL, 0}};
+	int rv = r_body(r, named_f, 1, &q);
 
-/* The 11-field topic record of replies. */
-static void
-w_topic(tlp_w *w, const tlp_topic *t)
-{
-	tlp_w_array(w, 11);
-	w_str(w, t->name);
-	tlp_w_uint(w, t->buckets);
-	tlp_w_uint(w, t->max_body);
-	tlp_w_int(w, t->default_lease_ms);
-	tlp_w_int(w, t->max_lease_ms);
-	tlp_w_uint(w, t->max_deliveries);
-	tlp_w_uint(w, t->messages);
-	tlp_w_uint(w, t->available);
-	tlp_w_uint(w, t->waiting);
-	tlp_w_uint(w, t->processing);
-	tlp_w_uint(w, t->dead);
-}
-
-static int
-r_topic(tlp_r *r, tlp_topic *t)
-{
-	r_tuple(r, 11);
-	r_str(r, TL_MAX_NAME_LEN, &t->name);
-	r_u32(r, &t->buckets);
-	r_u32(r, &t->max_body);
-	tlp_r_int(r, &t->default_lease_ms);
-	tlp_r_int(r, &t->max_lease_ms);
-	r_u32(r, &t->max_deliveries);
-	tlp_r_uint(r, &t->messages);
-	tlp_r_uint(r, &t->available);
-	tlp_r_uint(r, &t->waiting);
-	tlp_r_uint(r, &t->processing);
-	return tlp_r_uint(r, &t->dead);
-}
-
-void
-tlp_enc_topic(tlp_w *w, const tlp_topic *t)
-{
-	tlp_w_array(w, 2);
-	tlp_w_uint(w, 0);
-	w_topic(w, t);
-}
-
-int
-tlp_dec_topic(tlp_r *r, tlp_topic *t)
-{
-	r_topic(r, t);
-	return tlp_r_end(r);
-}
-
-int
-tlp_dec_topic_list(tlp_r *r, tlp_topic **v, size_t *n)
-{
-	size_t cnt = 0;
-	void *arr = NULL;
-	tlp_topic *t;
-	int rv;
-
-	*v = NULL;
-	*n = 0;
-	if ((rv = r_alloc_array(r, 65536, sizeof(*t), &arr, &cnt)) != TL_OK) {
-		return rv;
-	}
-	t = arr;
-	for (size_t i = 0; i < cnt && r->err == TL_OK; i++) {
-		r_topic(r, &t[i]);
-	}
-	if (tlp_r_end(r) != TL_OK) {
-		tli_free(t);
-		return r->err;
-	}
-	*v = t;
-	*n = cnt;
-	return TL_OK;
-}
-
-/* ---- batches ---- */
-
-void
-tlp_enc_batch(tlp_w *w, const tlp_batch *b)
-{
-	tlp_w_array(w, 3);
-	w_str(w, b->topic);
-	w_str(w, b->who);
-	tlp_w_array(w, b->n);
-	for (size_t i = 0; i < b->n; i++) {
-		const tlp_item *it = &b->items[i];
-		tlp_w_array(w, 5);
-		if (it->id.n > 0) {
-			w_str(w, it->id);
-		} else {
-			tlp_w_nil(w);
-		}
-		tlp_w_uint(w, it->version);
-		tlp_w_int(w, it->ts);
-		tlp_w_bool(w, it->rel);
-		if (it->body != NULL) {
-			tlp_w_bin(w, it->body, it->body_len);
-		} else {
-			tlp_w_nil(w);
-		}
-	}
-}
-
-int
-tlp_dec_batch(tlp_r *r, tlp_batch *b)
-{
-	void *arr = NULL;
-	int rv;
-
-	memset(b, 0, sizeof(*b));
-	rv = r_named_list(r, &b->topic, &b->who, sizeof(tlp_item), &arr, &b->n);
-	if (rv != TL_OK) {
-		return rv;
-	}
-	b->items = arr;
-	for (size_t i = 0; i < b->n && r->err == TL_OK; i++) {
-		tlp_item *it = &b->items[i];
-		r_tuple(r, 5);
-		r_str(r, TL_MAX_ID_LEN, &it->id);
-		tlp_r_uint(r, &it->version);
-		tlp_r_int(r, &it->ts);
-		tlp_r_bool(r, &it->rel);
-		tlp_r_bin(r, TL_MAX_BODY_LEN, &it->body, &it->body_len);
-	}
-	if (tlp_r_end(r) != TL_OK) {
-		tlp_batch_fini(b);
-		return r->err;
-	}
-	return TL_OK;
-}
-
-void
-tlp_batch_fini(tlp_batch *b)
-{
-	tli_free(b->items);
-	b->items = NULL;
-	b->n = 0;
+	*name = q.a;
+	return rv;
 }
 
 void
@@ -350,116 +519,33 @@ tlp_enc_results(tlp_w *w, const tlp_result *v, size_t n)
 {
 	tlp_w_array(w, 2);
 	tlp_w_uint(w, 0);
-	tlp_w_array(w, n);
-	for (size_t i = 0; i < n; i++) {
-		tlp_w_array(w, 5);
-		tlp_w_uint(w, (uint64_t) v[i].err);
-		w_str(w, v[i].id);
-		tlp_w_uint(w, v[i].version);
-		tlp_w_int(w, v[i].ts);
-		tlp_w_uint(w, v[i].deliveries);
-	}
+	w_records(w, result_f, NF(result_f), v, sizeof(*v), n);
 }
-
-int
-tlp_dec_results(tlp_r *r, tlp_result **v, size_t *n)
-{
-	size_t cnt = 0;
-	void *arr = NULL;
-	tlp_result *res;
-	int rv;
-
-	*v = NULL;
-	*n = 0;
-	if ((rv = r_alloc_array(r, TL_MAX_BATCH, sizeof(*res), &arr, &cnt)) !=
-	    TL_OK) {
-		return rv;
-	}
-	res = arr;
-	for (size_t i = 0; i < cnt && r->err == TL_OK; i++) {
-		uint32_t err = 0;
-		r_tuple(r, 5);
-		r_u32(r, &err);
-		res[i].err = (int) err;
-		r_str(r, TL_MAX_ID_LEN, &res[i].id);
-		tlp_r_uint(r, &res[i].version);
-		tlp_r_int(r, &res[i].ts);
-		r_u32(r, &res[i].deliveries);
-	}
-	if (tlp_r_end(r) != TL_OK) {
-		tli_free(res);
-		return r->err;
-	}
-	*v = res;
-	*n = cnt;
-	return TL_OK;
-}
-
-/* ---- reads ---- */
 
 void
 tlp_enc_get(tlp_w *w, tlp_str topic, tlp_str id)
 {
-	tlp_w_array(w, 2);
-	w_str(w, topic);
-	w_str(w, id);
+	name2 q = {topic, id};
+
+	w_record(w, get_f, NF(get_f), &q);
 }
 
 int
 tlp_dec_get(tlp_r *r, tlp_str *topic, tlp_str *id)
 {
-	r_tuple(r, 2);
-	r_str(r, TL_MAX_NAME_LEN, topic);
-	r_str(r, TL_MAX_ID_LEN, id);
-	return tlp_r_end(r);
-}
+	name2 q = {{NULL, 0}, {NULL, 0}};
+	int rv = r_body(r, get_f, NF(get_f), &q);
 
-static void
-w_msg(tlp_w *w, const tlp_msg *m)
-{
-	tlp_w_array(w, 9);
-	w_str(w, m->id);
-	tlp_w_int(w, m->ts);
-	tlp_w_uint(w, m->bucket);
-	w_str(w, m->owner);
-	w_str(w, m->consumer);
-	tlp_w_uint(w, m->version);
-	tlp_w_uint(w, m->deliveries);
-	tlp_w_int(w, m->created_at);
-	tlp_w_bin(w, m->body != NULL ? m->body : "", m->body_len);
-}
-
-void
-tlp_enc_msg(tlp_w *w, const tlp_msg *m)
-{
-	tlp_w_array(w, 2);
-	tlp_w_uint(w, 0);
-	w_msg(w, m);
-}
-
-int
-tlp_dec_msg(tlp_r *r, tlp_msg *m)
-{
-	r_tuple(r, 9);
-	r_str(r, TL_MAX_ID_LEN, &m->id);
-	tlp_r_int(r, &m->ts);
-	r_u32(r, &m->bucket);
-	r_str(r, TL_MAX_NAME_LEN, &m->owner);
-	r_str(r, TL_MAX_NAME_LEN, &m->consumer);
-	tlp_r_uint(r, &m->version);
-	r_u32(r, &m->deliveries);
-	tlp_r_int(r, &m->created_at);
-	tlp_r_bin(r, TL_MAX_BODY_LEN, &m->body, &m->body_len);
-	return tlp_r_end(r);
+	*topic = q.a;
+	*id = q.b;
+	return rv;
 }
 
 void
 tlp_enc_list(tlp_w *w, const tlp_list *l)
 {
-	tlp_w_array(w, 5);
-	w_str(w, l->topic);
-	w_str(w, l->owner);
-	tlp_w_uint(w, l->limit);
+	tlp_w_array(w, NF(list_f) + 2);
+	w_fields(w, list_f, NF(list_f), l);
 	if (l->has_cursor) {
 		tlp_w_int(w, l->cursor_ts);
 		w_str(w, l->cursor_id);
@@ -472,12 +558,15 @@ tlp_enc_list(tlp_w *w, const tlp_list *l)
 int
 tlp_dec_list(tlp_r *r, tlp_list *l)
 {
+	bool nil = true;
+
 	memset(l, 0, sizeof(*l));
-	r_tuple(r, 5);
-	r_str(r, TL_MAX_NAME_LEN, &l->topic);
-	r_str(r, TL_MAX_NAME_LEN, &l->owner);
-	r_u32(r, &l->limit);
-	r_opt_int(r, &l->has_cursor, &l->cursor_ts);
+	r_tuple(r, NF(list_f) + 2);
+	r_fields(r, list_f, NF(list_f), l);
+	if (tlp_r_nil(r, &nil) == TL_OK && !nil) {
+		l->has_cursor = true;
+		tlp_r_int(r, &l->cursor_ts);
+	}
 	r_str(r, TL_MAX_ID_LEN, &l->cursor_id);
 	return tlp_r_end(r);
 }
@@ -487,169 +576,59 @@ tlp_enc_entries(tlp_w *w, const tlp_entry *v, size_t n, bool more)
 {
 	tlp_w_array(w, 3);
 	tlp_w_uint(w, 0);
-	tlp_w_array(w, n);
-	for (size_t i = 0; i < n; i++) {
-		tlp_w_array(w, 4);
-		w_str(w, v[i].id);
-		tlp_w_int(w, v[i].ts);
-		tlp_w_uint(w, v[i].version);
-		tlp_w_bool(w, v[i].locked);
-	}
+	w_records(w, entry_f, NF(entry_f), v, sizeof(*v), n);
 	tlp_w_bool(w, more);
 }
 
 int
 tlp_dec_entries(tlp_r *r, tlp_entry **v, size_t *n, bool *more)
 {
-	size_t cnt = 0;
 	void *arr = NULL;
-	tlp_entry *e;
-	int rv;
+	int rv = r_reply_records(
+	    r, TL_MAX_BATCH, entry_f, NF(entry_f), sizeof(**v), &arr, n, more);
 
-	*v = NULL;
-	*n = 0;
-	if ((rv = r_alloc_array(r, TL_MAX_BATCH, sizeof(*e), &arr, &cnt)) !=
-	    TL_OK) {
-		return rv;
-	}
-	e = arr;
-	for (size_t i = 0; i < cnt && r->err == TL_OK; i++) {
-		r_tuple(r, 4);
-		r_str(r, TL_MAX_ID_LEN, &e[i].id);
-		tlp_r_int(r, &e[i].ts);
-		tlp_r_uint(r, &e[i].version);
-		tlp_r_bool(r, &e[i].locked);
-	}
-	tlp_r_bool(r, more);
-	if (tlp_r_end(r) != TL_OK) {
-		tli_free(e);
-		return r->err;
-	}
-	*v = e;
-	*n = cnt;
-	return TL_OK;
+	*v = arr;
+	return rv;
 }
 
 void
 tlp_enc_count(tlp_w *w, tlp_str topic, int64_t from, int64_t to)
 {
-	tlp_w_array(w, 3);
-	w_str(w, topic);
-	tlp_w_int(w, from);
-	tlp_w_int(w, to);
+	span q = {topic, from, to};
+
+	w_record(w, span_f, NF(span_f), &q);
 }
 
 int
 tlp_dec_count(tlp_r *r, tlp_str *topic, int64_t *from, int64_t *to)
 {
-	r_tuple(r, 3);
-	r_str(r, TL_MAX_NAME_LEN, topic);
-	tlp_r_int(r, from);
-	tlp_r_int(r, to);
-	return tlp_r_end(r);
+	span q = {{NULL, 0}, 0, 0};
+	int rv = r_body(r, span_f, NF(span_f), &q);
+
+	*topic = q.topic;
+	*from = q.from;
+	*to = q.to;
+	return rv;
 }
 
 void
 tlp_enc_counts(tlp_w *w, uint64_t a, uint64_t wt, uint64_t p)
 {
-	tlp_w_array(w, 4);
-	tlp_w_uint(w, 0);
-	tlp_w_uint(w, a);
-	tlp_w_uint(w, wt);
-	tlp_w_uint(w, p);
+	ints q = {{a, wt, p}, 0};
+
+	w_reply(w, counts_f, NF(counts_f), &q);
 }
 
 int
 tlp_dec_counts(tlp_r *r, uint64_t *a, uint64_t *wt, uint64_t *p)
 {
-	tlp_r_uint(r, a);
-	tlp_r_uint(r, wt);
-	tlp_r_uint(r, p);
-	return tlp_r_end(r);
-}
+	ints q = {{0, 0, 0}, 0};
+	int rv = r_reply(r, counts_f, NF(counts_f), &q);
 
-/* ---- consumers ---- */
-
-void
-tlp_enc_sub(tlp_w *w, const tlp_sub *s)
-{
-	tlp_w_array(w, 4);
-	w_str(w, s->topic);
-	w_str(w, s->consumer);
-	tlp_w_int(w, s->lease_ms);
-	tlp_w_uint(w, s->credit);
-}
-
-int
-tlp_dec_sub(tlp_r *r, tlp_sub *s)
-{
-	r_tuple(r, 4);
-	r_str(r, TL_MAX_NAME_LEN, &s->topic);
-	r_str(r, TL_MAX_NAME_LEN, &s->consumer);
-	tlp_r_int(r, &s->lease_ms);
-	r_u32(r, &s->credit);
-	return tlp_r_end(r);
-}
-
-void
-tlp_enc_deliver(tlp_w *w, const tlp_deliver *d)
-{
-	tlp_w_array(w, 3);
-	w_str(w, d->topic);
-	w_str(w, d->consumer);
-	tlp_w_array(w, d->n);
-	for (size_t i = 0; i < d->n; i++) {
-		const tlp_delivery *m = &d->v[i];
-		tlp_w_array(w, 8);
-		w_str(w, m->id);
-		tlp_w_uint(w, m->version);
-		tlp_w_int(w, m->lease_until);
-		tlp_w_int(w, m->due_ts);
-		tlp_w_uint(w, m->deliveries);
-		w_str(w, m->owner);
-		tlp_w_bin(w, m->body != NULL ? m->body : "", m->body_len);
-		tlp_w_int(w, m->placed_at);
-	}
-}
-
-int
-tlp_dec_deliver(tlp_r *r, tlp_deliver *d)
-{
-	void *arr = NULL;
-	int rv;
-
-	memset(d, 0, sizeof(*d));
-	rv = r_named_list(
-	    r, &d->topic, &d->consumer, sizeof(tlp_delivery), &arr, &d->n);
-	if (rv != TL_OK) {
-		return rv;
-	}
-	d->v = arr;
-	for (size_t i = 0; i < d->n && r->err == TL_OK; i++) {
-		tlp_delivery *m = &d->v[i];
-		r_tuple(r, 8);
-		r_str(r, TL_MAX_ID_LEN, &m->id);
-		tlp_r_uint(r, &m->version);
-		tlp_r_int(r, &m->lease_until);
-		tlp_r_int(r, &m->due_ts);
-		r_u32(r, &m->deliveries);
-		r_str(r, TL_MAX_NAME_LEN, &m->owner);
-		tlp_r_bin(r, TL_MAX_BODY_LEN, &m->body, &m->body_len);
-		tlp_r_int(r, &m->placed_at);
-	}
-	if (tlp_r_end(r) != TL_OK) {
-		tlp_deliver_fini(d);
-		return r->err;
-	}
-	return TL_OK;
-}
-
-void
-tlp_deliver_fini(tlp_deliver *d)
-{
-	tli_free(d->v);
-	d->v = NULL;
-	d->n = 0;
+	*a = q.v[0];
+	*wt = q.v[1];
+	*p = q.v[2];
+	return rv;
 }
 
 /* ---- replies ---- */

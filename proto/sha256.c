@@ -1,7 +1,8 @@
 /*
  * SHA-256 as specified by FIPS 180-4 (section 6.2): 64-byte blocks,
  * big-endian words, the message padded with 0x80, zeros and its bit length.
- * Checked against the standard's examples in tests/auth/test_sha256.c.
+ * Checked against the standard's examples by the sha256 cases in
+ * tests/auth/test_creds.c.
  */
 #include <string.h>
 

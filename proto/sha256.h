@@ -1,7 +1,8 @@
 /*
  * SHA-256 (FIPS 180-4), used to store and compare credential tokens as
- * hashes: the broker keeps only the hash of each token, and `timelined
- * --hash-token` / `tlctl hash-token` make one.
+ * hashes: the broker keeps only the hash of each token (`timelined
+ * --hash-token` makes one) and compares hashes in constant time. Not for
+ * tables or bucket placement: that is base/hash.h.
  */
 #ifndef TL_PROTO_SHA256_H
 #define TL_PROTO_SHA256_H

@@ -108,6 +108,7 @@ table_find(tl_client *c, uint32_t id, bool take)
 		if ((*pp)->id == id) {
 			tli_req *q = *pp;
 			if (take) {
+				TLI_ASSERT(c->inflight > 0);
 				*pp = q->hnext;
 				q->hnext = NULL;
 				c->inflight--;
@@ -133,6 +134,7 @@ table_expire(tl_client *c, int64_t now, bool all)
 		while (*pp != NULL) {
 			tli_req *q = *pp;
 			if (all || q->deadline <= now) {
+				TLI_ASSERT(c->inflight > 0);
 				*pp = q->hnext;
 				q->hnext = out;
 				out = q;
@@ -170,6 +172,7 @@ tli_submit_locked(tl_client *c, tli_req *q)
 {
 	int rv;
 
+	TLI_ASSERT_LOCKED(&c->mtx);
 	if ((rv = tlp_frame_end(&q->frame, 0)) != TL_OK) {
 		tli_buf_fini(&q->frame);
 		return rv;
@@ -310,6 +313,7 @@ tli_call(tl_client *c, tli_buf *frame, uint8_t op, tli_dec_fn dec, void *arg)
 void
 tli_cb_post_locked(tl_client *c, tli_cb *cb)
 {
+	TLI_ASSERT_LOCKED(&c->mtx);
 	cb->next = NULL;
 	if (c->cb_tail != NULL) {
 		c->cb_tail->next = cb;
@@ -972,6 +976,18 @@ out:
 	return rv;
 }
 
+/* Tell a library thread to stop (its flag, under the lock, and a wake-up)
+ * and wait for it. */
+static void
+thread_stop(tl_client *c, bool *flag, pthread_cond_t *cv, pthread_t thr)
+{
+	pthread_mutex_lock(&c->mtx);
+	*flag = true;
+	pthread_cond_broadcast(cv);
+	pthread_mutex_unlock(&c->mtx);
+	pthread_join(thr, NULL);
+}
+
 static int
 client_threads(tl_client *c)
 {
@@ -987,17 +1003,9 @@ client_threads(tl_client *c)
 	return TL_OK;
 
 fail_conn:
-	pthread_mutex_lock(&c->mtx);
-	c->closing = true;
-	pthread_cond_broadcast(&c->cv);
-	pthread_mutex_unlock(&c->mtx);
-	pthread_join(c->send_thr, NULL);
+	thread_stop(c, &c->closing, &c->cv, c->send_thr);
 fail_send:
-	pthread_mutex_lock(&c->mtx);
-	c->cb_stop = true;
-	pthread_cond_broadcast(&c->cb_cv);
-	pthread_mutex_unlock(&c->mtx);
-	pthread_join(c->cb_thr, NULL);
+	thread_stop(c, &c->cb_stop, &c->cb_cv, c->cb_thr);
 	return TL_ENOMEM;
 }
 
@@ -1035,11 +1043,7 @@ client_stop(tl_client *c)
 	stream_abort_wait(c);
 	pthread_join(c->conn_thr, NULL);
 	pthread_join(c->send_thr, NULL);
-	pthread_mutex_lock(&c->mtx);
-	c->cb_stop = true;
-	pthread_cond_broadcast(&c->cb_cv);
-	pthread_mutex_unlock(&c->mtx);
-	pthread_join(c->cb_thr, NULL);
+	thread_stop(c, &c->cb_stop, &c->cb_cv, c->cb_thr);
 }
 
 int

@@ -30,8 +30,6 @@ static const uint8_t lop_ops[TLI_LOP_N] = {
 
 /* ---- leases ---- */
 
-static uint32_t live_hash(const char *id, size_t n);
-
 static tl_lease *
 lease_new(const tlp_delivery *d)
 {
@@ -48,7 +46,6 @@ lease_new(const tlp_delivery *d)
 		memcpy(l->id, d->id.p, d->id.n);
 	}
 	l->id_len = d->id.n;
-	l->hash = live_hash(d->id.p, d->id.n);
 	l->version = d->version;
 	l->until = d->lease_until;
 	l->due = d->due_ts;
@@ -65,41 +62,25 @@ lease_new(const tlp_delivery *d)
 	return l;
 }
 
-static uint32_t
-live_hash(const char *id, size_t n)
+typedef struct lease_key {
+	const char *id;
+	size_t n;
+} lease_key;
+
+static bool
+lease_is(const tli_hnode *hn, const void *key)
 {
-	uint32_t h = 2166136261u; /* FNV-1a */
+	const tl_lease *l = TLI_CONTAINER(hn, tl_lease, hn);
+	const lease_key *k = key;
 
-	for (size_t i = 0; i < n; i++) {
-		h = (h ^ (uint8_t) id[i]) * 16777619u;
-	}
-	return h;
-}
-
-/* Grow the live index to keep chains short; on failure the old index
- * stays (longer chains, still correct). */
-static void
-live_index_grow(tl_consumer *k)
-{
-	size_t cap = k->lhcap > 0 ? k->lhcap * 2 : 64;
-	tl_lease **t = tli_zalloc(sizeof(*t) * cap);
-
-	if (t == NULL) {
-		return;
-	}
-	for (tl_lease *l = k->live; l != NULL; l = l->lnext) {
-		tl_lease **slot = &t[l->hash & (cap - 1)];
-		l->hnext = *slot;
-		*slot = l;
-	}
-	tli_free(k->lht);
-	k->lht = t;
-	k->lhcap = cap;
+	return l->id_len == k->n && memcmp(l->id, k->id, k->n) == 0;
 }
 
 static void
 live_add(tl_consumer *k, tl_lease *l)
 {
+	TLI_ASSERT_LOCKED(&k->client->mtx);
+	TLI_ASSERT(l->lprev == NULL && l->lnext == NULL && !l->queued);
 	l->cons = k;
 	l->lprev = NULL;
 	l->lnext = k->live;
@@ -108,33 +89,16 @@ live_add(tl_consumer *k, tl_lease *l)
 	}
 	k->live = l;
 	k->nlive++;
-	l->hnext = NULL;
-	if (k->nlive > k->lhcap) {
-		size_t old = k->lhcap;
-		live_index_grow(k); /* a new index holds l too */
-		if (k->lhcap != old) {
-			return;
-		}
-	}
-	if (k->lht != NULL) {
-		tl_lease **slot = &k->lht[l->hash & (k->lhcap - 1)];
-		l->hnext = *slot;
-		*slot = l;
-	}
+	/* Cannot fail: the index has had slots since consumer_open. */
+	(void) tli_htab_insert(&k->lht, &l->hn, tli_hash64(l->id, l->id_len));
 }
 
 static void
 live_remove(tl_consumer *k, tl_lease *l)
 {
-	if (k->lht != NULL) {
-		tl_lease **pp = &k->lht[l->hash & (k->lhcap - 1)];
-		for (; *pp != NULL; pp = &(*pp)->hnext) {
-			if (*pp == l) {
-				*pp = l->hnext;
-				break;
-			}
-		}
-	}
+	TLI_ASSERT_LOCKED(&k->client->mtx);
+	TLI_ASSERT(k->nlive > 0 && l->cons == k);
+	tli_htab_remove(&k->lht, &l->hn);
 	if (l->lprev != NULL) {
 		l->lprev->lnext = l->lnext;
 	} else if (k->live == l) {
@@ -143,36 +107,25 @@ live_remove(tl_consumer *k, tl_lease *l)
 	if (l->lnext != NULL) {
 		l->lnext->lprev = l->lprev;
 	}
-	l->lprev = l->lnext = l->hnext = NULL;
+	l->lprev = l->lnext = NULL;
 	k->nlive--;
 }
 
 static tl_lease *
 live_find(tl_consumer *k, const char *id, size_t n)
 {
-	tl_lease *l;
+	lease_key key = {id, n};
+	tli_hnode *hn =
+	    tli_htab_find(&k->lht, tli_hash64(id, n), lease_is, &key);
 
-	if (k->lht == NULL) {
-		l = k->live; /* no index (out of memory): walk the list */
-		for (; l != NULL; l = l->lnext) {
-			if (l->id_len == n && memcmp(l->id, id, n) == 0) {
-				return l;
-			}
-		}
-		return NULL;
-	}
-	l = k->lht[live_hash(id, n) & (k->lhcap - 1)];
-	for (; l != NULL; l = l->hnext) {
-		if (l->id_len == n && memcmp(l->id, id, n) == 0) {
-			return l;
-		}
-	}
-	return NULL;
+	return hn != NULL ? TLI_CONTAINER(hn, tl_lease, hn) : NULL;
 }
 
 static void
 queue_push(tl_consumer *k, tl_lease *l)
 {
+	TLI_ASSERT_LOCKED(&k->client->mtx);
+	TLI_ASSERT(!l->queued); /* a lease is queued at most once */
 	l->qnext = NULL;
 	l->queued = true;
 	if (k->qtail != NULL) {
@@ -193,6 +146,7 @@ queue_pop(tl_consumer *k)
 		if ((k->qhead = l->qnext) == NULL) {
 			k->qtail = NULL;
 		}
+		TLI_ASSERT(l->queued && k->qlen > 0);
 		l->qnext = NULL;
 		l->queued = false;
 		k->qlen--;
@@ -212,6 +166,7 @@ queue_remove(tl_consumer *k, tl_lease *l)
 			if (k->qtail == l) {
 				k->qtail = prev;
 			}
+			TLI_ASSERT(l->queued && k->qlen > 0);
 			l->qnext = NULL;
 			l->queued = false;
 			k->qlen--;
@@ -220,53 +175,21 @@ queue_remove(tl_consumer *k, tl_lease *l)
 	}
 }
 
-const char *
-tl_lease_id(const tl_lease *l)
-{
-	return l != NULL ? l->id : NULL;
-}
+/* The lease's getters: a field, or none for a NULL lease. */
+#define LEASE_GET(type, name, field, none)          \
+	type tl_lease_##name(const tl_lease *l)     \
+	{                                           \
+		return l != NULL ? l->field : none; \
+	}
 
-size_t
-tl_lease_id_len(const tl_lease *l)
-{
-	return l != NULL ? l->id_len : 0;
-}
-
-uint64_t
-tl_lease_version(const tl_lease *l)
-{
-	return l != NULL ? l->version : 0;
-}
-
-int64_t
-tl_lease_until(const tl_lease *l)
-{
-	return l != NULL ? l->until : 0;
-}
-
-int64_t
-tl_lease_due(const tl_lease *l)
-{
-	return l != NULL ? l->due : 0;
-}
-
-int64_t
-tl_lease_placed_at(const tl_lease *l)
-{
-	return l != NULL ? l->placed : 0;
-}
-
-uint32_t
-tl_lease_deliveries(const tl_lease *l)
-{
-	return l != NULL ? l->deliveries : 0;
-}
-
-const char *
-tl_lease_owner(const tl_lease *l)
-{
-	return l != NULL ? l->owner : NULL;
-}
+LEASE_GET(const char *, id, id, NULL)
+LEASE_GET(size_t, id_len, id_len, 0)
+LEASE_GET(uint64_t, version, version, 0)
+LEASE_GET(int64_t, until, until, 0)
+LEASE_GET(int64_t, due, due, 0)
+LEASE_GET(int64_t, placed_at, placed, 0)
+LEASE_GET(uint32_t, deliveries, deliveries, 0)
+LEASE_GET(const char *, owner, owner, NULL)
 
 const void *
 tl_lease_body(const tl_lease *l, size_t *len)
@@ -323,6 +246,8 @@ lop_user_cb(void *arg)
 static void
 lop_done_locked(tl_client *c, tli_lop *op, int err)
 {
+	TLI_ASSERT_LOCKED(&c->mtx);
+	TLI_ASSERT(!op->finished); /* completed exactly once */
 	op->err = err;
 	op->finished = true;
 	if (op->done != NULL) {
@@ -432,6 +357,8 @@ lgroup_send(tl_client *c, tl_consumer *k, int kind)
 	lgroup *g;
 	tlp_item *items;
 	tlp_batch bt;
+
+	TLI_ASSERT_LOCKED(&c->mtx);
 	tlp_w w;
 
 	for (op = k->pend[kind]; op != NULL && n < TL_MAX_BATCH;
@@ -527,6 +454,8 @@ lop_init(
 static int
 lop_queue_locked(tl_client *c, tl_consumer *k, int kind, tli_lop *op)
 {
+	TLI_ASSERT_LOCKED(&c->mtx);
+	TLI_ASSERT(kind >= 0 && kind < TLI_LOP_N && !op->finished);
 	if (c->closing || k->closing) {
 		return TL_ECLOSED;
 	}
@@ -880,7 +809,7 @@ static void
 consumer_free(tl_consumer *k)
 {
 	pthread_cond_destroy(&k->cv);
-	tli_free(k->lht);
+	tli_htab_fini(&k->lht);
 	tli_free(k->topic);
 	tli_free(k->id);
 	tli_free(k);
@@ -889,26 +818,19 @@ consumer_free(tl_consumer *k)
 static int
 consumer_conf_check(const tl_consumer_conf *conf)
 {
-	size_t n;
+	int rv;
 
 	if (conf->topic == NULL || conf->lease_ms < 0) {
 		return TL_EINVAL;
 	}
-	n = strlen(conf->topic);
-	if (n == 0) {
-		return TL_EBADID;
+	if ((rv = tli_len_check(strlen(conf->topic), TL_MAX_NAME_LEN)) !=
+	    TL_OK) {
+		return rv;
 	}
-	if (n > TL_MAX_NAME_LEN) {
-		return TL_ETOOLARGE;
-	}
-	if (conf->consumer_id != NULL) {
-		n = strlen(conf->consumer_id);
-		if (n == 0) {
-			return TL_EBADID;
-		}
-		if (n > TL_MAX_NAME_LEN) {
-			return TL_ETOOLARGE;
-		}
+	if (conf->consumer_id != NULL &&
+	    (rv = tli_len_check(strlen(conf->consumer_id), TL_MAX_NAME_LEN)) !=
+	        TL_OK) {
+		return rv;
 	}
 	if (conf->lease_ms > TL_MAX_LEASE_MS) {
 		return TL_ELEASELIMIT;
@@ -959,7 +881,9 @@ tl_consumer_open(tl_consumer **out, tl_client *c, const tl_consumer_conf *conf)
 	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
 	pthread_cond_init(&k->cv, &a);
 	pthread_condattr_destroy(&a);
-	if (k->topic == NULL || k->id == NULL) {
+	tli_htab_init(&k->lht);
+	if (k->topic == NULL || k->id == NULL ||
+	    tli_htab_reserve(&k->lht, 64) != TL_OK) {
 		consumer_free(k);
 		return TL_ENOMEM;
 	}

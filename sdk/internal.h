@@ -33,6 +33,7 @@
 
 #include "base.h"
 #include "frame.h"
+#include "htab.h"
 #include "mp.h"
 #include "msgs.h"
 
@@ -108,8 +109,7 @@ typedef struct tli_lop tli_lop;
 struct tl_lease {
 	tl_consumer *cons;       /* NULL once the consumer closed */
 	tl_lease *lprev, *lnext; /* the consumer's live handles */
-	tl_lease *hnext;         /* the consumer's live index chain */
-	uint32_t hash;           /* of the id, for the live index */
+	tli_hnode hn;            /* the consumer's live index, by id */
 	tl_lease *qnext;         /* the consumer's delivery queue */
 	bool queued;
 	char *id;
@@ -165,10 +165,10 @@ struct tl_consumer {
 	tl_lease *qhead, *qtail;
 	size_t qlen;
 	tl_lease *live; /* handles given out or queued */
-	/* The same handles by id hash (chains through hnext), so a delivery
-	 * finds an older handle of its id in O(1) with a large credit. */
-	tl_lease **lht;
-	size_t lhcap; /* a power of two, or 0 */
+	/* The same handles by id, so a delivery finds an older handle of its
+	 * id in O(1) with a large credit. Has slots from the start, so adding
+	 * never fails (growing may: chains get longer). */
+	tli_htab lht;
 	size_t nlive;
 	uint64_t lost;
 	/* lease operations waiting for the send thread, per kind */
@@ -219,6 +219,12 @@ void tli_opts_defaults(tl_opts *o);
 
 /* requests */
 void tli_frame_start(tli_buf *b, tlp_w *w, uint8_t op);
+/* A name or id of n bytes: TL_EBADID when empty, TL_ETOOLARGE over max. */
+static inline int
+tli_len_check(size_t n, size_t max)
+{
+	return n == 0 ? TL_EBADID : n > max ? TL_ETOOLARGE : TL_OK;
+}
 /* Queue requests for sending, all or none: TL_ECONN while disconnected,
  * TL_ECLOSED while closing, TL_ENOMEM. On success each on_reply will be
  * called exactly once. Their frames are consumed either way. */

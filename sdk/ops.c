@@ -23,6 +23,93 @@ ops_name_err(const char *s)
 	return *s == '\0' ? TL_EBADID : TL_ETOOLARGE;
 }
 
+/* The checks a request starts with, in this order: a missing argument
+ * (TL_EINVAL), the topic name, then the message id where there is one. */
+static int
+ops_check(bool missing, const char *topic, const char *id)
+{
+	if (missing) {
+		return TL_EINVAL;
+	}
+	if (!ops_name_ok(topic)) {
+		return ops_name_err(topic);
+	}
+	return id != NULL ? tli_len_check(strlen(id), TL_MAX_ID_LEN) : TL_OK;
+}
+
+/* ops_check, then the frame of op started in b. */
+static int
+ops_start(tli_buf *b, tlp_w *w, uint8_t op, bool missing, const char *topic,
+    const char *id)
+{
+	int rv = ops_check(missing, topic, id);
+
+	if (rv == TL_OK) {
+		tli_frame_start(b, w, op);
+	}
+	return rv;
+}
+
+/* A user's array of n (+1, so 0 allocates) elements of usz bytes, each
+ * converted by conv from the decoded element ssz bytes apart in src, which
+ * is freed; NULL when out of memory. */
+static void *
+ops_convert(void *src, size_t n, size_t ssz, size_t usz,
+    void (*conv)(void *dst, const void *src))
+{
+	char *v = tli_zalloc(usz * (n + 1));
+
+	for (size_t i = 0; v != NULL && i < n; i++) {
+		conv(v + i * usz, (const char *) src + i * ssz);
+	}
+	tli_free(src);
+	return v;
+}
+
+/* A reply of exactly want item results. */
+static int
+ops_dec_results(tlp_r *r, size_t want, tlp_result **res)
+{
+	size_t n = 0;
+	int rv = tlp_dec_results(r, res, &n);
+
+	if (rv == TL_OK && n != want) {
+		tli_free(*res);
+		*res = NULL;
+		rv = TL_EPROTO;
+	}
+	return rv;
+}
+
+/* The completion of an asynchronous call: done runs on the client's
+ * callback thread with err, then self (what holds this) is freed. */
+typedef struct ops_async {
+	tl_done_fn done;
+	void *arg;
+	int err;
+	void *self;
+	tli_cb cb;
+} ops_async;
+
+static void
+ops_async_run(void *arg)
+{
+	ops_async *a = arg;
+
+	a->done(a->arg, a->err);
+	tli_free(a->self);
+}
+
+static void
+ops_async_post(tl_client *c, ops_async *a, void *self, int err)
+{
+	a->err = err;
+	a->self = self;
+	a->cb.fn = ops_async_run;
+	a->cb.arg = a;
+	tli_cb_post(c, &a->cb);
+}
+
 /* ---- topics ---- */
 
 int
@@ -31,12 +118,12 @@ tl_topic_create(tl_client *c, const tl_topic_conf *conf)
 	tli_buf b;
 	tlp_w w;
 	tlp_topic t;
+	int rv;
 
-	if (c == NULL || conf == NULL) {
-		return TL_EINVAL;
-	}
-	if (!ops_name_ok(conf->name)) {
-		return ops_name_err(conf->name);
+	if ((rv = ops_start(&b, &w, TLP_OP_TOPIC_CREATE,
+	         c == NULL || conf == NULL, conf != NULL ? conf->name : NULL,
+	         NULL)) != TL_OK) {
+		return rv;
 	}
 	memset(&t, 0, sizeof(t));
 	t.name = TLP_STR(conf->name);
@@ -45,7 +132,6 @@ tl_topic_create(tl_client *c, const tl_topic_conf *conf)
 	t.default_lease_ms = conf->default_lease_ms;
 	t.max_lease_ms = conf->max_lease_ms;
 	t.max_deliveries = conf->max_deliveries;
-	tli_frame_start(&b, &w, TLP_OP_TOPIC_CREATE);
 	tlp_enc_topic_create(&w, &t);
 	return tli_call(c, &b, TLP_OP_TOPIC_CREATE, NULL, NULL);
 }
@@ -55,21 +141,21 @@ tl_topic_delete(tl_client *c, const char *name)
 {
 	tli_buf b;
 	tlp_w w;
+	int rv;
 
-	if (c == NULL) {
-		return TL_EINVAL;
+	if ((rv = ops_start(&b, &w, TLP_OP_TOPIC_DELETE, c == NULL, name,
+	         NULL)) != TL_OK) {
+		return rv;
 	}
-	if (!ops_name_ok(name)) {
-		return ops_name_err(name);
-	}
-	tli_frame_start(&b, &w, TLP_OP_TOPIC_DELETE);
 	tlp_enc_name(&w, TLP_STR(name));
 	return tli_call(c, &b, TLP_OP_TOPIC_DELETE, NULL, NULL);
 }
 
 static void
-ops_topic_info(tl_topic_info *o, const tlp_topic *t)
+ops_topic_info(void *dst, const void *src)
 {
+	tl_topic_info *o = dst;
+	const tlp_topic *t = src;
 	size_t n = t->name.n > TL_MAX_NAME_LEN ? TL_MAX_NAME_LEN : t->name.n;
 
 	memset(o, 0, sizeof(*o));
@@ -109,13 +195,10 @@ tl_topic_get(tl_client *c, const char *name, tl_topic_info *out)
 	tl_topic_info info;
 	int rv;
 
-	if (c == NULL || out == NULL) {
-		return TL_EINVAL;
+	if ((rv = ops_start(&b, &w, TLP_OP_TOPIC_GET, c == NULL || out == NULL,
+	         name, NULL)) != TL_OK) {
+		return rv;
 	}
-	if (!ops_name_ok(name)) {
-		return ops_name_err(name);
-	}
-	tli_frame_start(&b, &w, TLP_OP_TOPIC_GET);
 	tlp_enc_name(&w, TLP_STR(name));
 	if ((rv = tli_call(c, &b, TLP_OP_TOPIC_GET, topic_get_dec, &info)) ==
 	    TL_OK) {
@@ -134,22 +217,15 @@ topic_list_dec(void *arg, tlp_r *r)
 {
 	topic_list_res *res = arg;
 	tlp_topic *t = NULL;
-	size_t n = 0;
-	int rv;
+	int rv = tlp_dec_topic_list(r, &t, &res->n);
 
-	if ((rv = tlp_dec_topic_list(r, &t, &n)) != TL_OK) {
-		return rv;
+	if (rv == TL_OK &&
+	    (res->v = ops_convert(t, res->n, sizeof(*t), sizeof(*res->v),
+	         ops_topic_info)) == NULL) {
+		res->n = 0;
+		rv = TL_ENOMEM;
 	}
-	if ((res->v = tli_zalloc(sizeof(*res->v) * (n + 1))) == NULL) {
-		tli_free(t);
-		return TL_ENOMEM;
-	}
-	for (size_t i = 0; i < n; i++) {
-		ops_topic_info(&res->v[i], &t[i]);
-	}
-	res->n = n;
-	tli_free(t);
-	return TL_OK;
+	return rv;
 }
 
 int
@@ -189,10 +265,8 @@ typedef struct pbatch {
 	tl_put *puts;
 	size_t remaining; /* parts not answered yet */
 	int err;
-	tl_done_fn done;
-	void *arg;
 	tli_waiter *wait; /* blocking callers: completed inline */
-	tli_cb cb;
+	ops_async as;     /* asynchronous callers */
 } pbatch;
 
 typedef struct ppart {
@@ -202,30 +276,16 @@ typedef struct ppart {
 	size_t n;
 } ppart;
 
-static void
-pbatch_user_cb(void *arg)
-{
-	pbatch *pb = arg;
-
-	pb->done(pb->arg, pb->err);
-	tli_free(pb);
-}
-
 static int
 ppart_decode(ppart *p, tlp_r *r)
 {
 	tlp_result *res = NULL;
-	size_t n = 0;
 	int rv;
 
-	if ((rv = tlp_dec_results(r, &res, &n)) != TL_OK) {
+	if ((rv = ops_dec_results(r, p->n, &res)) != TL_OK) {
 		return rv;
 	}
-	if (n != p->n) {
-		tli_free(res);
-		return TL_EPROTO;
-	}
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < p->n; i++) {
 		tl_put *u = &p->pb->puts[p->first + i];
 		size_t idn =
 		    res[i].id.n > TL_MAX_ID_LEN ? TL_MAX_ID_LEN : res[i].id.n;
@@ -262,6 +322,7 @@ ppart_reply(tli_req *q, int err, tlp_r *r)
 	if (err != TL_OK && pb->err == TL_OK) {
 		pb->err = err;
 	}
+	TLI_ASSERT(pb->remaining > 0);
 	last = --pb->remaining == 0;
 	pthread_mutex_unlock(&c->mtx);
 	if (!last) {
@@ -271,9 +332,7 @@ ppart_reply(tli_req *q, int err, tlp_r *r)
 		tli_wait_done(c, pb->wait, pb->err);
 		tli_free(pb);
 	} else {
-		pb->cb.fn = pbatch_user_cb;
-		pb->cb.arg = pb;
-		tli_cb_post(c, &pb->cb);
+		ops_async_post(c, &pb->as, pb, pb->err);
 	}
 }
 
@@ -281,14 +340,12 @@ static int
 put_check(const tl_put *u, size_t *idlen)
 {
 	size_t n = 0;
+	int rv;
 
 	if (u->id != NULL) {
 		n = u->id_len != 0 ? u->id_len : strlen(u->id);
-		if (n == 0) {
-			return TL_EBADID;
-		}
-		if (n > TL_MAX_ID_LEN) {
-			return TL_ETOOLARGE;
+		if ((rv = tli_len_check(n, TL_MAX_ID_LEN)) != TL_OK) {
+			return rv;
 		}
 	}
 	if (u->body_len > TL_MAX_BODY_LEN) {
@@ -432,11 +489,11 @@ put_validate(
 	return TL_OK;
 }
 
-int
-tl_put_batch(
-    tl_client *c, const char *topic, const char *group, tl_put *puts, size_t n)
+/* A blocking caller passes wait, an asynchronous one done and arg. */
+static int
+put_run(tl_client *c, const char *topic, const char *group, tl_put *puts,
+    size_t n, tli_waiter *wait, tl_done_fn done, void *arg)
 {
-	tli_waiter wt;
 	pbatch *pb;
 	int rv;
 
@@ -448,11 +505,26 @@ tl_put_batch(
 	}
 	pb->c = c;
 	pb->puts = puts;
-	pb->wait = &wt;
-	tli_waiter_init(&wt);
+	pb->wait = wait;
+	pb->as.done = done;
+	pb->as.arg = arg;
 	if ((rv = put_start(c, topic, group, puts, n, pb)) != TL_OK) {
-		tli_waiter_fini(&wt);
 		tli_free(pb);
+	}
+	return rv;
+}
+
+int
+tl_put_batch(
+    tl_client *c, const char *topic, const char *group, tl_put *puts, size_t n)
+{
+	tli_waiter wt;
+	int rv;
+
+	tli_waiter_init(&wt);
+	if ((rv = put_run(c, topic, group, puts, n, &wt, NULL, NULL)) !=
+	    TL_OK) {
+		tli_waiter_fini(&wt);
 		return rv;
 	}
 	return tli_wait(c, &wt);
@@ -462,26 +534,10 @@ int
 tl_put_batch_async(tl_client *c, const char *topic, const char *group,
     tl_put *puts, size_t n, tl_done_fn done, void *arg)
 {
-	pbatch *pb;
-	int rv;
-
 	if (done == NULL) {
 		return TL_EINVAL;
 	}
-	if ((rv = put_validate(c, topic, group, puts, n)) != TL_OK) {
-		return rv;
-	}
-	if ((pb = tli_zalloc(sizeof(*pb))) == NULL) {
-		return TL_ENOMEM;
-	}
-	pb->c = c;
-	pb->puts = puts;
-	pb->done = done;
-	pb->arg = arg;
-	if ((rv = put_start(c, topic, group, puts, n, pb)) != TL_OK) {
-		tli_free(pb);
-	}
-	return rv;
+	return put_run(c, topic, group, puts, n, NULL, done, arg);
 }
 
 static int
@@ -532,21 +588,15 @@ one_dec(void *arg, tlp_r *r)
 {
 	one_res *o = arg;
 	tlp_result *res = NULL;
-	size_t n = 0;
-	int rv;
+	int rv = ops_dec_results(r, 1, &res);
 
-	if ((rv = tlp_dec_results(r, &res, &n)) != TL_OK) {
-		return rv;
+	if (rv == TL_OK) {
+		o->err = res[0].err;
+		o->version = res[0].version;
+		o->ts = res[0].ts;
 	}
-	if (n != 1) {
-		tli_free(res);
-		return TL_EPROTO;
-	}
-	o->err = res[0].err;
-	o->version = res[0].version;
-	o->ts = res[0].ts;
 	tli_free(res);
-	return TL_OK;
+	return rv;
 }
 
 /* Check and encode one item of MOVE, DELETE or DLQ_KICK into b. */
@@ -558,17 +608,11 @@ one_encode(tli_buf *b, uint8_t op, const char *topic, const char *who,
 	tlp_item it;
 	tlp_batch bt;
 
-	if (id == NULL || who == NULL) {
-		return TL_EINVAL;
-	}
-	if (!ops_name_ok(topic)) {
-		return ops_name_err(topic);
-	}
-	if (*id == '\0') {
-		return TL_EBADID;
-	}
-	if (strlen(id) > TL_MAX_ID_LEN) {
-		return TL_ETOOLARGE;
+	int rv;
+
+	if ((rv = ops_start(b, &w, op, id == NULL || who == NULL, topic, id)) !=
+	    TL_OK) {
+		return rv;
 	}
 	memset(&it, 0, sizeof(it));
 	it.id = TLP_STR(id);
@@ -579,7 +623,6 @@ one_encode(tli_buf *b, uint8_t op, const char *topic, const char *who,
 	bt.who = TLP_STR(who);
 	bt.items = &it;
 	bt.n = 1;
-	tli_frame_start(b, &w, op);
 	tlp_enc_batch(&w, &bt);
 	return TL_OK;
 }
@@ -609,20 +652,8 @@ one_call(tl_client *c, uint8_t op, const char *topic, const char *who,
  * thread, the user's done runs on the callback thread. */
 typedef struct one_async {
 	tli_req q;
-	tl_done_fn done;
-	void *arg;
-	int err;
-	tli_cb cb;
+	ops_async as;
 } one_async;
-
-static void
-one_async_user_cb(void *arg)
-{
-	one_async *k = arg;
-
-	k->done(k->arg, k->err);
-	tli_free(k);
-}
 
 static void
 one_async_reply(tli_req *q, int err, tlp_r *r)
@@ -637,10 +668,7 @@ one_async_reply(tli_req *q, int err, tlp_r *r)
 			err = o.err;
 		}
 	}
-	k->err = err;
-	k->cb.fn = one_async_user_cb;
-	k->cb.arg = k;
-	tli_cb_post(q->c, &k->cb);
+	ops_async_post(q->c, &k->as, k, err);
 }
 
 static int
@@ -665,8 +693,8 @@ one_call_async(tl_client *c, uint8_t op, const char *topic, const char *who,
 	}
 	k->q.op = op;
 	k->q.on_reply = one_async_reply;
-	k->done = done;
-	k->arg = arg;
+	k->as.done = done;
+	k->as.arg = arg;
 	q = &k->q;
 	if ((rv = tli_submit(c, &q, 1)) != TL_OK) {
 		tli_free(k);
@@ -770,19 +798,10 @@ tl_get(tl_client *c, const char *topic, const char *id, tl_message **out)
 	tl_message *m = NULL;
 	int rv;
 
-	if (c == NULL || id == NULL || out == NULL) {
-		return TL_EINVAL;
+	if ((rv = ops_start(&b, &w, TLP_OP_GET,
+	         c == NULL || id == NULL || out == NULL, topic, id)) != TL_OK) {
+		return rv;
 	}
-	if (!ops_name_ok(topic)) {
-		return ops_name_err(topic);
-	}
-	if (*id == '\0') {
-		return TL_EBADID;
-	}
-	if (strlen(id) > TL_MAX_ID_LEN) {
-		return TL_ETOOLARGE;
-	}
-	tli_frame_start(&b, &w, TLP_OP_GET);
 	tlp_enc_get(&w, TLP_STR(topic), TLP_STR(id));
 	if ((rv = tli_call(c, &b, TLP_OP_GET, get_dec, &m)) == TL_OK) {
 		*out = m;
@@ -804,32 +823,32 @@ typedef struct list_res {
 	bool more;
 } list_res;
 
+static void
+list_entry(void *dst, const void *src)
+{
+	tl_entry *o = dst;
+	const tlp_entry *e = src;
+
+	ops_copy_str(o->id, sizeof(o->id), e->id);
+	o->ts = e->ts;
+	o->version = e->version;
+	o->leased = e->locked;
+}
+
 static int
 list_dec(void *arg, tlp_r *r)
 {
 	list_res *res = arg;
 	tlp_entry *e = NULL;
-	size_t n = 0;
-	bool more = false;
-	int rv;
+	int rv = tlp_dec_entries(r, &e, &res->n, &res->more);
 
-	if ((rv = tlp_dec_entries(r, &e, &n, &more)) != TL_OK) {
-		return rv;
+	if (rv == TL_OK &&
+	    (res->v = ops_convert(
+	         e, res->n, sizeof(*e), sizeof(*res->v), list_entry)) == NULL) {
+		res->n = 0;
+		rv = TL_ENOMEM;
 	}
-	if ((res->v = tli_zalloc(sizeof(*res->v) * (n + 1))) == NULL) {
-		tli_free(e);
-		return TL_ENOMEM;
-	}
-	for (size_t i = 0; i < n; i++) {
-		ops_copy_str(res->v[i].id, sizeof(res->v[i].id), e[i].id);
-		res->v[i].ts = e[i].ts;
-		res->v[i].version = e[i].version;
-		res->v[i].leased = e[i].locked;
-	}
-	res->n = n;
-	res->more = more;
-	tli_free(e);
-	return TL_OK;
+	return rv;
 }
 
 static int
@@ -843,11 +862,9 @@ list_call(tl_client *c, uint8_t op, const char *topic, const char *owner,
 	list_res res = {NULL, 0, false};
 	int rv;
 
-	if (c == NULL || out == NULL || n == NULL) {
-		return TL_EINVAL;
-	}
-	if (!ops_name_ok(topic)) {
-		return ops_name_err(topic);
+	if ((rv = ops_start(&b, &w, op, c == NULL || out == NULL || n == NULL,
+	         topic, NULL)) != TL_OK) {
+		return rv;
 	}
 	if (limit == 0 || limit > 1000) {
 		limit = limit == 0 ? 100 : 1000;
@@ -861,7 +878,6 @@ list_call(tl_client *c, uint8_t op, const char *topic, const char *owner,
 		l.cursor_ts = after->ts;
 		l.cursor_id = TLP_STR(after->id);
 	}
-	tli_frame_start(&b, &w, op);
 	tlp_enc_list(&w, &l);
 	if ((rv = tli_call(c, &b, op, list_dec, &res)) != TL_OK) {
 		tli_free(res.v);
@@ -906,14 +922,11 @@ tl_count(
 	tl_counts k;
 	int rv;
 
-	if (c == NULL || out == NULL) {
-		return TL_EINVAL;
-	}
-	if (!ops_name_ok(topic)) {
-		return ops_name_err(topic);
+	if ((rv = ops_start(&b, &w, TLP_OP_COUNT, c == NULL || out == NULL,
+	         topic, NULL)) != TL_OK) {
+		return rv;
 	}
 	memset(&k, 0, sizeof(k));
-	tli_frame_start(&b, &w, TLP_OP_COUNT);
 	tlp_enc_count(&w, TLP_STR(topic), from, to);
 	if ((rv = tli_call(c, &b, TLP_OP_COUNT, count_dec, &k)) == TL_OK) {
 		*out = k;

@@ -3,18 +3,18 @@
  * time checks, state checks in the order docs/storage.md gives, and the
  * effects (record and every index entry) appended to the batch's WriteBatch.
  *
- * The overlay is a small open-addressing table of the records touched by
- * the current batch. Each operation reads its message from the overlay,
- * falling back to RocksDB, and writes its effect back to the overlay, so a
- * later operation of the same batch sees the earlier ones before anything
- * is on disk.
+ * The overlay is a table (tli_htab over a pool allocated once, so nothing
+ * is allocated per operation) of the records touched by the current batch. Each
+ * operation reads its message from the overlay, falling back to RocksDB, and
+ * writes its effect back to the overlay, so a later operation of the same batch
+ * sees the earlier ones before anything is on disk.
  */
 #include <stddef.h>
 #include <stdlib.h>
 
 #include "store_int.h"
 
-#define OV_CAP (2 * TL_MAX_BATCH) /* power of two, > max ops per batch */
+#define OV_CAP (2 * TL_MAX_BATCH) /* > max messages per batch */
 /* The record cache: direct-mapped, power of two. Every mutation goes
  * through the writer, so what it holds is what the database holds: the
  * committed state of recently touched messages (present or absent). A
@@ -28,7 +28,8 @@
 #define MOD_CAP 65536
 
 typedef struct ov_ent {
-	bool used;
+	tli_hnode hn; /* first: in the overlay's table (pool entries) */
+	bool used;    /* cache entries: holds a record */
 	bool present;
 	uint8_t id_len;
 	uint32_t topic;
@@ -37,25 +38,24 @@ typedef struct ov_ent {
 } ov_ent;
 
 struct overlay {
-	ov_ent *slots;
-	uint32_t *used;
+	ov_ent *pool; /* OV_CAP entries; the first nused are the batch's */
 	size_t nused;
+	tli_htab tab; /* the pool's entries by tli_tkey_hash */
 	ov_ent *cache;
 	uint64_t *mod;       /* MOD_CAP generations */
 	uint64_t forget_gen; /* generation of the last topic deletion */
 };
 
-static uint64_t
-ov_hash(uint32_t topic, const char *id, size_t len)
+static bool
+ov_same(const ov_ent *e, const tli_tkey *k)
 {
-	return tli_hash64(id, len) ^ ((uint64_t) topic * 0x9e3779b97f4a7c15u);
+	return e->used && tli_tkey_is(k, e->topic, e->id, e->id_len);
 }
 
 static bool
-ov_same(const ov_ent *e, uint32_t topic, const char *id, size_t len)
+ov_is(const tli_hnode *hn, const void *key)
 {
-	return e->used && e->topic == topic && e->id_len == len &&
-	    memcmp(e->id, id, len) == 0;
+	return ov_same(TLI_CONTAINER(hn, ov_ent, hn), key);
 }
 
 struct overlay *
@@ -66,13 +66,13 @@ tli_overlay_new(void)
 	if (ov == NULL) {
 		return NULL;
 	}
-	ov->slots = tli_zalloc(sizeof(ov_ent) * OV_CAP);
-	ov->used = tli_alloc(sizeof(uint32_t) * OV_CAP);
+	ov->pool = tli_zalloc(sizeof(ov_ent) * OV_CAP);
+	tli_htab_init(&ov->tab);
 	ov->cache = tli_zalloc(sizeof(ov_ent) * CACHE_CAP);
 	ov->mod = tli_zalloc(sizeof(uint64_t) * MOD_CAP);
 	ov->forget_gen = 1;
-	if (ov->slots == NULL || ov->used == NULL || ov->cache == NULL ||
-	    ov->mod == NULL) {
+	if (ov->pool == NULL || ov->cache == NULL || ov->mod == NULL ||
+	    tli_htab_reserve(&ov->tab, OV_CAP) != TL_OK) {
 		tli_overlay_free(ov);
 		return NULL;
 	}
@@ -83,8 +83,8 @@ void
 tli_overlay_free(struct overlay *ov)
 {
 	if (ov != NULL) {
-		tli_free(ov->slots);
-		tli_free(ov->used);
+		tli_free(ov->pool);
+		tli_htab_fini(&ov->tab);
 		tli_free(ov->cache);
 		tli_free(ov->mod);
 		tli_free(ov);
@@ -97,8 +97,8 @@ void
 tli_overlay_commit(struct overlay *ov, uint64_t gen)
 {
 	for (size_t i = 0; i < ov->nused; i++) {
-		const ov_ent *e = &ov->slots[ov->used[i]];
-		uint64_t h = ov_hash(e->topic, e->id, e->id_len);
+		const ov_ent *e = &ov->pool[i];
+		uint64_t h = e->hn.hash;
 		ov->cache[h & (CACHE_CAP - 1)] = *e;
 		ov->mod[h & (MOD_CAP - 1)] = gen;
 	}
@@ -149,53 +149,56 @@ ov_from_hint(const struct overlay *ov, uint64_t h, const tli_msg *m,
 void
 tli_overlay_reset(struct overlay *ov)
 {
-	for (size_t i = 0; i < ov->nused; i++) {
-		ov->slots[ov->used[i]].used = false;
-	}
+	tli_pool_unindex(&ov->tab, ov->pool, ov->nused, sizeof(ov_ent));
 	ov->nused = 0;
 }
 
-/* Find the message's slot, loading it from RocksDB on first touch. */
+/* Make the batch's next pool entry e the message's: fills what the cache
+ * copy (if any) had, and indexes it. Cannot allocate: the table has room
+ * for the whole pool. */
+static int
+ov_claim(struct overlay *ov, ov_ent *e, const tli_tkey *k, uint64_t h,
+    bool present, ov_ent **out)
+{
+	TLI_ASSERT(e == &ov->pool[ov->nused]);
+	e->used = true;
+	e->present = present;
+	e->topic = k->topic;
+	e->id_len = (uint8_t) k->n;
+	memcpy(e->id, k->p, k->n);
+	(void) tli_htab_insert(&ov->tab, &e->hn, h);
+	ov->nused++;
+	*out = e;
+	return TL_OK;
+}
+
+/* Find the message's entry, loading it from RocksDB on first touch. */
 static int
 ov_get(tli_store *s, uint32_t topic, const char *id, size_t len,
     const tli_msg *hint, ov_ent **out)
 {
 	struct overlay *ov = s->ov;
-	uint64_t h = ov_hash(topic, id, len);
-	size_t i = (size_t) (h & (OV_CAP - 1));
-	const ov_ent *c;
+	tli_tkey k = {topic, id, len};
+	uint64_t h = tli_tkey_hash(&k);
+	tli_hnode *hn = tli_htab_find(&ov->tab, h, ov_is, &k);
+	ov_ent *e = &ov->pool[ov->nused];
+	const ov_ent *c = &ov->cache[h & (CACHE_CAP - 1)];
 	uint8_t key[5 + TL_MAX_ID_LEN];
 	char *err = NULL, *v;
 	size_t vl = 0;
-	ov_ent *e;
-	int rv = TL_OK;
+	int rv;
 
-	for (;; i = (i + 1) & (OV_CAP - 1)) {
-		e = &ov->slots[i];
-		if (!e->used) {
-			break;
-		}
-		if (ov_same(e, topic, id, len)) {
-			*out = e;
-			return TL_OK;
-		}
-	}
-	c = &ov->cache[h & (CACHE_CAP - 1)];
-	if (!s->opts.no_record_cache && ov_same(c, topic, id, len)) {
-		*e = *c;
-		ov->used[ov->nused++] = (uint32_t) i;
-		*out = e;
+	if (hn != NULL) {
+		*out = TLI_CONTAINER(hn, ov_ent, hn);
 		return TL_OK;
+	}
+	TLI_ASSERT(ov->nused < OV_CAP);
+	if (!s->opts.no_record_cache && ov_same(c, &k)) {
+		*e = *c;
+		return ov_claim(ov, e, &k, h, c->present, out);
 	}
 	if (ov_from_hint(ov, h, hint, id, len, &e->r)) {
-		e->used = true;
-		e->present = true;
-		e->topic = topic;
-		e->id_len = (uint8_t) len;
-		memcpy(e->id, id, len);
-		ov->used[ov->nused++] = (uint32_t) i;
-		*out = e;
-		return TL_OK;
+		return ov_claim(ov, e, &k, h, true, out);
 	}
 	v = rocksdb_get_cf(s->db, s->ropts, s->cf[CF_MSG], (char *) key,
 	    tli_key_msg(key, topic, id, len), &vl, &err);
@@ -209,14 +212,7 @@ ov_get(tli_store *s, uint32_t topic, const char *id, size_t len,
 			return rv;
 		}
 	}
-	e->used = true;
-	e->present = v != NULL;
-	e->topic = topic;
-	e->id_len = (uint8_t) len;
-	memcpy(e->id, id, len);
-	ov->used[ov->nused++] = (uint32_t) i;
-	*out = e;
-	return TL_OK;
+	return ov_claim(ov, e, &k, h, v != NULL, out);
 }
 
 /* ---- effects ---- */

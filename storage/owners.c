@@ -2,7 +2,7 @@
  * Per-owner message counts: how many messages each producer group has in a
  * topic (on the timeline or in the dead-letter list). They let the broker
  * cap what one group may store. Kept like the topic counters: the writer
- * collects a batch's deltas in a small hash, then adds one put per touched
+ * collects a batch's deltas in a tli_htab, then adds one put per touched
  * (topic, owner) to the same WriteBatch, so the counts are exact after any
  * crash. A count that reaches zero is deleted, so the table does not grow
  * with owners that come and go.
@@ -14,18 +14,20 @@
 #include "store_int.h"
 
 typedef struct own_ent {
+	tli_hnode hn; /* first: in the batch's table, by tli_tkey_hash */
 	uint32_t topic;
 	uint8_t len;
-	bool used;
 	int64_t delta;
 	char owner[TL_MAX_NAME_LEN];
 } own_ent;
 
+/* The pool and the table stay between batches: a batch allocates only
+ * when it touches more owners than any batch before it. */
 struct owner_deltas {
-	own_ent *slots;
-	size_t cap; /* power of two */
+	own_ent *pool; /* cap entries; the first n in order of first touch */
+	size_t cap;
 	size_t n;
-	uint32_t *used; /* indexes of used slots, in order of first touch */
+	tli_htab tab;
 	bool oom;
 };
 
@@ -41,83 +43,62 @@ tli_key_meta_owner(uint8_t *k, uint32_t topic, const char *owner, size_t olen)
 struct owner_deltas *
 tli_owner_deltas_new(void)
 {
-	return tli_zalloc(sizeof(struct owner_deltas));
+	struct owner_deltas *d = tli_zalloc(sizeof(*d));
+
+	if (d != NULL) {
+		tli_htab_init(&d->tab);
+	}
+	return d;
 }
 
 void
 tli_owner_deltas_free(struct owner_deltas *d)
 {
-	if (d != NULL) {
-		tli_free(d->slots);
-		tli_free(d->used);
-		tli_free(d);
+	if (d == NULL) {
+		return;
 	}
+	tli_htab_fini(&d->tab);
+	tli_free(d->pool);
+	tli_free(d);
 }
 
 void
 tli_owner_deltas_reset(struct owner_deltas *d)
 {
-	for (size_t i = 0; i < d->n; i++) {
-		d->slots[d->used[i]].used = false;
-	}
+	tli_pool_unindex(&d->tab, d->pool, d->n, sizeof(own_ent));
 	d->n = 0;
 	d->oom = false;
 }
 
-static uint64_t
-slot_hash(uint32_t topic, const char *owner, size_t olen)
+static bool
+own_is(const tli_hnode *hn, const void *key)
 {
-	return tli_hash64(owner, olen) ^
-	    ((uint64_t) topic * 0x9e3779b97f4a7c15u);
+	const own_ent *e = TLI_CONTAINER(hn, own_ent, hn);
+
+	return tli_tkey_is(key, e->topic, e->owner, e->len);
 }
 
-static own_ent *
-slot_find(struct owner_deltas *d, uint32_t topic, const char *owner,
-    size_t olen, bool *fresh)
-{
-	size_t mask = d->cap - 1;
-	size_t i = slot_hash(topic, owner, olen) & mask;
-
-	for (;;) {
-		own_ent *e = &d->slots[i];
-		if (!e->used) {
-			*fresh = true;
-			return e;
-		}
-		if (e->topic == topic && e->len == olen &&
-		    memcmp(e->owner, owner, olen) == 0) {
-			*fresh = false;
-			return e;
-		}
-		i = (i + 1) & mask;
-	}
-}
-
+/* A pool twice as large; the table first gets room for all of it, so the
+ * entries moved over are indexed again without allocating. Nothing changes
+ * when memory is short. */
 static int
 grow(struct owner_deltas *d)
 {
 	size_t ncap = d->cap == 0 ? 64 : d->cap * 2;
-	own_ent *ns = tli_zalloc(ncap * sizeof(*ns));
-	uint32_t *nu = tli_alloc(ncap * sizeof(*nu));
-	struct owner_deltas nd = {.slots = ns, .cap = ncap, .used = nu};
+	own_ent *np;
 
-	if (ns == NULL || nu == NULL) {
-		tli_free(ns);
-		tli_free(nu);
+	if (tli_htab_reserve(&d->tab, ncap) != TL_OK ||
+	    (np = tli_alloc(ncap * sizeof(*np))) == NULL) {
 		return TL_ENOMEM;
 	}
 	for (size_t i = 0; i < d->n; i++) {
-		own_ent *o = &d->slots[d->used[i]], *e;
-		bool fresh;
-		e = slot_find(&nd, o->topic, o->owner, o->len, &fresh);
-		*e = *o;
-		nu[nd.n++] = (uint32_t) (e - ns);
+		tli_htab_remove(&d->tab, &d->pool[i].hn);
+		np[i] = d->pool[i];
+		(void) tli_htab_insert(&d->tab, &np[i].hn, np[i].hn.hash);
 	}
-	tli_free(d->slots);
-	tli_free(d->used);
-	d->slots = ns;
+	tli_free(d->pool);
+	d->pool = np;
 	d->cap = ncap;
-	d->used = nu;
 	return TL_OK;
 }
 
@@ -125,46 +106,38 @@ void
 tli_owner_note(struct owner_deltas *d, uint32_t topic, const char *owner,
     size_t olen, int64_t delta)
 {
+	tli_tkey k = {topic, owner, olen};
+	uint64_t h = tli_tkey_hash(&k);
+	tli_hnode *hn = tli_htab_find(&d->tab, h, own_is, &k);
 	own_ent *e;
-	bool fresh;
 
-	if ((d->n + 1) * 2 > d->cap && grow(d) != TL_OK) {
+	if (hn != NULL) {
+		TLI_CONTAINER(hn, own_ent, hn)->delta += delta;
+		return;
+	}
+	if (d->n == d->cap && grow(d) != TL_OK) {
 		d->oom = true;
 		return;
 	}
-	e = slot_find(d, topic, owner, olen, &fresh);
-	if (fresh) {
-		e->used = true;
-		e->topic = topic;
-		e->len = (uint8_t) olen;
-		memcpy(e->owner, owner, olen);
-		e->delta = 0;
-		d->used[d->n++] = (uint32_t) (e - d->slots);
-	}
-	e->delta += delta;
+	e = &d->pool[d->n++];
+	e->topic = topic;
+	e->len = (uint8_t) olen;
+	memcpy(e->owner, owner, olen);
+	e->delta = delta;
+	(void) tli_htab_insert(&d->tab, &e->hn, h);
 }
 
 static int
 count_get(tli_store *s, const uint8_t *k, size_t kl, uint64_t *out)
 {
-	char *err = NULL, *v;
-	size_t vl = 0;
+	uint8_t v[8];
+	bool found;
+	int rv = tli_rdb_get_fixed(s, k, kl, v, sizeof(v), &found);
 
-	v = rocksdb_get_cf(s->db, s->ropts, s->cf[CF_DEFAULT], (const char *) k,
-	    kl, &vl, &err);
-	if (err != NULL) {
-		return tli_rdb_err(s, err);
+	if (rv == TL_OK) {
+		*out = found ? tli_get_be64(v) : 0;
 	}
-	*out = 0;
-	if (v != NULL) {
-		if (vl != 8) {
-			rocksdb_free(v);
-			return TL_ECORRUPT;
-		}
-		*out = tli_get_be64((uint8_t *) v);
-		rocksdb_free(v);
-	}
-	return TL_OK;
+	return rv;
 }
 
 /* Writer thread, after the batch's operations: add the new counts to the
@@ -177,7 +150,7 @@ tli_owner_stage(tli_store *s, struct owner_deltas *d)
 		return TL_ENOMEM;
 	}
 	for (size_t i = 0; i < d->n; i++) {
-		own_ent *e = &d->slots[d->used[i]];
+		own_ent *e = &d->pool[i];
 		uint8_t k[5 + TL_MAX_NAME_LEN], v[8];
 		size_t kl;
 		uint64_t cur;
@@ -264,7 +237,7 @@ tli_owner_each(struct owner_deltas *d,
     void *arg)
 {
 	for (size_t i = 0; i < d->n; i++) {
-		own_ent *e = &d->slots[d->used[i]];
+		own_ent *e = &d->pool[i];
 		fn(arg, e->topic, e->owner, e->len, e->delta);
 	}
 }
@@ -352,12 +325,8 @@ int64_t
 tli_owner_get(
     struct owner_deltas *d, uint32_t topic, const char *owner, size_t olen)
 {
-	own_ent *e;
-	bool fresh;
+	tli_tkey k = {topic, owner, olen};
+	tli_hnode *hn = tli_htab_find(&d->tab, tli_tkey_hash(&k), own_is, &k);
 
-	if (d->cap == 0) {
-		return 0;
-	}
-	e = slot_find(d, topic, owner, olen, &fresh);
-	return fresh ? 0 : e->delta;
+	return hn != NULL ? TLI_CONTAINER(hn, own_ent, hn)->delta : 0;
 }

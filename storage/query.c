@@ -37,6 +37,19 @@ typedef struct scan {
 	rocksdb_iterator_t *it;
 } scan;
 
+/* Whether the scan stands on an entry; if so its key and value. */
+static bool
+scan_kv(const scan *sc, const uint8_t **k, size_t *kl, const uint8_t **v,
+    size_t *vl)
+{
+	if (!rocksdb_iter_valid(sc->it)) {
+		return false;
+	}
+	*k = (const uint8_t *) rocksdb_iter_key(sc->it, kl);
+	*v = (const uint8_t *) rocksdb_iter_value(sc->it, vl);
+	return true;
+}
+
 static void
 scan_open(tli_store *s, scan *sc, int cf)
 {
@@ -158,12 +171,10 @@ tli_store_scan_due(tli_store *s, const char *topic, uint32_t bucket,
 	} else {
 		scan_open(s, &sc, CF_TL);
 	}
-	for (; rocksdb_iter_valid(sc.it); rocksdb_iter_next(sc.it)) {
-		size_t kl, vl;
-		const uint8_t *k =
-		    (const uint8_t *) rocksdb_iter_key(sc.it, &kl);
-		const uint8_t *v =
-		    (const uint8_t *) rocksdb_iter_value(sc.it, &vl);
+	size_t kl, vl;
+	const uint8_t *k, *v;
+
+	for (; scan_kv(&sc, &k, &kl, &v, &vl); rocksdb_iter_next(sc.it)) {
 		tli_entry *e;
 
 		if (got == max) {
@@ -200,12 +211,10 @@ scan_id_entries(tli_store *s, scan *sc, size_t pre, uint32_t buckets,
 	size_t got = 0;
 	int rv = TL_OK, rv2;
 
-	for (; rocksdb_iter_valid(sc->it); rocksdb_iter_next(sc->it)) {
-		size_t kl, vl;
-		const uint8_t *k =
-		    (const uint8_t *) rocksdb_iter_key(sc->it, &kl);
-		const uint8_t *v =
-		    (const uint8_t *) rocksdb_iter_value(sc->it, &vl);
+	size_t kl, vl;
+	const uint8_t *k, *v;
+
+	for (; scan_kv(sc, &k, &kl, &v, &vl); rocksdb_iter_next(sc->it)) {
 		tli_entry *e;
 
 		if (got == max) {
@@ -398,12 +407,11 @@ count_range(tli_store *s, uint32_t tid, uint32_t buckets, int64_t from,
 		sc.lolen = tli_key_tl(sc.lo, tid, b, from, "", 0);
 		sc.hilen = tli_key_tl(sc.hi, tid, b, to, "", 0);
 		scan_open(s, &sc, CF_TL);
-		for (; rocksdb_iter_valid(sc.it); rocksdb_iter_next(sc.it)) {
-			size_t kl, vl;
-			const uint8_t *k =
-			    (const uint8_t *) rocksdb_iter_key(sc.it, &kl);
-			const uint8_t *v =
-			    (const uint8_t *) rocksdb_iter_value(sc.it, &vl);
+		size_t kl, vl;
+		const uint8_t *k, *v;
+
+		for (; scan_kv(&sc, &k, &kl, &v, &vl);
+		     rocksdb_iter_next(sc.it)) {
 			int64_t ts;
 
 			if (kl <= 16 || vl != 9) {

@@ -1,7 +1,8 @@
 /*
  * The one place where RocksDB's error strings become Timeline error codes.
  * RocksDB reports errors as malloc'd strings; this file frees them, keeps
- * the last one for the logs and maps the kind of failure to a code.
+ * the last one for the logs and maps the kind of failure to a code. Also
+ * the fixed-size metadata read (counters, format) the store does often.
  */
 #include <stdio.h>
 #include <string.h>
@@ -32,6 +33,27 @@ tli_rdb_err(tli_store *s, char *errstr)
 		pthread_mutex_unlock(&s->err_lock);
 	}
 	rocksdb_free(errstr);
+	return rv;
+}
+
+int
+tli_rdb_get_fixed(
+    tli_store *s, const void *k, size_t kl, void *out, size_t len, bool *found)
+{
+	char *err = NULL;
+	size_t vl = 0;
+	char *v = rocksdb_get_cf(
+	    s->db, s->ropts, s->cf[CF_DEFAULT], k, kl, &vl, &err);
+	int rv = tli_rdb_err(s, err);
+
+	*found = rv == TL_OK && v != NULL;
+	if (*found && vl != len) {
+		*found = false;
+		rv = TL_ECORRUPT;
+	} else if (*found) {
+		memcpy(out, v, len);
+	}
+	rocksdb_free(v);
 	return rv;
 }
 

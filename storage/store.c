@@ -138,6 +138,7 @@ topic_remove(tli_store *s, topic_rt *t)
 	if (found) {
 		memmove(s->topics + i, s->topics + i + 1,
 		    (s->ntopics - i - 1) * sizeof(*s->topics));
+		TLI_ASSERT(s->ntopics > 0);
 		s->ntopics--;
 	}
 }
@@ -519,6 +520,13 @@ ops_batch_apply(tli_store *s, sub *first, size_t nops)
 		if (!t->pend_dirty) {
 			continue;
 		}
+		/* the committed counts never go below zero */
+		TLI_ASSERT(rv != TL_OK ||
+		    ((int64_t) atomic_load(&t->messages) + t->pend_messages >=
+		            0 &&
+		        (int64_t) atomic_load(&t->locked) + t->pend_locked >=
+		            0 &&
+		        (int64_t) atomic_load(&t->dead) + t->pend_dead >= 0));
 		if (rv == TL_OK) {
 			atomic_fetch_add(
 			    &t->messages, (uint64_t) t->pend_messages);
@@ -554,7 +562,11 @@ static sub *
 queue_take(tli_store *s, size_t *nops)
 {
 	sub *first = s->q_head, *last = first;
-	size_t n = first->n;
+	size_t n;
+
+	TLI_ASSERT_LOCKED(&s->q_lock);
+	TLI_ASSERT(first != NULL && s->q_tail != NULL);
+	n = first->n;
 
 	if (first->kind == SUB_OPS) {
 		while (last->next != NULL && last->next->kind == SUB_OPS &&
@@ -578,6 +590,7 @@ queue_wait(tli_store *s)
 	struct timespec ts;
 	int64_t ms;
 
+	TLI_ASSERT_LOCKED(&s->q_lock);
 	if (!s->unsynced || s->opts.sync_mode != TLI_SYNC_INTERVAL) {
 		pthread_cond_wait(&s->q_cv, &s->q_lock);
 		return;
@@ -970,24 +983,13 @@ options_setup(tli_store *s)
 static int
 meta_get_u32(tli_store *s, char key, uint32_t *out, bool *found)
 {
-	char *err = NULL;
-	size_t vl = 0;
-	char *v = rocksdb_get_cf(
-	    s->db, s->ropts, s->cf[CF_DEFAULT], &key, 1, &vl, &err);
+	uint8_t v[4];
+	int rv = tli_rdb_get_fixed(s, &key, 1, v, sizeof(v), found);
 
-	if (err != NULL) {
-		return tli_rdb_err(s, err);
+	if (*found) {
+		*out = tli_get_be32(v);
 	}
-	*found = v != NULL;
-	if (v != NULL) {
-		if (vl != 4) {
-			rocksdb_free(v);
-			return TL_ECORRUPT;
-		}
-		*out = tli_get_be32((uint8_t *) v);
-		rocksdb_free(v);
-	}
-	return TL_OK;
+	return rv;
 }
 
 static int

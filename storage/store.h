@@ -288,7 +288,6 @@ int tli_store_totals(tli_store *s, const char *topic, tli_counts *out);
 /* How many messages a producer group (owner) has stored — on the timeline
  * or in the dead-letter list — in one topic, or in all topics. Exact as of
  * the last committed batch. Errors: TL_EBADID, TL_ENOTOPIC, TL_ESTORAGE. */
-#define TLI_HAVE_OWNER_COUNT 1
 int tli_store_owner_count_topic(tli_store *s, const char *topic,
     const char *owner, size_t olen, uint64_t *out);
 int tli_store_owner_count(

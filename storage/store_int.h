@@ -15,6 +15,7 @@
 
 #include <rocksdb/c.h>
 
+#include "htab.h"
 #include "store.h"
 
 /* Format 1 lacked the per-owner counts; it is migrated at open. */
@@ -45,7 +46,8 @@ typedef struct topic_rt {
 #define REC_DEAD 0x01   /* rec.flags: in the dead-letter list */
 #define REC_INLINE 0x02 /* rec.flags: the body is in the record */
 
-/* A decoded message record (the body lives under its own key). */
+/* A decoded message record. A small body travels inside it (REC_INLINE,
+ * up to INLINE_MAX bytes); a larger one lives under its own key. */
 typedef struct rec {
 	uint8_t flags;
 	int64_t ts;
@@ -171,6 +173,11 @@ int tli_topic_decode(topic_rt *t, const uint8_t *p, size_t len);
 
 /* ---- rdb.c: the one place RocksDB error strings become codes ---- */
 int tli_rdb_err(tli_store *s, char *errstr);
+/* A value of exactly len bytes under k in the default column family, into
+ * out; *found false (out untouched) when there is none. TL_ECORRUPT for a
+ * value of another size. */
+int tli_rdb_get_fixed(
+    tli_store *s, const void *k, size_t kl, void *out, size_t len, bool *found);
 
 /* ---- store.c: topic registry ---- */
 /* Writer thread or with topics_lock held. */
@@ -180,6 +187,39 @@ int tli_topic_lookup(
     tli_store *s, const char *name, uint32_t *id, tli_topic_conf *conf);
 
 /* ---- ops.c: the writer's application of message operations ---- */
+/* A name or id within a topic: the key of the writer's per-batch tables
+ * (the overlay by message id, the owner deltas by owner). */
+typedef struct tli_tkey {
+	uint32_t topic;
+	const char *p;
+	size_t n;
+} tli_tkey;
+
+static inline uint64_t
+tli_tkey_hash(const tli_tkey *k)
+{
+	return tli_hash64(k->p, k->n) ^
+	    ((uint64_t) k->topic * 0x9e3779b97f4a7c15u);
+}
+
+static inline bool
+tli_tkey_is(const tli_tkey *k, uint32_t topic, const char *p, size_t n)
+{
+	return k->topic == topic && k->n == n && memcmp(k->p, p, n) == 0;
+}
+
+/* Empties a per-batch table whose entries are the first n of a pool of
+ * elem-byte entries that each begin with their tli_hnode. */
+static inline void
+tli_pool_unindex(tli_htab *t, void *pool, size_t n, size_t elem)
+{
+	for (size_t i = 0; i < n; i++) {
+		tli_htab_remove(
+		    t, (tli_hnode *) (void *) ((char *) pool + i * elem));
+	}
+	TLI_ASSERT(t->n == 0);
+}
+
 struct overlay *tli_overlay_new(void);
 void tli_overlay_free(struct overlay *ov);
 void tli_overlay_reset(struct overlay *ov);

@@ -18,11 +18,14 @@
 #ifndef TLB_DRIVER_H
 #define TLB_DRIVER_H
 
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include "bench_util.h" /* clocks and sleeps */
 
 #define TLB_MAX_MODES 2
 #define TLB_BODY_MIN 42 /* "<seq> <due>\n" at most */
@@ -31,7 +34,8 @@
 #define TLB_SOCK_TIMEOUT_MS 600000
 
 typedef struct tlb_server tlb_server; /* a driver's running server */
-typedef struct tlb_conn tlb_conn;     /* a driver's connection */
+typedef struct tlb_proc_kind tlb_proc_kind;
+typedef struct tlb_conn tlb_conn; /* a driver's connection */
 
 typedef struct tlb_server_conf {
 	const char *dir;       /* the server's own directory (exists) */
@@ -71,7 +75,7 @@ typedef struct tlb_driver {
 	const char *mode_desc[TLB_MAX_MODES]; /* exactly how it runs */
 	int scale_mode; /* the mode the scale workload uses */
 	/* Start a server on conf->dir and wait until it accepts. */
-	int (*start)(tlb_server **out, const tlb_server_conf *conf);
+	const tlb_proc_kind *proc; /* with tlb_proc_start */
 	/* SIGTERM, wait for the exit, free. NULL is fine. */
 	void (*stop)(tlb_server *s);
 	/* SIGKILL and wait: nothing is flushed. */
@@ -108,10 +112,6 @@ void tlb_body_fill(char *body, size_t len, uint64_t seq, int64_t due_ms);
 /* Reads seq and due back; false when the body is not one of ours. */
 bool tlb_body_parse(const void *body, size_t len, uint64_t *seq, int64_t *due);
 
-int64_t tlb_wall_us(void);
-double tlb_mono_s(void);
-void tlb_sleep_ms(int ms);
-
 /* A free loopback TCP port (bound and released), or -1. */
 int tlb_free_port(void);
 /* fork + exec argv with stdout and stderr to log; the pid or -1. */
@@ -121,10 +121,58 @@ pid_t tlb_spawn(char *const argv[], const char *log);
 int tlb_wait_port(int port, pid_t pid, int deadline_ms, const char *log);
 /* Send sig and wait for the exit (SIGKILL after deadline_ms); seconds. */
 double tlb_stop_pid(pid_t pid, int sig, int deadline_ms);
-/* VmRSS of pid in kB. */
-int tlb_proc_rss(pid_t pid, uint64_t *kb);
 /* du of a tree, leaving out files named *.log. */
 uint64_t tlb_dir_bytes(const char *dir);
+
+/* ---- the server process every driver runs (tlb_sys.c) ----
+ * A driver's struct tlb_server begins with a tlb_proc, and a tlb_proc_kind
+ * says what differs: the shared code below then starts, restarts, stops,
+ * kills and measures every system the same way. */
+
+struct tlb_proc_kind {
+	size_t size;      /* of the driver's struct tlb_server */
+	const char *log;  /* log file name in the server's directory */
+	const char *data; /* subdirectory with its data; NULL: all of it */
+	int start_ms;     /* how long a start may take to accept */
+	int term_ms;      /* how long a SIGTERM may take */
+	/* The driver's own fields, before the first start; 0 or -1. */
+	int (*prepare)(tlb_server *s, const tlb_server_conf *conf);
+	/* The command line, NULL-terminated (at most TLB_PROC_ARGS
+	 * entries); strings it formats go to the proc's scratch. */
+	void (*args)(tlb_server *s, char **argv);
+};
+
+#define TLB_PROC_ARGS 24
+
+typedef struct tlb_proc {
+	const tlb_proc_kind *k;
+	pid_t pid;
+	int port;
+	char dir[PATH_MAX];
+	char log[PATH_MAX + 16];
+	char data[PATH_MAX + 16];
+	char scratch[PATH_MAX + 32];
+} tlb_proc;
+
+/* Allocates the server (kind->size bytes), fills the proc, runs prepare,
+ * starts it and waits until it accepts. */
+int tlb_proc_start(
+    tlb_server **out, const tlb_server_conf *conf, const tlb_proc_kind *k);
+/* The driver operations every system shares (see tlb_driver). */
+int tlb_proc_restart(tlb_server *s);
+void tlb_proc_stop(tlb_server *s);
+double tlb_proc_stop_only(tlb_server *s);
+void tlb_proc_kill9(tlb_server *s);
+int tlb_proc_rss(tlb_server *s, uint64_t *kb);
+uint64_t tlb_proc_disk(tlb_server *s);
+
+/* The table entries every driver has in common. */
+#define TLB_DRIVER_OPS(kind, conn, disconn, put_fn, consume_fn)         \
+	.proc = (kind), .stop = tlb_proc_stop, .kill9 = tlb_proc_kill9, \
+	.restart = tlb_proc_restart, .stop_only = tlb_proc_stop_only,   \
+	.rss_kb = tlb_proc_rss, .disk_bytes = tlb_proc_disk,            \
+	.connect = (conn), .disconnect = (disconn), .put = (put_fn),    \
+	.consume = (consume_fn)
 
 /* A buffered, blocking TCP connection to 127.0.0.1. */
 typedef struct tlb_sock {
@@ -149,5 +197,32 @@ long tlb_sock_line(tlb_sock *s, char **line);
 int tlb_sock_bytes(tlb_sock *s, size_t n, char **p);
 /* A whole line is already buffered (reading it will not block). */
 bool tlb_sock_has_line(const tlb_sock *s);
+
+/* Puts over a text protocol, pipelined: at most window messages wait for
+ * their replies. send writes one message (its body filled in) to the
+ * connection's buffer, reply reads one message's replies; 0 or -1. */
+typedef struct tlb_pipe {
+	size_t window;
+	int (*send)(
+	    tlb_conn *c, const tlb_item *it, const char *body, size_t len);
+	int (*reply)(tlb_conn *c);
+} tlb_pipe;
+
+/* A driver's put over s with pipe (see tlb_driver.put). */
+int tlb_pipe_put(tlb_conn *c, tlb_sock *s, const tlb_pipe *pipe,
+    const tlb_item *items, size_t n, size_t body_len, tlb_ack_fn ack,
+    void *arg);
+
+/* The head of a text-protocol driver's struct tlb_conn (its first
+ * member): the server and a buffered socket to it. */
+typedef struct tlb_text_conn {
+	tlb_server *srv;
+	tlb_sock s;
+} tlb_text_conn;
+
+/* A connection of size bytes with its head connected; NULL on failure. */
+tlb_conn *tlb_text_connect(tlb_server *srv, size_t size);
+/* Closes and frees; NULL is fine (see tlb_driver.disconnect). */
+void tlb_text_disconnect(tlb_conn *c);
 
 #endif /* TLB_DRIVER_H */

@@ -28,197 +28,84 @@
 #define TLB_BS_START_MS 60000
 
 struct tlb_server {
-	pid_t pid;
-	int port;
+	tlb_proc p; /* data: the binlog directory */
 	int mode;
 	int64_t ttr_s;
-	char dir[PATH_MAX];
-	char binlog[PATH_MAX + 16];
-	char log[PATH_MAX + 16];
 };
 
 struct tlb_conn {
-	tlb_server *srv;
-	tlb_sock s;
+	tlb_text_conn t; /* first */
 };
 
-static int
-bs_spawn(tlb_server *s)
+static void
+bs_args(tlb_server *s, char **argv)
 {
-	char port[16];
-	char *argv[12];
-	int argc = 0;
+	char *const v[] = {"beanstalkd", "-l", "127.0.0.1", "-p", s->p.scratch,
+	    "-b", s->p.data, s->mode == 0 ? "-f" : NULL, "0", NULL};
 
-	snprintf(port, sizeof(port), "%d", s->port);
-	argv[argc++] = "beanstalkd";
-	argv[argc++] = "-l";
-	argv[argc++] = "127.0.0.1";
-	argv[argc++] = "-p";
-	argv[argc++] = port;
-	argv[argc++] = "-b";
-	argv[argc++] = s->binlog;
-	if (s->mode == 0) {
-		argv[argc++] = "-f";
-		argv[argc++] = "0";
-	}
-	argv[argc] = NULL;
-	if ((s->pid = tlb_spawn(argv, s->log)) < 0) {
-		return -1;
-	}
-	if (tlb_wait_port(s->port, s->pid, TLB_BS_START_MS, s->log) != 0) {
-		tlb_stop_pid(s->pid, SIGKILL, 1000);
-		s->pid = 0;
-		return -1;
-	}
-	return 0;
+	snprintf(s->p.scratch, sizeof(s->p.scratch), "%d", s->p.port);
+	memcpy(argv, v, sizeof(v));
 }
 
 static int
-bs_start(tlb_server **out, const tlb_server_conf *conf)
+bs_prepare(tlb_server *s, const tlb_server_conf *conf)
 {
-	tlb_server *s = calloc(1, sizeof(*s));
-
-	if (s == NULL) {
-		return -1;
-	}
 	s->mode = conf->mode;
 	s->ttr_s = conf->lease_ms < 1000 ? 1 : conf->lease_ms / 1000;
-	snprintf(s->dir, sizeof(s->dir), "%s", conf->dir);
-	snprintf(s->binlog, sizeof(s->binlog), "%s/binlog", conf->dir);
-	snprintf(s->log, sizeof(s->log), "%s/beanstalkd.log", conf->dir);
-	if (mkdir(s->binlog, 0755) != 0 || (s->port = tlb_free_port()) < 0 ||
-	    bs_spawn(s) != 0) {
-		free(s);
-		return -1;
-	}
-	*out = s;
-	return 0;
+	return mkdir(s->p.data, 0755);
 }
 
-static double
-bs_stop_only(tlb_server *s)
-{
-	double t = tlb_stop_pid(s->pid, SIGTERM, 30000);
-
-	s->pid = 0;
-	return t;
-}
-
-static void
-bs_stop(tlb_server *s)
-{
-	if (s == NULL) {
-		return;
-	}
-	bs_stop_only(s);
-	free(s);
-}
-
-static void
-bs_kill9(tlb_server *s)
-{
-	tlb_stop_pid(s->pid, SIGKILL, 30000);
-	s->pid = 0;
-}
-
-static int
-bs_restart(tlb_server *s)
-{
-	return bs_spawn(s);
-}
-
-static int
-bs_rss(tlb_server *s, uint64_t *kb)
-{
-	return tlb_proc_rss(s->pid, kb);
-}
-
-static uint64_t
-bs_disk(tlb_server *s)
-{
-	return tlb_dir_bytes(s->binlog);
-}
+static const tlb_proc_kind bs_kind = {sizeof(tlb_server), "beanstalkd.log",
+    "binlog", TLB_BS_START_MS, 30000, bs_prepare, bs_args};
 
 static int
 bs_connect(tlb_server *s, tlb_conn **out)
 {
-	tlb_conn *c = calloc(1, sizeof(*c));
-
-	if (c == NULL) {
-		return -1;
-	}
-	if (tlb_sock_open(&c->s, s->port, TLB_SOCK_TIMEOUT_MS) != 0) {
-		free(c);
-		return -1;
-	}
-	c->srv = s;
-	*out = c;
-	return 0;
-}
-
-static void
-bs_disconnect(tlb_conn *c)
-{
-	if (c != NULL) {
-		tlb_sock_close(&c->s);
-		free(c);
-	}
+	return (*out = tlb_text_connect(s, sizeof(tlb_conn))) != NULL ? 0 : -1;
 }
 
 /* Seconds of delay so that the job is ready no earlier than due_ms. */
 static long long
 bs_delay(int64_t due_ms)
 {
-	int64_t left = due_ms * 1000 - tlb_wall_us();
+	int64_t left = due_ms * 1000 - tlb_bench_wall_us();
 
 	return left <= 0 ? 0 : (long long) ((left + 999999) / 1000000);
 }
 
 static int
+bs_send(tlb_conn *c, const tlb_item *it, const char *body, size_t len)
+{
+	if (tlb_sock_printf(&c->t.s, "put 0 %lld %lld %zu\r\n",
+	        bs_delay(it->due_ms), (long long) c->t.srv->ttr_s, len) != 0 ||
+	    tlb_sock_put(&c->t.s, body, len) != 0) {
+		return -1;
+	}
+	return tlb_sock_put(&c->t.s, "\r\n", 2);
+}
+
+static int
+bs_reply(tlb_conn *c)
+{
+	char *line;
+
+	if (tlb_sock_line(&c->t.s, &line) < 0) {
+		return -1;
+	}
+	if (strncmp(line, "INSERTED ", 9) != 0) {
+		fprintf(stderr, "beanstalkd put: %s\n", line);
+		return -1;
+	}
+	return 0;
+}
+
+static const tlb_pipe bs_pipe = {TLB_BS_WINDOW, bs_send, bs_reply};
+
+static int
 bs_put(tlb_conn *c, const tlb_item *items, size_t n, size_t body_len,
     tlb_ack_fn ack, void *arg)
 {
-	char *body = malloc(body_len);
-	size_t sent = 0, got = 0;
-	int rv = -1;
-
-	if (body == NULL) {
-		return -1;
-	}
-	while (got < n) {
-		while (sent < n && sent - got < TLB_BS_WINDOW) {
-			tlb_body_fill(body, body_len, items[sent].seq,
-			    items[sent].due_ms);
-			if (tlb_sock_printf(&c->s, "put 0 %lld %lld %zu\r\n",
-			        bs_delay(items[sent].due_ms),
-			        (long long) c->srv->ttr_s, body_len) != 0 ||
-			    tlb_sock_put(&c->s, body, body_len) != 0 ||
-			    tlb_sock_put(&c->s, "\r\n", 2) != 0) {
-				goto out;
-			}
-			sent++;
-		}
-		if (tlb_sock_flush(&c->s) != 0) {
-			goto out;
-		}
-		do {
-			char *line;
-
-			if (tlb_sock_line(&c->s, &line) < 0) {
-				goto out;
-			}
-			if (strncmp(line, "INSERTED ", 9) != 0) {
-				fprintf(stderr, "beanstalkd put: %s\n", line);
-				goto out;
-			}
-			ack(arg, items[got].seq);
-			got++;
-		} while (got < sent && tlb_sock_has_line(&c->s));
-	}
-	rv = 0;
-out:
-	free(body);
-	return rv;
+	return tlb_pipe_put(c, &c->t.s, &bs_pipe, items, n, body_len, ack, arg);
 }
 
 /* Reads the reply to a touch or delete; true when it is `want`. */
@@ -227,7 +114,7 @@ bs_expect(tlb_conn *c, const char *want)
 {
 	char *line;
 
-	if (tlb_sock_line(&c->s, &line) < 0) {
+	if (tlb_sock_line(&c->t.s, &line) < 0) {
 		return -1;
 	}
 	if (strcmp(line, want) != 0) {
@@ -252,14 +139,15 @@ bs_consume(tlb_conn *c, const tlb_consume *cc)
 
 		if (held != 0) {
 			if (cc->extend) {
-				tlb_sock_printf(&c->s, "touch %llu\r\n", held);
+				tlb_sock_printf(
+				    &c->t.s, "touch %llu\r\n", held);
 			}
-			tlb_sock_printf(&c->s, "delete %llu\r\n", held);
+			tlb_sock_printf(&c->t.s, "delete %llu\r\n", held);
 		}
 		if (!stop) {
-			tlb_sock_printf(&c->s, "reserve-with-timeout 1\r\n");
+			tlb_sock_printf(&c->t.s, "reserve-with-timeout 1\r\n");
 		}
-		if (tlb_sock_flush(&c->s) != 0) {
+		if (tlb_sock_flush(&c->t.s) != 0) {
 			return -1;
 		}
 		if (held != 0) {
@@ -275,14 +163,14 @@ bs_consume(tlb_conn *c, const tlb_consume *cc)
 		if (stop) {
 			return 0;
 		}
-		if (tlb_sock_line(&c->s, &line) < 0) {
+		if (tlb_sock_line(&c->t.s, &line) < 0) {
 			return -1;
 		}
 		if (sscanf(line, "RESERVED %llu %zu", &id, &bytes) == 2) {
 			char *body;
 			int64_t due;
 
-			if (tlb_sock_bytes(&c->s, bytes, &body) != 0) {
+			if (tlb_sock_bytes(&c->t.s, bytes, &body) != 0) {
 				return -1;
 			}
 			if (!tlb_body_parse(body, bytes, &seq, &due)) {
@@ -310,15 +198,6 @@ const tlb_driver tlb_drv_beanstalkd = {
             "replies before the fsync",
         },
     .scale_mode = 1,
-    .start = bs_start,
-    .stop = bs_stop,
-    .kill9 = bs_kill9,
-    .restart = bs_restart,
-    .stop_only = bs_stop_only,
-    .rss_kb = bs_rss,
-    .disk_bytes = bs_disk,
-    .connect = bs_connect,
-    .disconnect = bs_disconnect,
-    .put = bs_put,
-    .consume = bs_consume,
+    TLB_DRIVER_OPS(
+        &bs_kind, bs_connect, tlb_text_disconnect, bs_put, bs_consume),
 };

@@ -52,118 +52,36 @@ static const char claim_lua[] =
     "return out\n";
 
 struct tlb_server {
-	pid_t pid;
-	int port;
+	tlb_proc p; /* data: the whole directory (AOF) */
 	int mode;
-	char dir[PATH_MAX];
-	char log[PATH_MAX + 16];
 };
 
 struct tlb_conn {
-	tlb_server *srv;
-	tlb_sock s;
+	tlb_text_conn t; /* first */
 	char sha[48];
 };
 
-static int
-rd_spawn(tlb_server *s)
+static void
+rd_args(tlb_server *s, char **argv)
 {
-	char port[16];
-	char *argv[24];
-	int argc = 0;
+	char *const v[] = {"redis-server", "--port", s->p.scratch, "--bind",
+	    "127.0.0.1", "--dir", s->p.dir, "--appendonly", "yes",
+	    "--appendfsync", s->mode == 0 ? "always" : "everysec", "--save", "",
+	    "--daemonize", "no", "--logfile", "", NULL};
 
-	snprintf(port, sizeof(port), "%d", s->port);
-	argv[argc++] = "redis-server";
-	argv[argc++] = "--port";
-	argv[argc++] = port;
-	argv[argc++] = "--bind";
-	argv[argc++] = "127.0.0.1";
-	argv[argc++] = "--dir";
-	argv[argc++] = s->dir;
-	argv[argc++] = "--appendonly";
-	argv[argc++] = "yes";
-	argv[argc++] = "--appendfsync";
-	argv[argc++] = s->mode == 0 ? "always" : "everysec";
-	argv[argc++] = "--save";
-	argv[argc++] = "";
-	argv[argc++] = "--daemonize";
-	argv[argc++] = "no";
-	argv[argc++] = "--logfile";
-	argv[argc++] = "";
-	argv[argc] = NULL;
-	if ((s->pid = tlb_spawn(argv, s->log)) < 0) {
-		return -1;
-	}
-	if (tlb_wait_port(s->port, s->pid, TLB_RD_START_MS, s->log) != 0) {
-		tlb_stop_pid(s->pid, SIGKILL, 1000);
-		s->pid = 0;
-		return -1;
-	}
-	return 0;
+	snprintf(s->p.scratch, sizeof(s->p.scratch), "%d", s->p.port);
+	memcpy(argv, v, sizeof(v));
 }
 
 static int
-rd_start(tlb_server **out, const tlb_server_conf *conf)
+rd_prepare(tlb_server *s, const tlb_server_conf *conf)
 {
-	tlb_server *s = calloc(1, sizeof(*s));
-
-	if (s == NULL) {
-		return -1;
-	}
 	s->mode = conf->mode;
-	snprintf(s->dir, sizeof(s->dir), "%s", conf->dir);
-	snprintf(s->log, sizeof(s->log), "%s/redis.log", conf->dir);
-	if ((s->port = tlb_free_port()) < 0 || rd_spawn(s) != 0) {
-		free(s);
-		return -1;
-	}
-	*out = s;
 	return 0;
 }
 
-static double
-rd_stop_only(tlb_server *s)
-{
-	double t = tlb_stop_pid(s->pid, SIGTERM, 120000);
-
-	s->pid = 0;
-	return t;
-}
-
-static void
-rd_stop(tlb_server *s)
-{
-	if (s == NULL) {
-		return;
-	}
-	rd_stop_only(s);
-	free(s);
-}
-
-static void
-rd_kill9(tlb_server *s)
-{
-	tlb_stop_pid(s->pid, SIGKILL, 30000);
-	s->pid = 0;
-}
-
-static int
-rd_restart(tlb_server *s)
-{
-	return rd_spawn(s);
-}
-
-static int
-rd_rss(tlb_server *s, uint64_t *kb)
-{
-	return tlb_proc_rss(s->pid, kb);
-}
-
-static uint64_t
-rd_disk(tlb_server *s)
-{
-	return tlb_dir_bytes(s->dir);
-}
+static const tlb_proc_kind rd_kind = {sizeof(tlb_server), "redis.log", NULL,
+    TLB_RD_START_MS, 120000, rd_prepare, rd_args};
 
 /* ---- RESP ---- */
 
@@ -193,7 +111,7 @@ rd_simple(tlb_conn *c, const char *what)
 {
 	char *line;
 
-	if (tlb_sock_line(&c->s, &line) < 0) {
+	if (tlb_sock_line(&c->t.s, &line) < 0) {
 		return -1;
 	}
 	if (line[0] == '-') {
@@ -207,33 +125,30 @@ static int
 rd_connect(tlb_server *s, tlb_conn **out)
 {
 	const char *argv[] = {"SCRIPT", "LOAD", claim_lua};
-	double end = tlb_mono_s() + TLB_RD_LOAD_MS / 1000.0;
-	tlb_conn *c = calloc(1, sizeof(*c));
+	double end = tlb_bench_mono_s() + TLB_RD_LOAD_MS / 1000.0;
+	tlb_conn *c = tlb_text_connect(s, sizeof(*c));
 
 	if (c == NULL) {
 		return -1;
 	}
-	if (tlb_sock_open(&c->s, s->port, TLB_SOCK_TIMEOUT_MS) != 0) {
-		free(c);
-		return -1;
-	}
-	c->srv = s;
 	/* While Redis loads its AOF it answers -LOADING: wait. */
 	for (;;) {
 		char *line, *sha;
 
-		if (rd_cmd(&c->s, 3, argv, NULL) != 0 ||
-		    tlb_sock_flush(&c->s) != 0 ||
-		    tlb_sock_line(&c->s, &line) < 0) {
+		if (rd_cmd(&c->t.s, 3, argv, NULL) != 0 ||
+		    tlb_sock_flush(&c->t.s) != 0 ||
+		    tlb_sock_line(&c->t.s, &line) < 0) {
 			break;
 		}
-		if (strncmp(line, "-LOADING", 8) == 0 && tlb_mono_s() < end) {
-			tlb_sleep_ms(1);
+		if (strncmp(line, "-LOADING", 8) == 0 &&
+		    tlb_bench_mono_s() < end) {
+			tlb_bench_sleep_ms(1);
 			continue;
 		}
 		if (line[0] != '$' || atoi(line + 1) <= 0 ||
 		    atoi(line + 1) >= (int) sizeof(c->sha) ||
-		    tlb_sock_bytes(&c->s, (size_t) atoi(line + 1), &sha) != 0) {
+		    tlb_sock_bytes(&c->t.s, (size_t) atoi(line + 1), &sha) !=
+		        0) {
 			fprintf(stderr, "redis SCRIPT LOAD: %s\n", line);
 			break;
 		}
@@ -242,69 +157,43 @@ rd_connect(tlb_server *s, tlb_conn **out)
 		*out = c;
 		return 0;
 	}
-	tlb_sock_close(&c->s);
-	free(c);
+	tlb_text_disconnect(c);
 	return -1;
 }
 
-static void
-rd_disconnect(tlb_conn *c)
+static int
+rd_send(tlb_conn *c, const tlb_item *it, const char *body, size_t len)
 {
-	if (c != NULL) {
-		tlb_sock_close(&c->s);
-		free(c);
+	char member[32], score[32];
+	const char *hset[] = {"HSET", TLB_RD_HASH, member, body};
+	const char *zadd[] = {"ZADD", TLB_RD_ZSET, score, member};
+	size_t hl[] = {4, strlen(TLB_RD_HASH), 0, len};
+
+	snprintf(member, sizeof(member), "m%" PRIu64, it->seq);
+	snprintf(score, sizeof(score), "%" PRId64, it->due_ms);
+	hl[2] = strlen(member);
+	if (rd_cmd(&c->t.s, 4, hset, hl) != 0) {
+		return -1;
 	}
+	return rd_cmd(&c->t.s, 4, zadd, NULL);
 }
+
+static int
+rd_reply(tlb_conn *c)
+{
+	if (rd_simple(c, "HSET") != 0) {
+		return -1;
+	}
+	return rd_simple(c, "ZADD");
+}
+
+static const tlb_pipe rd_pipe = {TLB_RD_WINDOW, rd_send, rd_reply};
 
 static int
 rd_put(tlb_conn *c, const tlb_item *items, size_t n, size_t body_len,
     tlb_ack_fn ack, void *arg)
 {
-	char *body = malloc(body_len);
-	size_t sent = 0, got = 0;
-	int rv = -1;
-
-	if (body == NULL) {
-		return -1;
-	}
-	while (got < n) {
-		while (sent < n && sent - got < TLB_RD_WINDOW) {
-			char member[32], score[32];
-			const char *hset[] = {
-			    "HSET", TLB_RD_HASH, member, body};
-			const char *zadd[] = {
-			    "ZADD", TLB_RD_ZSET, score, member};
-			size_t hl[] = {4, strlen(TLB_RD_HASH), 0, body_len};
-
-			snprintf(member, sizeof(member), "m%" PRIu64,
-			    items[sent].seq);
-			snprintf(score, sizeof(score), "%" PRId64,
-			    items[sent].due_ms);
-			hl[2] = strlen(member);
-			tlb_body_fill(body, body_len, items[sent].seq,
-			    items[sent].due_ms);
-			if (rd_cmd(&c->s, 4, hset, hl) != 0 ||
-			    rd_cmd(&c->s, 4, zadd, NULL) != 0) {
-				goto out;
-			}
-			sent++;
-		}
-		if (tlb_sock_flush(&c->s) != 0) {
-			goto out;
-		}
-		do {
-			if (rd_simple(c, "HSET") != 0 ||
-			    rd_simple(c, "ZADD") != 0) {
-				goto out;
-			}
-			ack(arg, items[got].seq);
-			got++;
-		} while (got < sent && tlb_sock_has_line(&c->s));
-	}
-	rv = 0;
-out:
-	free(body);
-	return rv;
+	return tlb_pipe_put(c, &c->t.s, &rd_pipe, items, n, body_len, ack, arg);
 }
 
 /* One claimed member. */
@@ -328,8 +217,8 @@ rd_claim_run(tlb_conn *c, const tlb_consume *cc, rd_claim *cl, long *wait_ms)
 	snprintf(credit, sizeof(credit), "%u", cc->credit);
 	snprintf(lease, sizeof(lease), "%" PRId64, cc->lease_ms);
 	*wait_ms = 0;
-	if (rd_cmd(&c->s, 7, argv, NULL) != 0 || tlb_sock_flush(&c->s) != 0 ||
-	    tlb_sock_line(&c->s, &line) < 0) {
+	if (rd_cmd(&c->t.s, 7, argv, NULL) != 0 ||
+	    tlb_sock_flush(&c->t.s) != 0 || tlb_sock_line(&c->t.s, &line) < 0) {
 		return -1;
 	}
 	if (line[0] == ':') {
@@ -347,20 +236,20 @@ rd_claim_run(tlb_conn *c, const tlb_consume *cc, rd_claim *cl, long *wait_ms)
 		size_t len;
 
 		/* the member, then its body */
-		if (tlb_sock_line(&c->s, &line) < 0 || line[0] != '$' ||
+		if (tlb_sock_line(&c->t.s, &line) < 0 || line[0] != '$' ||
 		    (len = (size_t) atol(line + 1)) >= sizeof(cl[i].member) ||
-		    tlb_sock_bytes(&c->s, len, &p) != 0) {
+		    tlb_sock_bytes(&c->t.s, len, &p) != 0) {
 			return -1;
 		}
 		memcpy(cl[i].member, p, len);
 		cl[i].member[len] = '\0';
-		if (tlb_sock_line(&c->s, &line) < 0 || line[0] != '$' ||
+		if (tlb_sock_line(&c->t.s, &line) < 0 || line[0] != '$' ||
 		    atol(line + 1) < 0) {
 			fprintf(stderr, "redis claim: a member without body\n");
 			return -1;
 		}
 		len = (size_t) atol(line + 1);
-		if (tlb_sock_bytes(&c->s, len, &p) != 0) {
+		if (tlb_sock_bytes(&c->t.s, len, &p) != 0) {
 			return -1;
 		}
 		if (!tlb_body_parse(p, len, &cl[i].seq, &due)) {
@@ -380,14 +269,14 @@ rd_finish(tlb_conn *c, const tlb_consume *cc, const rd_claim *cl, long k)
 		char score[32];
 
 		snprintf(score, sizeof(score), "%" PRId64,
-		    tlb_wall_us() / 1000 + cc->lease_ms);
+		    tlb_bench_wall_us() / 1000 + cc->lease_ms);
 		for (long i = 0; i < k; i++) {
 			const char *zadd[] = {
 			    "ZADD", TLB_RD_ZSET, "XX", score, cl[i].member};
 
-			rd_cmd(&c->s, 5, zadd, NULL);
+			rd_cmd(&c->t.s, 5, zadd, NULL);
 		}
-		if (tlb_sock_flush(&c->s) != 0) {
+		if (tlb_sock_flush(&c->t.s) != 0) {
 			return -1;
 		}
 		for (long i = 0; i < k; i++) {
@@ -400,10 +289,10 @@ rd_finish(tlb_conn *c, const tlb_consume *cc, const rd_claim *cl, long k)
 		const char *zrem[] = {"ZREM", TLB_RD_ZSET, cl[i].member};
 		const char *hdel[] = {"HDEL", TLB_RD_HASH, cl[i].member};
 
-		rd_cmd(&c->s, 3, zrem, NULL);
-		rd_cmd(&c->s, 3, hdel, NULL);
+		rd_cmd(&c->t.s, 3, zrem, NULL);
+		rd_cmd(&c->t.s, 3, hdel, NULL);
 	}
-	if (tlb_sock_flush(&c->s) != 0) {
+	if (tlb_sock_flush(&c->t.s) != 0) {
 		return -1;
 	}
 	for (long i = 0; i < k; i++) {
@@ -438,7 +327,7 @@ rd_consume(tlb_conn *c, const tlb_consume *cc)
 			    ? TLB_RD_MAX_SLEEP_MS
 			    : wait_ms;
 
-			tlb_sleep_ms((int) (ms > 0 ? ms : 0));
+			tlb_bench_sleep_ms((int) (ms > 0 ? ms : 0));
 			continue;
 		}
 		if (rd_finish(c, cc, cl, k) != 0) {
@@ -461,15 +350,6 @@ const tlb_driver tlb_drv_redis = {
             "redis-server --appendonly yes --appendfsync everysec --save ''",
         },
     .scale_mode = 1,
-    .start = rd_start,
-    .stop = rd_stop,
-    .kill9 = rd_kill9,
-    .restart = rd_restart,
-    .stop_only = rd_stop_only,
-    .rss_kb = rd_rss,
-    .disk_bytes = rd_disk,
-    .connect = rd_connect,
-    .disconnect = rd_disconnect,
-    .put = rd_put,
-    .consume = rd_consume,
+    TLB_DRIVER_OPS(
+        &rd_kind, rd_connect, tlb_text_disconnect, rd_put, rd_consume),
 };

@@ -32,11 +32,7 @@
 #define TLB_TL_DRAIN_MS 15000
 
 struct tlb_server {
-	pid_t pid;
-	int port;
-	char dir[PATH_MAX];
-	char data[PATH_MAX + 16];
-	char log[PATH_MAX + 16];
+	tlb_proc p; /* data: the store's directory */
 	char bin[PATH_MAX];
 	char url[PATH_MAX + 16]; /* what clients connect to */
 };
@@ -62,115 +58,35 @@ tl_log_cb(void *arg, tl_log_level level, const char *msg)
 	}
 }
 
-static int
-tl_spawn(tlb_server *s)
+static void
+tl_args(tlb_server *s, char **argv)
 {
-	char url[64];
-	char *argv[16];
-	int argc = 0;
+	bool ipc = strncmp(s->url, "ipc://", 6) == 0;
+	char *const v[] = {s->bin, "--data", s->p.data, "--listen",
+	    s->p.scratch, "--metrics", "off", "--topic", TLB_TL_TOPIC ":16",
+	    "--durability", "always", "--log-level", "warn",
+	    ipc ? "--listen" : NULL, s->url, NULL};
 
-	snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", s->port);
-	argv[argc++] = s->bin;
-	argv[argc++] = "--data";
-	argv[argc++] = s->data;
-	argv[argc++] = "--listen";
-	argv[argc++] = url;
-	if (strncmp(s->url, "ipc://", 6) == 0) {
-		argv[argc++] = "--listen";
-		argv[argc++] = s->url;
-	}
-	argv[argc++] = "--metrics";
-	argv[argc++] = "off";
-	argv[argc++] = "--topic";
-	argv[argc++] = TLB_TL_TOPIC ":16";
-	argv[argc++] = "--durability";
-	argv[argc++] = "always";
-	argv[argc++] = "--log-level";
-	argv[argc++] = "warn";
-	argv[argc] = NULL;
-	if ((s->pid = tlb_spawn(argv, s->log)) < 0) {
-		return -1;
-	}
-	if (tlb_wait_port(s->port, s->pid, TLB_TL_START_MS, s->log) != 0) {
-		tlb_stop_pid(s->pid, SIGKILL, 1000);
-		s->pid = 0;
-		return -1;
-	}
-	return 0;
+	snprintf(s->p.scratch, sizeof(s->p.scratch), "tcp://127.0.0.1:%d",
+	    s->p.port);
+	memcpy(argv, v, sizeof(v));
 }
 
 static int
-tl_start(tlb_server **out, const tlb_server_conf *conf)
+tl_prepare(tlb_server *s, const tlb_server_conf *conf)
 {
-	tlb_server *s = calloc(1, sizeof(*s));
-
-	if (s == NULL) {
-		return -1;
-	}
-	snprintf(s->dir, sizeof(s->dir), "%s", conf->dir);
-	snprintf(s->data, sizeof(s->data), "%s/data", conf->dir);
-	snprintf(s->log, sizeof(s->log), "%s/timelined.log", conf->dir);
 	snprintf(s->bin, sizeof(s->bin), "%s", conf->timelined);
-	if ((s->port = tlb_free_port()) < 0) {
-		free(s);
-		return -1;
-	}
 	if (conf->ipc) {
 		snprintf(s->url, sizeof(s->url), "ipc://%s/tl.sock", conf->dir);
 	} else {
-		snprintf(s->url, sizeof(s->url), "tcp://127.0.0.1:%d", s->port);
+		snprintf(
+		    s->url, sizeof(s->url), "tcp://127.0.0.1:%d", s->p.port);
 	}
-	if (tl_spawn(s) != 0) {
-		free(s);
-		return -1;
-	}
-	*out = s;
 	return 0;
 }
 
-static double
-tl_stop_only(tlb_server *s)
-{
-	double t = tlb_stop_pid(s->pid, SIGTERM, 120000);
-
-	s->pid = 0;
-	return t;
-}
-
-static void
-tl_stop(tlb_server *s)
-{
-	if (s == NULL) {
-		return;
-	}
-	tl_stop_only(s);
-	free(s);
-}
-
-static void
-tl_kill9(tlb_server *s)
-{
-	tlb_stop_pid(s->pid, SIGKILL, 30000);
-	s->pid = 0;
-}
-
-static int
-tl_restart(tlb_server *s)
-{
-	return tl_spawn(s);
-}
-
-static int
-tl_rss(tlb_server *s, uint64_t *kb)
-{
-	return tlb_proc_rss(s->pid, kb);
-}
-
-static uint64_t
-tl_disk(tlb_server *s)
-{
-	return tlb_dir_bytes(s->data);
-}
+static const tlb_proc_kind tl_kind = {sizeof(tlb_server), "timelined.log",
+    "data", TLB_TL_START_MS, 120000, tl_prepare, tl_args};
 
 static int
 tl_connect(tlb_server *s, tlb_conn **out)
@@ -437,11 +353,11 @@ tl_consume(tlb_conn *c, const tlb_consume *cc)
 		return -1;
 	}
 	while (!atomic_load(cc->stop)) {
-		tlb_sleep_ms(2);
+		tlb_bench_sleep_ms(2);
 	}
-	end = tlb_mono_s() + TLB_TL_DRAIN_MS / 1000.0;
-	while (atomic_load(&c->st->inflight) > 0 && tlb_mono_s() < end) {
-		tlb_sleep_ms(1);
+	end = tlb_bench_mono_s() + TLB_TL_DRAIN_MS / 1000.0;
+	while (atomic_load(&c->st->inflight) > 0 && tlb_bench_mono_s() < end) {
+		tlb_bench_sleep_ms(1);
 	}
 	tl_consumer_close(k);
 	return 0;
@@ -454,15 +370,6 @@ const tlb_driver tlb_drv_timeline = {
     .mode_desc = {"timelined --durability always: every create, extend "
                   "and delete is on disk (group commit) before the reply"},
     .scale_mode = 0,
-    .start = tl_start,
-    .stop = tl_stop,
-    .kill9 = tl_kill9,
-    .restart = tl_restart,
-    .stop_only = tl_stop_only,
-    .rss_kb = tl_rss,
-    .disk_bytes = tl_disk,
-    .connect = tl_connect,
-    .disconnect = tl_disconnect,
-    .put = tl_put_items,
-    .consume = tl_consume,
+    TLB_DRIVER_OPS(
+        &tl_kind, tl_connect, tl_disconnect, tl_put_items, tl_consume),
 };

@@ -91,7 +91,7 @@ on_ack(void *arg, uint64_t seq)
 	if (seq >= st->n) {
 		return;
 	}
-	if (st->items[seq].due_ms * 1000 < tlb_wall_us()) {
+	if (st->items[seq].due_ms * 1000 < tlb_bench_wall_us()) {
 		atomic_fetch_add(&st->ncreated_late, 1);
 	}
 	atomic_store(&st->acked[seq], 1);
@@ -105,12 +105,12 @@ static void
 on_msg(void *arg, uint64_t seq, int64_t due_ms)
 {
 	run_state *st = arg;
-	int64_t now = tlb_wall_us();
+	int64_t now = tlb_bench_wall_us();
 	int64_t late = now - due_ms * 1000;
 	int_fast64_t zero = 0;
 
 	if (atomic_compare_exchange_strong(&st->first_us, &zero, now)) {
-		atomic_store(&st->first_mono, tlb_mono_s());
+		atomic_store(&st->first_mono, tlb_bench_mono_s());
 	}
 	atomic_store(&st->last_us, now);
 	if (seq >= st->n || due_ms != st->items[seq].due_ms) {
@@ -219,7 +219,7 @@ sut_up(sut *u, const tlb_system *sys, int64_t lease_ms)
 	conf.lease_ms = lease_ms;
 	conf.timelined = g_cfg->timelined;
 	conf.ipc = g_cfg->ipc;
-	if (sys->d->start(&u->srv, &conf) != 0) {
+	if (tlb_proc_start(&u->srv, &conf, sys->d->proc) != 0) {
 		fprintf(stderr, "%s: the server did not start\n", sys->label);
 		tlb_bench_dir_done(&g_cfg->com, u->dir);
 		return -1;
@@ -270,7 +270,7 @@ produce(sut *u, run_state *st, const tlb_item *items, uint64_t n)
 {
 	int np = g_cfg->producers;
 	prod_thr th[64];
-	double t0 = tlb_mono_s();
+	double t0 = tlb_bench_mono_s();
 
 	np = np < 1 ? 1 : np > 64 ? 64 : np;
 	for (int i = 0; i < np; i++) {
@@ -290,7 +290,7 @@ produce(sut *u, run_state *st, const tlb_item *items, uint64_t n)
 	for (int i = 0; i < np; i++) {
 		pthread_join(th[i].t, NULL);
 	}
-	return tlb_mono_s() - t0;
+	return tlb_bench_mono_s() - t0;
 }
 
 /* ---- consumers: threads, each with a connection and a loop ---- */
@@ -390,10 +390,10 @@ wait_count(atomic_uint_fast64_t *a, uint64_t want, double deadline,
     atomic_bool *abort1, atomic_bool *abort2)
 {
 	uint64_t last = atomic_load(a);
-	double moved = tlb_mono_s();
+	double moved = tlb_bench_mono_s();
 
 	while (atomic_load(a) < want) {
-		double now = tlb_mono_s();
+		double now = tlb_bench_mono_s();
 
 		if (atomic_load(a) != last) {
 			last = atomic_load(a);
@@ -404,7 +404,7 @@ wait_count(atomic_uint_fast64_t *a, uint64_t want, double deadline,
 		    now - moved > TLB_STALL_S) {
 			return false;
 		}
-		tlb_sleep_ms(1);
+		tlb_bench_sleep_ms(1);
 	}
 	return true;
 }
@@ -474,42 +474,81 @@ count_into(const run_state *st, tlb_result *r)
 	}
 }
 
+/* What every workload sets up: n messages (and extra ones it places
+ * itself) with their due times, the run's state, and the system up. */
+typedef struct wl {
+	tlb_item *items;
+	uint64_t n;
+	uint64_t total; /* n + extra */
+	run_state st;
+	sut u;
+} wl;
+
+/* Message i is due at base + mix64(i) % window (mixed), or spread evenly
+ * over window, or at base (window 0). -1 (everything undone) on failure. */
+static int
+wl_up(wl *w, const tlb_system *sys, uint64_t n, uint64_t extra, int64_t base,
+    int64_t window, bool mixed, int64_t lease_ms)
+{
+	w->n = n;
+	w->total = n + extra;
+	if ((w->items = items_make(n + extra)) == NULL ||
+	    state_init(&w->st, w->items, n + extra) != 0) {
+		free(w->items);
+		return -1;
+	}
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t off = mixed ? tlb_bench_mix64(i) % (uint64_t) window
+		                     : i * (uint64_t) window / n;
+		w->items[i].seq = i;
+		w->items[i].due_ms = base + (int64_t) off;
+	}
+	if (sut_up(&w->u, sys, lease_ms) != 0) {
+		state_fini(&w->st);
+		free(w->items);
+		return -1;
+	}
+	return 0;
+}
+
+/* The run's counts into r; with unacked_failed, every message not
+ * acknowledged is a failure (in crash, a kill explains them). */
+static void
+wl_count(wl *w, tlb_result *r, bool unacked_failed)
+{
+	r->n = w->n;
+	count_into(&w->st, r);
+	if (unacked_failed) {
+		r->failed += w->total - r->acked;
+	}
+}
+
+static int
+wl_end(wl *w)
+{
+	sut_down(&w->u);
+	state_fini(&w->st);
+	free(w->items);
+	return 0;
+}
+
 static int
 w_produce(const tlb_system *sys, tlb_result *r)
 {
 	const tlb_cfg *cfg = g_cfg;
-	uint64_t n = cfg->produce_n;
-	tlb_item *items = items_make(n);
-	int64_t base = tlb_wall_us() / 1000 + 60000;
-	run_state st;
-	sut u;
-	int rv = -1;
+	int64_t base = tlb_bench_wall_us() / 1000 + 60000;
+	wl w;
 
-	if (items == NULL || state_init(&st, items, n) != 0) {
-		free(items);
+	if (wl_up(&w, sys, cfg->produce_n, 0, base, cfg->produce_window_ms,
+	        true, cfg->lease_ms) != 0) {
 		return -1;
 	}
-	for (uint64_t i = 0; i < n; i++) {
-		items[i].seq = i;
-		items[i].due_ms = base +
-		    (int64_t) (tlb_bench_mix64(i) %
-		        (uint64_t) cfg->produce_window_ms);
-	}
-	if (sut_up(&u, sys, cfg->lease_ms) == 0) {
-		r->secs = produce(&u, &st, items, n);
-		r->n = n;
-		count_into(&st, r);
-		r->failed += n - r->acked;
-		r->rate = r->secs > 0 ? (double) r->acked / r->secs : 0;
-		printf("  %-20s produce: %" PRIu64 " msgs in %.2f s = %.0f "
-		       "msg/s",
-		    sys->label, r->acked, r->secs, r->rate);
-		sut_down(&u);
-		rv = 0;
-	}
-	state_fini(&st);
-	free(items);
-	return rv;
+	r->secs = produce(&w.u, &w.st, w.items, w.n);
+	wl_count(&w, r, true);
+	r->rate = r->secs > 0 ? (double) r->acked / r->secs : 0;
+	printf("  %-20s produce: %" PRIu64 " msgs in %.2f s = %.0f msg/s",
+	    sys->label, r->acked, r->secs, r->rate);
+	return wl_end(&w);
 }
 
 static int
@@ -517,116 +556,77 @@ w_lateness(const tlb_system *sys, tlb_result *r)
 {
 	const tlb_cfg *cfg = g_cfg;
 	uint64_t n = cfg->late_n;
-	tlb_item *items = items_make(n);
 	int64_t lead = cfg->lead_ms > 0 ? cfg->lead_ms
 	                                : 1000 + (int64_t) (n / 2); /* 2k/s */
-	int64_t base = tlb_wall_us() / 1000 + lead;
+	int64_t base = tlb_bench_wall_us() / 1000 + lead;
 	cons_set cs;
-	run_state st;
-	sut u;
-	double deadline, t0;
-	int rv = -1;
+	wl w;
+	double deadline, t0, span;
 
-	if (items == NULL || state_init(&st, items, n) != 0) {
-		free(items);
+	if (wl_up(&w, sys, n, 0, base, cfg->late_window_ms, false,
+	        cfg->lease_ms) != 0) {
 		return -1;
 	}
-	for (uint64_t i = 0; i < n; i++) {
-		items[i].seq = i;
-		items[i].due_ms =
-		    base + (int64_t) (i * (uint64_t) cfg->late_window_ms / n);
-	}
-	if (sut_up(&u, sys, cfg->lease_ms) != 0) {
-		goto out;
-	}
-	produce(&u, &st, items, n);
-	t0 = tlb_mono_s();
-	cons_start(&cs, &u, &st, false, cfg->lease_ms, cfg->credit);
+	produce(&w.u, &w.st, w.items, n);
+	t0 = tlb_bench_mono_s();
+	cons_start(&cs, &w.u, &w.st, false, cfg->lease_ms, cfg->credit);
 	deadline = t0 +
-	    (double) (items[n - 1].due_ms - tlb_wall_us() / 1000 +
+	    (double) (w.items[n - 1].due_ms - tlb_bench_wall_us() / 1000 +
 	        cfg->grace_ms) /
 	        1000.0;
-	wait_count(&st.nseen, n, deadline, &cs.gone, NULL);
-	wait_count(&st.ndeleted, atomic_load(&st.nseen), tlb_mono_s() + 10,
-	    &cs.gone, NULL);
+	wait_count(&w.st.nseen, n, deadline, &cs.gone, NULL);
+	wait_count(&w.st.ndeleted, atomic_load(&w.st.nseen),
+	    tlb_bench_mono_s() + 10, &cs.gone, NULL);
 	cons_stop(&cs);
-	r->n = n;
-	count_into(&st, r);
-	r->failed += n - r->acked;
-	r->lost = r->acked - atomic_load(&st.nseen);
-	late_stats(&st, r);
-	{
-		double span = (double) (atomic_load(&st.last_us) -
-		                  atomic_load(&st.first_us)) /
-		    1e6;
-
-		r->secs = span;
-		r->rate = span > 0 ? (double) atomic_load(&st.nseen) / span : 0;
-	}
+	wl_count(&w, r, true);
+	r->lost = r->acked - atomic_load(&w.st.nseen);
+	late_stats(&w.st, r);
+	span = (double) (atomic_load(&w.st.last_us) -
+	           atomic_load(&w.st.first_us)) /
+	    1e6;
+	r->secs = span;
+	r->rate = span > 0 ? (double) atomic_load(&w.st.nseen) / span : 0;
 	printf("  %-20s lateness: %" PRIu64 "/%" PRIu64 " delivered, ms p50 "
 	       "%.2f p90 %.2f p99 %.2f p99.9 %.2f max %.2f, early %" PRIu64
 	       ", %.0f msg/s",
-	    sys->label, atomic_load(&st.nseen), n, r->p50, r->p90, r->p99,
+	    sys->label, atomic_load(&w.st.nseen), n, r->p50, r->p90, r->p99,
 	    r->p999, r->max, r->early, r->rate);
 	if (r->created_late > 0) {
 		printf(" (%" PRIu64 " acknowledged after their due time: "
 		       "raise --lead)",
 		    r->created_late);
 	}
-	sut_down(&u);
-	rv = 0;
-out:
-	state_fini(&st);
-	free(items);
-	return rv;
+	return wl_end(&w);
 }
 
 static int
 w_cycle(const tlb_system *sys, tlb_result *r)
 {
 	const tlb_cfg *cfg = g_cfg;
-	uint64_t n = cfg->cycle_n;
-	tlb_item *items = items_make(n);
-	int64_t due = tlb_wall_us() / 1000 - 1000;
+	int64_t due = tlb_bench_wall_us() / 1000 - 1000;
 	cons_set cs;
-	run_state st;
-	sut u;
+	wl w;
 	double t0;
-	int rv = -1;
 
-	if (items == NULL || state_init(&st, items, n) != 0) {
-		free(items);
+	if (wl_up(&w, sys, cfg->cycle_n, 0, due, 0, false, cfg->lease_ms) !=
+	    0) {
 		return -1;
 	}
-	for (uint64_t i = 0; i < n; i++) {
-		items[i].seq = i;
-		items[i].due_ms = due;
-	}
-	if (sut_up(&u, sys, cfg->lease_ms) != 0) {
-		goto out;
-	}
-	produce(&u, &st, items, n);
-	t0 = tlb_mono_s();
-	cons_start(&cs, &u, &st, true, cfg->lease_ms, cfg->credit);
-	wait_count(&st.ndel_acked, atomic_load(&st.nacked), t0 + TLB_DEADLINE_S,
-	    &cs.gone, NULL);
-	r->secs = tlb_mono_s() - t0;
+	produce(&w.u, &w.st, w.items, w.n);
+	t0 = tlb_bench_mono_s();
+	cons_start(&cs, &w.u, &w.st, true, cfg->lease_ms, cfg->credit);
+	wait_count(&w.st.ndel_acked, atomic_load(&w.st.nacked),
+	    t0 + TLB_DEADLINE_S, &cs.gone, NULL);
+	r->secs = tlb_bench_mono_s() - t0;
 	cons_stop(&cs);
-	r->n = n;
-	count_into(&st, r);
-	r->failed += n - r->acked;
-	r->lost = r->acked - atomic_load(&st.ndel_acked);
+	wl_count(&w, r, true);
+	r->lost = r->acked - atomic_load(&w.st.ndel_acked);
 	r->rate =
-	    r->secs > 0 ? (double) atomic_load(&st.ndeleted) / r->secs : 0;
+	    r->secs > 0 ? (double) atomic_load(&w.st.ndeleted) / r->secs : 0;
 	printf("  %-20s lease-cycle: %" PRIu64 " lease+extend+delete in %.2f "
 	       "s = %.0f cycles/s",
-	    sys->label, atomic_load(&st.ndeleted), r->secs, r->rate);
-	sut_down(&u);
-	rv = 0;
-out:
-	state_fini(&st);
-	free(items);
-	return rv;
+	    sys->label, atomic_load(&w.st.ndeleted), r->secs, r->rate);
+	return wl_end(&w);
 }
 
 static int
@@ -634,68 +634,51 @@ w_scale(const tlb_system *sys, tlb_result *r)
 {
 	const tlb_cfg *cfg = g_cfg;
 	uint64_t n = cfg->scale_n;
-	tlb_item *items = items_make(n + 1);
-	int64_t base = tlb_wall_us() / 1000 + TLB_HOUR_MS;
+	int64_t base = tlb_bench_wall_us() / 1000 + TLB_HOUR_MS;
 	cons_set cs;
-	run_state st;
-	sut u;
+	wl w;
 	double t0;
-	int rv = -1;
 
-	if (items == NULL || state_init(&st, items, n + 1) != 0) {
-		free(items);
+	if (wl_up(&w, sys, n, 1, base, TLB_HOUR_MS, true, cfg->lease_ms) != 0) {
 		return -1;
 	}
-	for (uint64_t i = 0; i < n; i++) {
-		items[i].seq = i;
-		items[i].due_ms = base +
-		    (int64_t) (tlb_bench_mix64(i) % (uint64_t) TLB_HOUR_MS);
-	}
-	if (sut_up(&u, sys, cfg->lease_ms) != 0) {
-		goto out;
-	}
-	sys->d->rss_kb(u.srv, &r->rss0_kb);
-	r->secs = produce(&u, &st, items, n);
-	r->rate = r->secs > 0 ? (double) atomic_load(&st.nacked) / r->secs : 0;
-	sys->d->rss_kb(u.srv, &r->rss_kb);
-	r->disk_bytes = sys->d->disk_bytes(u.srv);
+	sys->d->rss_kb(w.u.srv, &r->rss0_kb);
+	r->secs = produce(&w.u, &w.st, w.items, n);
+	r->rate =
+	    r->secs > 0 ? (double) atomic_load(&w.st.nacked) / r->secs : 0;
+	sys->d->rss_kb(w.u.srv, &r->rss_kb);
+	r->disk_bytes = sys->d->disk_bytes(w.u.srv);
 	r->rss_per_msg =
 	    (double) (r->rss_kb - r->rss0_kb) * 1024.0 / (double) n;
 	r->disk_per_msg = (double) r->disk_bytes / (double) n;
 	/* one message due now: the first the restarted server must deliver */
-	items[n].seq = n;
-	items[n].due_ms = tlb_wall_us() / 1000;
-	produce(&u, &st, items + n, 1);
-	r->stop_s = sys->d->stop_only(u.srv);
-	t0 = tlb_mono_s();
-	if (sys->d->restart(u.srv) != 0) {
+	w.items[n].seq = n;
+	w.items[n].due_ms = tlb_bench_wall_us() / 1000;
+	produce(&w.u, &w.st, w.items + n, 1);
+	r->stop_s = sys->d->stop_only(w.u.srv);
+	t0 = tlb_bench_mono_s();
+	if (sys->d->restart(w.u.srv) != 0) {
 		fprintf(stderr, "%s: restart failed\n", sys->label);
 		r->failed++;
 	} else {
-		cons_start(&cs, &u, &st, false, cfg->lease_ms, cfg->credit);
-		wait_count(&st.nseen, 1, t0 + TLB_DEADLINE_S, &cs.gone, NULL);
-		r->first_s = atomic_load(&st.first_mono) > 0
-		    ? atomic_load(&st.first_mono) - t0
+		cons_start(&cs, &w.u, &w.st, false, cfg->lease_ms, cfg->credit);
+		wait_count(&w.st.nseen, 1, t0 + TLB_DEADLINE_S, &cs.gone, NULL);
+		r->first_s = atomic_load(&w.st.first_mono) > 0
+		    ? atomic_load(&w.st.first_mono) - t0
 		    : NAN;
-		wait_count(&st.ndeleted, 1, tlb_mono_s() + 10, &cs.gone, NULL);
+		wait_count(
+		    &w.st.ndeleted, 1, tlb_bench_mono_s() + 10, &cs.gone, NULL);
 		cons_stop(&cs);
 	}
-	r->n = n;
-	count_into(&st, r);
-	r->failed += n + 1 - r->acked;
-	r->lost = atomic_load(&st.seen[n]) ? 0 : 1;
+	wl_count(&w, r, true);
+	r->lost = atomic_load(&w.st.seen[n]) ? 0 : 1;
 	printf("  %-20s scale: %" PRIu64 " msgs (fill %.0f msg/s): RSS %.1f "
 	       "MB (+%.0f B/msg), disk %.1f MB (%.0f B/msg); stop %.2f s, "
 	       "restart to first delivery %.2f s",
 	    sys->label, n, r->rate, (double) r->rss_kb / 1024.0, r->rss_per_msg,
 	    (double) r->disk_bytes / 1048576.0, r->disk_per_msg, r->stop_s,
 	    r->first_s);
-	sut_down(&u);
-	rv = 0;
-out:
-	state_fini(&st);
-	free(items);
-	return rv;
+	return wl_end(&w);
 }
 
 /* Restart after a kill; seconds to the first delivery, NAN if none. */
@@ -704,7 +687,7 @@ crash_recover(sut *u, run_state *st, cons_set *cs, uint64_t want, tlb_result *r)
 {
 	const tlb_cfg *cfg = g_cfg;
 	double lease_s = (double) cfg->crash_lease_ms / 1000.0;
-	double t0 = tlb_mono_s();
+	double t0 = tlb_bench_mono_s();
 	double first;
 
 	state_rearm(st);
@@ -725,7 +708,8 @@ crash_recover(sut *u, run_state *st, cons_set *cs, uint64_t want, tlb_result *r)
 	if (wait_count(&st->nseen_acked, want, t0 + 30 + lease_s * 4,
 	        &st->killed, &cs->gone)) {
 		wait_count(&st->ndel_acked, want,
-		    tlb_mono_s() + 2 + lease_s * 3, &st->killed, &cs->gone);
+		    tlb_bench_mono_s() + 2 + lease_s * 3, &st->killed,
+		    &cs->gone);
 	}
 	first = atomic_load(&st->first_mono);
 	return first > 0 ? first - t0 : NAN;
@@ -736,56 +720,46 @@ w_crash(const tlb_system *sys, tlb_result *r)
 {
 	const tlb_cfg *cfg = g_cfg;
 	uint64_t n = cfg->crash_n;
-	tlb_item *items = items_make(n);
-	int64_t due = tlb_wall_us() / 1000 - 1000;
+	int64_t due = tlb_bench_wall_us() / 1000 - 1000;
 	cons_set cs;
-	run_state st;
-	sut u;
-	int rv = -1;
+	wl w;
+	run_state *st = &w.st;
 
-	if (items == NULL || state_init(&st, items, n) != 0) {
-		free(items);
+	if (wl_up(&w, sys, n, 0, due, 0, false, cfg->crash_lease_ms) != 0) {
 		return -1;
 	}
-	for (uint64_t i = 0; i < n; i++) {
-		items[i].seq = i;
-		items[i].due_ms = due;
-	}
-	if (sut_up(&u, sys, cfg->crash_lease_ms) != 0) {
-		goto out;
-	}
-	st.d = sys->d;
-	st.srv = u.srv;
+	st->d = sys->d;
+	st->srv = w.u.srv;
 	/* kill -9 from the acknowledgement of a quarter of the puts (with
 	 * batches in flight, more may have been acknowledged by then) */
-	st.kill_at_ack = n / 4 > 0 ? n / 4 : 1;
-	produce(&u, &st, items, n);
-	r->acked_at_kill = atomic_load(&st.nacked);
-	if (!atomic_load(&st.killed)) {
+	st->kill_at_ack = n / 4 > 0 ? n / 4 : 1;
+	produce(&w.u, st, w.items, n);
+	r->acked_at_kill = atomic_load(&st->nacked);
+	if (!atomic_load(&st->killed)) {
 		fprintf(stderr, "%s: every put was answered before the kill\n",
 		    sys->label);
-		kill_now(&st);
+		kill_now(st);
 	}
 	/* restart; kill -9 again when half of those are deleted */
-	st.kill_at_delete = r->acked_at_kill / 2 > 0 ? r->acked_at_kill / 2 : 1;
-	r->first1_s = crash_recover(&u, &st, &cs, r->acked_at_kill, r);
+	st->kill_at_delete =
+	    r->acked_at_kill / 2 > 0 ? r->acked_at_kill / 2 : 1;
+	r->first1_s = crash_recover(&w.u, st, &cs, r->acked_at_kill, r);
 	cons_stop(&cs);
-	r->deleted_at_kill = atomic_load(&st.ndel_acked);
-	if (!atomic_load(&st.killed)) {
+	r->deleted_at_kill = atomic_load(&st->ndel_acked);
+	if (!atomic_load(&st->killed)) {
 		fprintf(stderr,
 		    "%s: every delete was answered before the "
 		    "kill\n",
 		    sys->label);
-		kill_now(&st);
+		kill_now(st);
 	}
 	/* restart; every acknowledged message must come and be deleted */
-	st.kill_at_delete = 0;
-	r->first2_s = crash_recover(&u, &st, &cs, r->acked_at_kill, r);
+	st->kill_at_delete = 0;
+	r->first2_s = crash_recover(&w.u, st, &cs, r->acked_at_kill, r);
 	cons_stop(&cs);
-	r->n = n;
-	count_into(&st, r);
-	r->lost = r->acked_at_kill - atomic_load(&st.nseen_acked);
-	r->undeleted = r->acked_at_kill - atomic_load(&st.ndel_acked);
+	wl_count(&w, r, false);
+	r->lost = r->acked_at_kill - atomic_load(&st->nseen_acked);
+	r->undeleted = r->acked_at_kill - atomic_load(&st->ndel_acked);
 	printf("  %-20s crash: killed after %" PRIu64 "/%" PRIu64
 	       " puts acknowledged; restart to first delivery %.2f s; killed "
 	       "after %" PRIu64 " deletes; restart to first delivery %.2f s; "
@@ -794,12 +768,7 @@ w_crash(const tlb_system *sys, tlb_result *r)
 	       ", not deleted at the end %" PRIu64,
 	    sys->label, r->acked_at_kill, n, r->first1_s, r->deleted_at_kill,
 	    r->first2_s, r->lost, r->early, r->resurrected, r->undeleted);
-	sut_down(&u);
-	rv = 0;
-out:
-	state_fini(&st);
-	free(items);
-	return rv;
+	return wl_end(&w);
 }
 
 static int (*const workload_fns[TLB_NWORKLOADS])(const tlb_system *,
@@ -1118,22 +1087,6 @@ systems_make(const tlb_cfg *cfg, tlb_system *sys)
 	return n;
 }
 
-/* <builddir>/bench/tl-bench -> <builddir>/broker/timelined */
-static char *
-default_timelined(void)
-{
-	char exe[PATH_MAX], path[PATH_MAX + 32];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-
-	if (n <= 0) {
-		return strdup("timelined");
-	}
-	exe[n] = '\0';
-	snprintf(
-	    path, sizeof(path), "%s/broker/timelined", dirname(dirname(exe)));
-	return strdup(path);
-}
-
 static bool
 result_bad(const tlb_result *r)
 {
@@ -1171,7 +1124,7 @@ main(int argc, char **argv)
 		return 2;
 	}
 	if (cfg.timelined == NULL) {
-		cfg.timelined = def = default_timelined();
+		cfg.timelined = def = tlb_bench_default_timelined();
 	}
 	if ((rp.nsys = systems_make(&cfg, sys)) == 0) {
 		fprintf(

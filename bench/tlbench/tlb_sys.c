@@ -58,35 +58,6 @@ tlb_body_parse(const void *body, size_t len, uint64_t *seq, int64_t *due)
 	return true;
 }
 
-/* ---- clocks ---- */
-
-int64_t
-tlb_wall_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-double
-tlb_mono_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
-}
-
-void
-tlb_sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (long) (ms % 1000) * 1000000L};
-
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-	}
-}
-
 /* ---- processes and ports ---- */
 
 int
@@ -140,22 +111,6 @@ tlb_spawn(char *const argv[], const char *log)
 	return pid;
 }
 
-static void
-show_log(const char *log)
-{
-	char line[512];
-	FILE *f = fopen(log, "r");
-
-	if (f == NULL) {
-		return;
-	}
-	fprintf(stderr, "--- %s ---\n", log);
-	while (fgets(line, sizeof(line), f) != NULL) {
-		fputs(line, stderr);
-	}
-	fclose(f);
-}
-
 static int
 tcp_connect(int port)
 {
@@ -179,10 +134,10 @@ tcp_connect(int port)
 int
 tlb_wait_port(int port, pid_t pid, int deadline_ms, const char *log)
 {
-	double end = tlb_mono_s() + deadline_ms / 1000.0;
+	double end = tlb_bench_mono_s() + deadline_ms / 1000.0;
 	int st;
 
-	while (tlb_mono_s() < end) {
+	while (tlb_bench_mono_s() < end) {
 		int fd = tcp_connect(port);
 
 		if (fd >= 0) {
@@ -193,21 +148,21 @@ tlb_wait_port(int port, pid_t pid, int deadline_ms, const char *log)
 			fprintf(stderr, "server %d exited (status %d)\n",
 			    (int) pid,
 			    WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st));
-			show_log(log);
+			tlb_bench_show_log(log);
 			return -1;
 		}
-		tlb_sleep_ms(1);
+		tlb_bench_sleep_ms(1);
 	}
 	fprintf(stderr, "server %d did not accept on port %d in %d ms\n",
 	    (int) pid, port, deadline_ms);
-	show_log(log);
+	tlb_bench_show_log(log);
 	return -1;
 }
 
 double
 tlb_stop_pid(pid_t pid, int sig, int deadline_ms)
 {
-	double t0 = tlb_mono_s();
+	double t0 = tlb_bench_mono_s();
 	double end = t0 + deadline_ms / 1000.0;
 	int st;
 
@@ -221,39 +176,16 @@ tlb_stop_pid(pid_t pid, int sig, int deadline_ms)
 		if (r == pid || (r < 0 && errno != EINTR)) {
 			break;
 		}
-		if (tlb_mono_s() > end) {
+		if (tlb_bench_mono_s() > end) {
 			fprintf(stderr, "server %d did not stop: SIGKILL\n",
 			    (int) pid);
 			kill(pid, SIGKILL);
 			waitpid(pid, &st, 0);
 			break;
 		}
-		tlb_sleep_ms(1);
+		tlb_bench_sleep_ms(1);
 	}
-	return tlb_mono_s() - t0;
-}
-
-int
-tlb_proc_rss(pid_t pid, uint64_t *kb)
-{
-	char path[64], line[256];
-	FILE *f;
-	int rv = -1;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int) pid);
-	if ((f = fopen(path, "r")) == NULL) {
-		return -1;
-	}
-	while (fgets(line, sizeof(line), f) != NULL) {
-		unsigned long long v;
-
-		if (sscanf(line, "VmRSS: %llu kB", &v) == 1) {
-			*kb = v;
-			rv = 0;
-		}
-	}
-	fclose(f);
-	return rv;
+	return tlb_bench_mono_s() - t0;
 }
 
 static _Thread_local uint64_t du_sum;
@@ -278,6 +210,95 @@ tlb_dir_bytes(const char *dir)
 	du_sum = 0;
 	nftw(dir, du_one, 16, FTW_PHYS);
 	return du_sum;
+}
+
+/* ---- the server process ---- */
+
+static tlb_proc *
+proc_of(tlb_server *s)
+{
+	return (tlb_proc *) (void *) s; /* its first member */
+}
+
+int
+tlb_proc_restart(tlb_server *s)
+{
+	tlb_proc *p = proc_of(s);
+	char *argv[TLB_PROC_ARGS];
+
+	p->k->args(s, argv);
+	if ((p->pid = tlb_spawn(argv, p->log)) < 0) {
+		return -1;
+	}
+	if (tlb_wait_port(p->port, p->pid, p->k->start_ms, p->log) != 0) {
+		tlb_stop_pid(p->pid, SIGKILL, 1000);
+		p->pid = 0;
+		return -1;
+	}
+	return 0;
+}
+
+int
+tlb_proc_start(
+    tlb_server **out, const tlb_server_conf *conf, const tlb_proc_kind *k)
+{
+	tlb_server *s = calloc(1, k->size);
+	tlb_proc *p = proc_of(s);
+
+	if (s == NULL) {
+		return -1;
+	}
+	p->k = k;
+	snprintf(p->dir, sizeof(p->dir), "%s", conf->dir);
+	snprintf(p->log, sizeof(p->log), "%s/%s", conf->dir, k->log);
+	snprintf(p->data, sizeof(p->data), "%s%s%s", conf->dir,
+	    k->data != NULL ? "/" : "", k->data != NULL ? k->data : "");
+	if ((p->port = tlb_free_port()) < 0 ||
+	    (k->prepare != NULL && k->prepare(s, conf) != 0) ||
+	    tlb_proc_restart(s) != 0) {
+		free(s);
+		return -1;
+	}
+	*out = s;
+	return 0;
+}
+
+double
+tlb_proc_stop_only(tlb_server *s)
+{
+	tlb_proc *p = proc_of(s);
+	double t = tlb_stop_pid(p->pid, SIGTERM, p->k->term_ms);
+
+	p->pid = 0;
+	return t;
+}
+
+void
+tlb_proc_stop(tlb_server *s)
+{
+	if (s != NULL) {
+		tlb_proc_stop_only(s);
+		free(s);
+	}
+}
+
+void
+tlb_proc_kill9(tlb_server *s)
+{
+	tlb_stop_pid(proc_of(s)->pid, SIGKILL, 30000);
+	proc_of(s)->pid = 0;
+}
+
+int
+tlb_proc_rss(tlb_server *s, uint64_t *kb)
+{
+	return tlb_bench_proc_mem(proc_of(s)->pid, kb, NULL);
+}
+
+uint64_t
+tlb_proc_disk(tlb_server *s)
+{
+	return tlb_dir_bytes(proc_of(s)->data);
 }
 
 /* ---- buffered connections ---- */
@@ -481,4 +502,67 @@ tlb_sock_bytes(tlb_sock *s, size_t n, char **p)
 	*p = s->rbuf + s->rpos;
 	s->rpos += n + 2;
 	return 0;
+}
+
+int
+tlb_pipe_put(tlb_conn *c, tlb_sock *s, const tlb_pipe *pipe,
+    const tlb_item *items, size_t n, size_t body_len, tlb_ack_fn ack, void *arg)
+{
+	char *body = malloc(body_len);
+	size_t sent = 0, got = 0;
+	int rv = -1;
+
+	if (body == NULL) {
+		return -1;
+	}
+	while (got < n) {
+		for (; sent < n && sent - got < pipe->window; sent++) {
+			tlb_body_fill(body, body_len, items[sent].seq,
+			    items[sent].due_ms);
+			if (pipe->send(c, &items[sent], body, body_len) != 0) {
+				goto out;
+			}
+		}
+		if (tlb_sock_flush(s) != 0) {
+			goto out;
+		}
+		do {
+			if (pipe->reply(c) != 0) {
+				goto out;
+			}
+			ack(arg, items[got++].seq);
+		} while (got < sent && tlb_sock_has_line(s));
+	}
+	rv = 0;
+out:
+	free(body);
+	return rv;
+}
+
+tlb_conn *
+tlb_text_connect(tlb_server *srv, size_t size)
+{
+	tlb_text_conn *t = calloc(1, size);
+
+	if (t == NULL) {
+		return NULL;
+	}
+	if (tlb_sock_open(&t->s, proc_of(srv)->port, TLB_SOCK_TIMEOUT_MS) !=
+	    0) {
+		free(t);
+		return NULL;
+	}
+	t->srv = srv;
+	return (tlb_conn *) (void *) t;
+}
+
+void
+tlb_text_disconnect(tlb_conn *c)
+{
+	tlb_text_conn *t = (tlb_text_conn *) (void *) c;
+
+	if (t != NULL) {
+		tlb_sock_close(&t->s);
+		free(t);
+	}
 }

@@ -117,6 +117,23 @@ sleep_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
+/* An operation of the demo consumer on message e. */
+static tli_op
+demo_op(tli_op_type type, const tli_entry *e, uint64_t version)
+{
+	tli_op op;
+
+	memset(&op, 0, sizeof(op));
+	op.type = type;
+	op.topic = "default";
+	op.id = e->id;
+	op.id_len = e->id_len;
+	op.who = "demo";
+	op.who_len = 4;
+	op.version = version;
+	return op;
+}
+
 /* Deliver the demo's due messages: lease, print, delete. */
 static int
 demo_deliver(tli_store *s, tli_topic_info *ti, int *left)
@@ -132,24 +149,13 @@ demo_deliver(tli_store *s, tli_topic_info *ti, int *left)
 			return -1;
 		}
 		for (size_t i = 0; i < n; i++) {
-			tli_op op[2];
-			memset(op, 0, sizeof(op));
-			op[0] = (tli_op){.type = TLI_OP_LEASE,
-			    .topic = "default",
-			    .id = e[i].id,
-			    .id_len = e[i].id_len,
-			    .who = "demo",
-			    .who_len = 4,
-			    .ts = 30000,
-			    .ts_mode = TLI_TS_REL,
-			    .version = e[i].version};
-			op[1] = (tli_op){.type = TLI_OP_DELETE_LEASED,
-			    .topic = "default",
-			    .id = e[i].id,
-			    .id_len = e[i].id_len,
-			    .who = "demo",
-			    .who_len = 4,
-			    .version = e[i].version + 1};
+			tli_op op[2] = {
+			    demo_op(TLI_OP_LEASE, &e[i], e[i].version),
+			    demo_op(
+			        TLI_OP_DELETE_LEASED, &e[i], e[i].version + 1)};
+
+			op[0].ts = 30000;
+			op[0].ts_mode = TLI_TS_REL;
 			tli_store_apply(s, op, 2);
 			if (op[0].err == TL_OK && op[1].err == TL_OK) {
 				printf("delivered %.*s due %lld, late by %lld "

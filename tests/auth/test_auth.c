@@ -9,7 +9,6 @@
 #include "../broker/raw_client.c"
 
 #include "auth_util.h"
-#include "store.h" /* TLI_HAVE_OWNER_COUNT, when the store counts owners */
 
 /* Principals: admin (topics, dead letters), alpha (group A, consumers
  * alpha-*), beta (group B, consumers beta-*), lim (group L with limits). */
@@ -456,7 +455,6 @@ Test(auth, per_group_limits_refuse_a_whole_batch)
 	cr_assert_eq(p[1].err, TL_OK);
 	cr_assert_eq(count_group(l, "L"), 2);
 	cr_assert_eq(metric("timeline_quota_refusals_total{op=\"CREATE\"}"), 1);
-#ifdef TLI_HAVE_OWNER_COUNT
 	/* max_scheduled = 3: two more would make 4; none is stored. */
 	memset(p, 0, sizeof(p));
 	for (int i = 0; i < 2; i++) {
@@ -473,7 +471,6 @@ Test(auth, per_group_limits_refuse_a_whole_batch)
 	cr_assert_eq(count_group(l, "L"), 3);
 	cr_assert_eq(
 	    tl_put_in(l, "t", "L", NULL, 60000, "x", 1, NULL), TL_EQUOTA);
-#endif
 	tl_client_close(l);
 	ab_stop(&b);
 }
