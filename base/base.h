@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include "timeline/errors.h"
 #include "timeline/limits.h"
@@ -37,6 +38,9 @@ unsigned long tli_alloc_count(void);
 int64_t tli_wall_ms(void);
 int64_t tli_mono_ms(void);
 int64_t tli_mono_ns(void);
+/* *ts = ms (>= 0) from now on clock clk: the deadline of a
+ * pthread_cond_timedwait on a condition variable that uses clk. */
+void tli_deadline(struct timespec *ts, clockid_t clk, int64_t ms);
 
 /* A replaceable clock: all code that positions messages reads "now" through
  * one of these, so tests move time without sleeping. */
