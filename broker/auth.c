@@ -583,30 +583,7 @@ tlb_auth_current(tlb_broker *b)
 	return a;
 }
 
-/* Close the open sessions whose token the table a no longer knows. */
-static void
-close_revoked(tlb_broker *b, const tlb_auth *a)
-{
-	size_t n;
-	tlb_session **v = tlb_sessions_hold(b, &n);
-
-	for (size_t i = 0; i < n; i++) {
-		uint8_t h[TLP_SHA256_LEN];
-		bool authed;
-
-		pthread_mutex_lock(&v[i]->mtx);
-		authed = v[i]->authed;
-		memcpy(h, v[i]->tok_hash, sizeof(h));
-		pthread_mutex_unlock(&v[i]->mtx);
-		if (authed && tlb_auth_find(a, h) == NULL) {
-			tlb_session_close(v[i], "credentials revoked");
-		}
-		tlb_session_rele(v[i]);
-	}
-	tli_free(v);
-}
-
-void
+bool
 tlb_auth_reload(tlb_broker *b)
 {
 	char err[400];
@@ -615,14 +592,14 @@ tlb_auth_reload(tlb_broker *b)
 	if (!b->conf.auth) {
 		tlb_log(TLB_INFO, "A004",
 		    "SIGHUP: authentication is off, nothing to reload");
-		return;
+		return false;
 	}
 	if (tlb_auth_load(b->conf.credentials, &a, err, sizeof(err)) != TL_OK) {
 		tlb_log(TLB_ERROR, "A005",
 		    "SIGHUP: credentials not reloaded, the previous ones stay "
 		    "in force: %s",
 		    err);
-		return;
+		return false;
 	}
 	pthread_mutex_lock(&b->auth_mtx);
 	old = b->auth;
@@ -631,7 +608,7 @@ tlb_auth_reload(tlb_broker *b)
 	tlb_auth_rele(old);
 	tlb_log(TLB_INFO, "A006", "SIGHUP: %zu principal(s) loaded from %s",
 	    a->n, b->conf.credentials);
-	close_revoked(b, a);
+	return true;
 }
 
 void
