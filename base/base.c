@@ -102,6 +102,17 @@ tli_deadline(struct timespec *ts, clockid_t clk, int64_t ms)
 	}
 }
 
+void
+tli_thread_stop(
+    pthread_t th, pthread_mutex_t *mtx, pthread_cond_t *cv, bool *stop)
+{
+	pthread_mutex_lock(mtx);
+	*stop = true;
+	pthread_cond_broadcast(cv);
+	pthread_mutex_unlock(mtx);
+	pthread_join(th, NULL);
+}
+
 char *
 tli_read_file(const char *path, size_t max)
 {
