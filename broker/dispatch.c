@@ -1111,11 +1111,7 @@ tlb_dsp_stop(tlb_broker *b)
 	if (p == NULL) {
 		return;
 	}
-	pthread_mutex_lock(&p->mtx);
-	p->stop = true;
-	pthread_cond_signal(&p->cv);
-	pthread_mutex_unlock(&p->mtx);
-	pthread_join(p->th, NULL);
+	tli_thread_stop(p->th, &p->mtx, &p->cv, &p->stop);
 }
 
 /* Free the dispatcher's state after the store is closed (no completion

@@ -394,11 +394,7 @@ tlb_metrics_stop(tlb_broker *b)
 	if (ms == NULL) {
 		return;
 	}
-	pthread_mutex_lock(&ms->mtx);
-	ms->stop = true;
-	pthread_cond_signal(&ms->cv);
-	pthread_mutex_unlock(&ms->mtx);
-	pthread_join(ms->th, NULL);
+	tli_thread_stop(ms->th, &ms->mtx, &ms->cv, &ms->stop);
 	nng_http_server_stop(ms->srv);
 	nng_http_server_release(ms->srv);
 	tli_buf_fini(&ms->topics);

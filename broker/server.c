@@ -1061,12 +1061,9 @@ tlb_server_stop(tlb_broker *b)
 	sessions_rele(v, n);
 	/* The worker finishes what was queued (writes still reach the store;
 	 * their replies are dropped), then stops. */
-	pthread_mutex_lock(&sv->wq_mtx);
-	sv->worker_stop = true;
-	pthread_cond_signal(&sv->wq_cv);
-	pthread_mutex_unlock(&sv->wq_mtx);
 	if (sv->worker_started) {
-		pthread_join(sv->worker, NULL);
+		tli_thread_stop(
+		    sv->worker, &sv->wq_mtx, &sv->wq_cv, &sv->worker_stop);
 		sv->worker_started = false;
 	}
 	/* A read that completed during the close may have queued a frame
