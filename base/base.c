@@ -96,6 +96,29 @@ tli_mono_ms(void)
 	return tli_mono_ns() / 1000000;
 }
 
+void
+tli_deadline(struct timespec *ts, clockid_t clk, int64_t ms)
+{
+	clock_gettime(clk, ts);
+	ts->tv_sec += (time_t) (ms / 1000);
+	ts->tv_nsec += (long) (ms % 1000) * 1000000;
+	if (ts->tv_nsec >= 1000000000) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000;
+	}
+}
+
+void
+tli_thread_stop(
+    pthread_t th, pthread_mutex_t *mtx, pthread_cond_t *cv, bool *stop)
+{
+	pthread_mutex_lock(mtx);
+	*stop = true;
+	pthread_cond_broadcast(cv);
+	pthread_mutex_unlock(mtx);
+	pthread_join(th, NULL);
+}
+
 char *
 tli_read_file(const char *path, size_t max)
 {

@@ -7,9 +7,12 @@
 #ifndef TL_BASE_BASE_H
 #define TL_BASE_BASE_H
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include "timeline/errors.h"
 #include "timeline/limits.h"
@@ -40,6 +43,13 @@ int64_t tli_wall_ms(void);
 int64_t tli_wall_us(void);
 int64_t tli_mono_ms(void);
 int64_t tli_mono_ns(void);
+/* *ts = ms (>= 0) from now on clock clk: the deadline of a
+ * pthread_cond_timedwait on a condition variable that uses clk. */
+void tli_deadline(struct timespec *ts, clockid_t clk, int64_t ms);
+/* Stop a thread that waits on cv under mtx until *stop is set: set it
+ * under mtx, wake the thread, wait for it to end. */
+void tli_thread_stop(
+    pthread_t th, pthread_mutex_t *mtx, pthread_cond_t *cv, bool *stop);
 
 /* A replaceable clock: all code that positions messages reads "now" through
  * one of these, so tests move time without sleeping. */

@@ -26,6 +26,7 @@
 #include "auth.h"
 #include "broker.h"
 #include "base.h"
+#include "htab.h"
 #include "timeline/errors.h"
 
 /* ---- patterns and checks ---- */
@@ -434,10 +435,8 @@ tlb_auth_hash_stdin(void)
 
 /* ---- creates in flight per producer group ---- */
 
-#define INFL_BUCKETS 256
-
 typedef struct infl {
-	struct infl *next;
+	tli_hnode hn; /* in tlb_inflight.t, by group */
 	uint64_t n;
 	size_t len;
 	char group[];
@@ -445,7 +444,7 @@ typedef struct infl {
 
 struct tlb_inflight {
 	pthread_mutex_t mtx;
-	infl *b[INFL_BUCKETS];
+	tli_htab t;
 };
 
 int
@@ -457,6 +456,7 @@ tlb_inflight_init(tlb_inflight **out)
 		return TL_ENOMEM;
 	}
 	pthread_mutex_init(&f->mtx, NULL);
+	tli_htab_init(&f->t);
 	*out = f;
 	return TL_OK;
 }
@@ -464,59 +464,72 @@ tlb_inflight_init(tlb_inflight **out)
 void
 tlb_inflight_fini(tlb_inflight *f)
 {
+	tli_htab_iter it;
+	tli_hnode *n, *nx;
+
 	if (f == NULL) {
 		return;
 	}
-	for (int i = 0; i < INFL_BUCKETS; i++) {
-		while (f->b[i] != NULL) {
-			infl *e = f->b[i];
-			f->b[i] = e->next;
-			tli_free(e);
-		}
+	for (n = tli_htab_first(&f->t, &it); n != NULL; n = nx) {
+		nx = tli_htab_next(&f->t, &it, n);
+		tli_htab_remove(&f->t, n);
+		tli_free(TLI_CONTAINER(n, infl, hn));
 	}
+	tli_htab_fini(&f->t);
 	pthread_mutex_destroy(&f->mtx);
 	tli_free(f);
 }
 
-static infl **
+typedef struct infl_key {
+	const char *p;
+	size_t n;
+} infl_key;
+
+static bool
+infl_is(const tli_hnode *n, const void *key)
+{
+	const infl *e = TLI_CONTAINER(n, infl, hn);
+	const infl_key *g = key;
+
+	return e->len == g->n && memcmp(e->group, g->p, g->n) == 0;
+}
+
+/* The group's entry, or NULL. With f->mtx held. */
+static infl *
 infl_find(tlb_inflight *f, const char *g, size_t n)
 {
-	uint32_t h = 2166136261u;
-	infl **pp;
+	infl_key key = {g, n};
+	tli_hnode *hn = tli_htab_find(&f->t, tli_hash64(g, n), infl_is, &key);
 
-	for (size_t i = 0; i < n; i++) {
-		h = (h ^ (uint8_t) g[i]) * 16777619u;
-	}
-	for (pp = &f->b[h % INFL_BUCKETS]; *pp != NULL; pp = &(*pp)->next) {
-		if ((*pp)->len == n && memcmp((*pp)->group, g, n) == 0) {
-			break;
-		}
-	}
-	return pp;
+	return hn != NULL ? TLI_CONTAINER(hn, infl, hn) : NULL;
 }
 
 bool
 tlb_inflight_add(tlb_inflight *f, const char *group, size_t glen, uint64_t n,
     uint64_t limit, uint64_t *now)
 {
-	infl **pp, *e;
+	infl *e;
 	bool ok = false;
 
 	pthread_mutex_lock(&f->mtx);
-	pp = infl_find(f, group, glen);
-	*now = *pp != NULL ? (*pp)->n : 0;
+	e = infl_find(f, group, glen);
+	*now = e != NULL ? e->n : 0;
 	if (limit != 0 && *now + n > limit) {
 		goto out;
 	}
-	if (*pp == NULL) {
+	if (e == NULL) {
 		if ((e = tli_zalloc(sizeof(*e) + glen + 1)) == NULL) {
 			goto out;
 		}
 		memcpy(e->group, group, glen);
 		e->len = glen;
-		*pp = e;
+		if (tli_htab_insert(&f->t, &e->hn, tli_hash64(group, glen)) !=
+		    TL_OK) {
+			tli_free(e);
+			goto out;
+		}
 	}
-	(*pp)->n += n;
+	e->n += n;
 	ok = true;
 out:
 	pthread_mutex_unlock(&f->mtx);
@@ -526,14 +539,16 @@ out:
 void
 tlb_inflight_sub(tlb_inflight *f, const char *group, size_t glen, uint64_t n)
 {
-	infl **pp, *e;
+	infl *e;
 
 	pthread_mutex_lock(&f->mtx);
-	pp = infl_find(f, group, glen);
-	if ((e = *pp) != NULL) {
+	e = infl_find(f, group, glen);
+	/* only what tlb_inflight_add counted is taken back */
+	TLI_ASSERT(e != NULL && e->n >= n);
+	if (e != NULL) {
 		e->n = e->n > n ? e->n - n : 0;
 		if (e->n == 0) {
-			*pp = e->next;
+			tli_htab_remove(&f->t, &e->hn);
 			tli_free(e);
 		}
 	}
@@ -583,30 +598,7 @@ tlb_auth_current(tlb_broker *b)
 	return a;
 }
 
-/* Close the open sessions whose token the table a no longer knows. */
-static void
-close_revoked(tlb_broker *b, const tlb_auth *a)
-{
-	size_t n;
-	tlb_session **v = tlb_sessions_hold(b, &n);
-
-	for (size_t i = 0; i < n; i++) {
-		uint8_t h[TLP_SHA256_LEN];
-		bool authed;
-
-		pthread_mutex_lock(&v[i]->mtx);
-		authed = v[i]->authed;
-		memcpy(h, v[i]->tok_hash, sizeof(h));
-		pthread_mutex_unlock(&v[i]->mtx);
-		if (authed && tlb_auth_find(a, h) == NULL) {
-			tlb_session_close(v[i], "credentials revoked");
-		}
-		tlb_session_rele(v[i]);
-	}
-	tli_free(v);
-}
-
-void
+bool
 tlb_auth_reload(tlb_broker *b)
 {
 	char err[400];
@@ -615,14 +607,14 @@ tlb_auth_reload(tlb_broker *b)
 	if (!b->conf.auth) {
 		tlb_log(TLB_INFO, "A004",
 		    "SIGHUP: authentication is off, nothing to reload");
-		return;
+		return false;
 	}
 	if (tlb_auth_load(b->conf.credentials, &a, err, sizeof(err)) != TL_OK) {
 		tlb_log(TLB_ERROR, "A005",
 		    "SIGHUP: credentials not reloaded, the previous ones stay "
 		    "in force: %s",
 		    err);
-		return;
+		return false;
 	}
 	pthread_mutex_lock(&b->auth_mtx);
 	old = b->auth;
@@ -631,7 +623,7 @@ tlb_auth_reload(tlb_broker *b)
 	tlb_auth_rele(old);
 	tlb_log(TLB_INFO, "A006", "SIGHUP: %zu principal(s) loaded from %s",
 	    a->n, b->conf.credentials);
-	close_revoked(b, a);
+	return true;
 }
 
 void

@@ -89,4 +89,20 @@ bool tlb_inflight_add(tlb_inflight *f, const char *group, size_t glen,
 void tlb_inflight_sub(
     tlb_inflight *f, const char *group, size_t glen, uint64_t n);
 
+/* ---- the broker's table ----
+ * The current table lives in the broker (b->auth under b->auth_mtx). */
+
+typedef struct tlb_broker tlb_broker;
+
+/* Load the credentials at start (auth on) and make the in-flight table.
+ * Logs and returns -1 on a bad file. */
+int tlb_auth_start(tlb_broker *b);
+/* SIGHUP: load the credentials file again; on success new sessions use
+ * it (returns true: the caller then closes the sessions whose token is
+ * gone). A bad file keeps the old table (logged). */
+bool tlb_auth_reload(tlb_broker *b);
+void tlb_auth_stop(tlb_broker *b);
+/* The current table, held (release with tlb_auth_rele), or NULL. */
+tlb_auth *tlb_auth_current(tlb_broker *b);
+
 #endif

@@ -10,7 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
 #include "broker.h"
+#include "clock.h"
+#include "dispatch.h"
+#include "handlers.h"
+#include "metrics.h"
+#include "server.h"
 #include "msc4140.h"
 
 static int
@@ -62,13 +68,115 @@ sync_name(const tlb_conf *c)
 	}
 }
 
+/* How far the start got: a failed start and the normal stop undo the same
+ * steps, in the same order. */
+typedef enum {
+	UP_STORE,  /* the store is open */
+	UP_AUTH,   /* tlb_auth_start ran (it may have failed) */
+	UP_DSP,    /* tlb_dsp_start ran */
+	UP_SERVER, /* tlb_server_start ran */
+	UP_ALL     /* metrics and the gateway too: the broker ran */
+} up_stage;
+
+static void
+broker_stop(tlb_broker *b, up_stage up)
+{
+	if (up >= UP_ALL) {
+		tlg_stop(b->msc4140); /* before the broker it talks to */
+		atomic_store(&b->stopping, true);
+		tlb_metrics_stop(b);
+	}
+	if (up >= UP_SERVER) {
+		tlb_server_stop(b);
+	}
+	if (up >= UP_DSP) {
+		tlb_dsp_stop(b);
+	}
+	tli_store_close(b->store);
+	if (up >= UP_SERVER) {
+		tlb_server_wait(b);
+	}
+	if (up >= UP_DSP) {
+		tlb_dsp_free(b);
+	}
+	if (up >= UP_AUTH) {
+		tlb_auth_stop(b);
+	}
+}
+
+/* Open the store (b->conf) with the broker clock; logged when it fails. */
+static int
+open_store(tlb_broker *b)
+{
+	tli_store_opts so;
+	int rv;
+
+	tli_store_opts_init(&so);
+	so.path = b->conf.data_dir;
+	so.sync_mode = b->conf.sync_mode;
+	so.sync_interval_ms = b->conf.sync_interval_ms;
+	so.clock.now_ms = tlb_clock_now;
+	if ((rv = tli_store_open(&b->store, &so)) != TL_OK) {
+		tlb_log(TLB_ERROR, "B001",
+		    "cannot open the store in %s: %s (%s)", b->conf.data_dir,
+		    tl_strerror(rv),
+		    rv == TL_EFORMAT ? "written by another version"
+		                     : tli_store_last_error(b->store));
+		return -1;
+	}
+	tlb_log(TLB_INFO, "B002", "store %s open; durability %s",
+	    b->conf.data_dir, sync_name(&b->conf));
+	return 0;
+}
+
+/* Start every part after the store; *up says how far it got. */
+static int
+broker_start(tlb_broker *b, up_stage *up)
+{
+	static const tlb_server_hooks hooks = {
+	    .handle = tlb_handle, .closed = tlb_dsp_session_gone};
+
+	*up = UP_AUTH;
+	if (tlb_auth_start(b) != 0) {
+		return -1;
+	}
+	*up = UP_DSP;
+	if (create_topics(b) != 0 || tlb_dsp_start(b) != TL_OK) {
+		return -1;
+	}
+	*up = UP_SERVER;
+	if (tlb_server_start(b, &hooks) != 0) {
+		return -1;
+	}
+	*up = UP_ALL;
+	if (tlb_metrics_start(b) != 0) {
+		tlb_log(TLB_WARN, "B004", "running without metrics");
+	}
+	return 0;
+}
+
+/* Wait for SIGTERM or SIGINT; SIGHUP reloads the credentials. */
+static int
+wait_signals(tlb_broker *b, const sigset_t *sigs, int sig)
+{
+	while (sig != SIGTERM && sig != SIGINT) {
+		if (sigwait(sigs, &sig) != 0) {
+			break;
+		}
+		if (sig == SIGHUP && tlb_auth_reload(b)) {
+			tlb_server_close_revoked(b);
+		}
+	}
+	return sig;
+}
+
 int tlb_run(int argc, char **argv);
 
 int
 tlb_run(int argc, char **argv)
 {
 	tlb_broker *b = tli_zalloc(sizeof(*b));
-	tli_store_opts so;
+	up_stage up;
 	sigset_t sigs;
 	int rv, sig = 0;
 
@@ -90,76 +198,26 @@ tlb_run(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	tlb_clock_init();
 
-	tli_store_opts_init(&so);
-	so.path = b->conf.data_dir;
-	so.sync_mode = b->conf.sync_mode;
-	so.sync_interval_ms = b->conf.sync_interval_ms;
-	so.clock.now_ms = tlb_clock_now;
-	if ((rv = tli_store_open(&b->store, &so)) != TL_OK) {
-		tlb_log(TLB_ERROR, "B001",
-		    "cannot open the store in %s: %s (%s)", b->conf.data_dir,
-		    tl_strerror(rv),
-		    rv == TL_EFORMAT ? "written by another version"
-		                     : tli_store_last_error(b->store));
+	if (open_store(b) != 0) {
 		tli_free(b);
 		return 1;
 	}
-	tlb_log(TLB_INFO, "B002", "store %s open; durability %s",
-	    b->conf.data_dir, sync_name(&b->conf));
-	if (tlb_auth_start(b) != 0) {
-		tli_store_close(b->store);
-		tlb_auth_stop(b);
+	if (broker_start(b, &up) != 0) {
+		broker_stop(b, up);
 		tli_free(b);
 		return 1;
-	}
-	if (create_topics(b) != 0 || tlb_dsp_start(b) != TL_OK) {
-		tlb_dsp_stop(b);
-		tli_store_close(b->store);
-		tlb_dsp_free(b);
-		tlb_auth_stop(b);
-		tli_free(b);
-		return 1;
-	}
-	if (tlb_server_start(b) != 0) {
-		tlb_server_stop(b);
-		tlb_dsp_stop(b);
-		tli_store_close(b->store);
-		tlb_server_wait(b);
-		tlb_dsp_free(b);
-		tlb_auth_stop(b);
-		tli_free(b);
-		return 1;
-	}
-	if (tlb_metrics_start(b) != 0) {
-		tlb_log(TLB_WARN, "B004", "running without metrics");
 	}
 	/* The MSC4140 gateway, a client of this broker's first listener. */
 	if (b->conf.msc4140[0] != '\0' &&
-	    (b->msc4140 = tlg_start_file(b->conf.msc4140, b->bound[0])) ==
-	        NULL) {
+	    (b->msc4140 = tlg_start_file(
+	         b->conf.msc4140, tlb_server_url(b, 0))) == NULL) {
 		tlb_log(TLB_ERROR, "B009", "the MSC4140 gateway did not start");
 		sig = SIGTERM;
 	}
 	tlb_log(TLB_INFO, "B005", "%s ready", b->conf.name);
-
-	while (sig != SIGTERM && sig != SIGINT) {
-		if (sigwait(&sigs, &sig) != 0) {
-			break;
-		}
-		if (sig == SIGHUP) {
-			tlb_auth_reload(b);
-		}
-	}
+	sig = wait_signals(b, &sigs, sig);
 	tlb_log(TLB_INFO, "B007", "stopping (signal %d)", sig);
-	tlg_stop(b->msc4140); /* before the broker it talks to */
-	atomic_store(&b->stopping, true);
-	tlb_metrics_stop(b);
-	tlb_server_stop(b);
-	tlb_dsp_stop(b);
-	tli_store_close(b->store);
-	tlb_server_wait(b);
-	tlb_dsp_free(b);
-	tlb_auth_stop(b);
+	broker_stop(b, UP_ALL);
 	/* a gateway that was asked for and did not start fails the run */
 	rv = b->conf.msc4140[0] != '\0' && b->msc4140 == NULL;
 	tlb_log(TLB_INFO, "B008", "stopped cleanly");

@@ -98,7 +98,7 @@ set_level(const char *v)
 
 	for (int i = 0; i < 4; i++) {
 		if (strcmp(v, names[i]) == 0) {
-			tlb_log_level = (tlb_level) i;
+			tli_log_set_level((tli_log_level) i);
 			return 0;
 		}
 	}

@@ -30,12 +30,17 @@
 #include <string.h>
 
 #include "broker.h"
+#include "clock.h"
+#include "dispatch.h"
+#include "htab.h"
+#include "server.h"
 
 #define CHUNK 256     /* entries read per bucket refill */
 #define MAX_PASS 4096 /* leases taken per dispatcher pass */
 /* A DELIVER frame is cut at about this many bytes of bodies, so that
  * credit x max_body never exceeds the frame limit (TLP_MAX_FRAME). */
 #define PUSH_BUDGET (8u << 20)
+#define LOST_MAX 64 /* LEASE_LOST notices per frame */
 
 typedef struct went {
 	int64_t ts;
@@ -46,7 +51,7 @@ typedef struct went {
 } went;
 
 typedef struct held {
-	struct held *next;
+	tli_hnode hn; /* in dsub.held, by id */
 	int64_t until;
 	uint64_t version;
 	uint8_t id_len;
@@ -63,9 +68,7 @@ typedef struct dsub {
 	int64_t lease_ms;
 	uint32_t credit;
 	uint32_t inflight; /* held + leases being taken */
-	held **ht;         /* held leases by id */
-	size_t htcap;
-	size_t nheld;
+	tli_htab held;     /* held leases by id */
 	int64_t min_until; /* no held lease runs out before this */
 	uint64_t delivered;
 } dsub;
@@ -199,8 +202,12 @@ heap_push(dtopic *t, went *e)
 static went *
 heap_pop(dtopic *t)
 {
-	went *top = t->heap[0], *last = t->heap[--t->hn];
+	went *top, *last;
 	size_t i = 0;
+
+	TLI_ASSERT(t->hn > 0);
+	top = t->heap[0];
+	last = t->heap[--t->hn];
 
 	for (;;) {
 		size_t l = 2 * i + 1, m = i;
@@ -241,43 +248,38 @@ went_new(
 
 /* ---- held leases ---- */
 
-static size_t
-held_slot(const dsub *d, const char *id, size_t idl)
+static bool
+held_is(const tli_hnode *n, const void *key)
 {
-	return (size_t) (tli_hash64(id, idl) & (d->htcap - 1));
+	const held *h = TLI_CONTAINER(n, held, hn);
+	const tlp_str *id = key;
+
+	return h->id_len == id->n && memcmp(h->id, id->p, id->n) == 0;
 }
 
 static held *
-held_find(dsub *d, const char *id, size_t idl, held ***pp_out)
+held_find(dsub *d, const char *id, size_t idl)
 {
-	held **pp = &d->ht[held_slot(d, id, idl)];
+	tlp_str key = {id, idl};
+	tli_hnode *n =
+	    tli_htab_find(&d->held, tli_hash64(id, idl), held_is, &key);
 
-	for (; *pp != NULL; pp = &(*pp)->next) {
-		if ((*pp)->id_len == idl && memcmp((*pp)->id, id, idl) == 0) {
-			if (pp_out != NULL) {
-				*pp_out = pp;
-			}
-			return *pp;
-		}
-	}
-	return NULL;
+	return n != NULL ? TLI_CONTAINER(n, held, hn) : NULL;
 }
 
 static void
 held_put(dsub *d, const char *id, size_t idl, uint64_t version, int64_t until)
 {
-	held *h = held_find(d, id, idl, NULL);
+	held *h = held_find(d, id, idl);
 
 	if (h == NULL) {
-		size_t slot = held_slot(d, id, idl);
 		if ((h = tli_alloc(sizeof(*h))) == NULL) {
 			return;
 		}
 		h->id_len = (uint8_t) idl;
 		memcpy(h->id, id, idl);
-		h->next = d->ht[slot];
-		d->ht[slot] = h;
-		d->nheld++;
+		/* Cannot fail: the table has slots since the subscribe. */
+		tli_htab_insert(&d->held, &h->hn, tli_hash64(id, idl));
 	}
 	h->version = version;
 	h->until = until;
@@ -286,37 +288,54 @@ held_put(dsub *d, const char *id, size_t idl, uint64_t version, int64_t until)
 	}
 }
 
+static void
+held_remove(dsub *d, held *h)
+{
+	tli_htab_remove(&d->held, &h->hn);
+	tli_free(h);
+}
+
 /* Remove a held lease; returns whether it was there. */
 static bool
 held_drop(dsub *d, const char *id, size_t idl)
 {
-	held **pp, *h = held_find(d, id, idl, &pp);
+	held *h = held_find(d, id, idl);
 
 	if (h == NULL) {
 		return false;
 	}
-	*pp = h->next;
-	tli_free(h);
-	d->nheld--;
+	held_remove(d, h);
 	return true;
 }
 
 /* ---- subscriptions ---- */
 
+/* A lease of d ended or was never taken: its credit is free again.
+ * inflight counts the held leases and those being taken, so it is never
+ * below the held count. */
+static void
+sub_took_back(dsub *d)
+{
+	TLI_ASSERT(d->inflight > 0);
+	d->inflight--;
+	TLI_ASSERT(d->held.n <= d->inflight);
+}
+
 static void
 dsub_rele(dsub *d)
 {
+	tli_htab_iter it;
+	tli_hnode *n, *nx;
+
+	TLI_ASSERT(d->refs > 0);
 	if (--d->refs > 0) {
 		return;
 	}
-	for (size_t i = 0; i < d->htcap; i++) {
-		while (d->ht[i] != NULL) {
-			held *h = d->ht[i];
-			d->ht[i] = h->next;
-			tli_free(h);
-		}
+	for (n = tli_htab_first(&d->held, &it); n != NULL; n = nx) {
+		nx = tli_htab_next(&d->held, &it, n);
+		held_remove(d, TLI_CONTAINER(n, held, hn));
 	}
-	tli_free(d->ht);
+	tli_htab_fini(&d->held);
 	tlb_session_rele(d->s);
 	tli_free(d);
 }
@@ -363,6 +382,7 @@ sub_remove(dtopic *t, dsub *d)
 static dtopic *
 topic_find(tlb_dsp *p, const char *name)
 {
+	TLI_ASSERT_LOCKED(&p->mtx);
 	for (dtopic *t = p->topics; t != NULL; t = t->next) {
 		if (strcmp(t->name, name) == 0) {
 			return t;
@@ -435,32 +455,49 @@ window_offer(dtopic *t, int64_t ts, uint64_t version, uint32_t bucket,
 
 /* ---- pushing ---- */
 
+/* A DELIVER entry: message m (id, owner, body) under the lease (version,
+ * until), due at due_ts. */
+static void
+delivery_fill(tlp_delivery *dv, const char *id, size_t idl, const tli_msg *m,
+    uint64_t version, int64_t until, int64_t due_ts, uint32_t deliveries)
+{
+	memset(dv, 0, sizeof(*dv));
+	dv->id = (tlp_str){id, idl};
+	dv->version = version;
+	dv->lease_until = until;
+	dv->due_ts = due_ts;
+	dv->deliveries = deliveries;
+	dv->placed_at = m->sched;
+	dv->owner = (tlp_str){m->owner, m->owner_len};
+	dv->body = m->body;
+	dv->body_len = m->body_len;
+}
+
+static void
+enc_deliver(tlp_w *w, const void *arg)
+{
+	tlp_enc_deliver(w, arg);
+}
+
 /* Send one DELIVER or LEASE_LOST frame to a subscription's session. */
 static void
 send_push(tlb_session *s, uint8_t op, const char *topic, const dsub *d,
     tlp_delivery *v, size_t n)
 {
 	tlp_deliver dl;
-	tli_buf b;
-	tlp_w w;
 
 	dl.topic = TLP_STR(topic);
 	dl.consumer = (tlp_str){d->consumer, d->clen};
 	dl.v = v;
 	dl.n = n;
-	tli_buf_init(&b);
-	tlp_frame_begin(&b, &w, op, TLP_F_PUSH, 0);
-	tlp_enc_deliver(&w, &dl);
-	if (tlp_frame_end(&b, 0) == TL_OK) {
-		tlb_session_send(s, b.data, b.len);
-	} else {
+	if (tlb_session_send_enc(s, op, TLP_F_PUSH, 0, enc_deliver, &dl) !=
+	    TL_OK) {
 		/* The leases stay held and run out: the messages come back. */
 		tlb_log(TLB_ERROR, "D002",
 		    "consumer %s: a %s frame of %zu messages could not be "
 		    "built (out of memory)",
 		    d->consumer, tlp_op_name(op), n);
 	}
-	tli_buf_fini(&b);
 }
 
 /* ---- taking leases ---- */
@@ -503,7 +540,7 @@ lease_done(void *arg)
 			tli_op *o = &lb->ops[i];
 
 			if (o->err != TL_OK) {
-				d->inflight--;
+				sub_took_back(d);
 				atomic_fetch_add(o->err == TL_EDEAD
 				        ? &b->m.dead_lettered
 				        : &b->m.lease_fail,
@@ -524,7 +561,7 @@ lease_done(void *arg)
 				/* Cannot push it: the lease runs out and the
 				 * message comes back; the credit returns now.
 				 */
-				d->inflight--;
+				sub_took_back(d);
 				continue;
 			}
 			held_put(d, it->e->id, it->e->id_len, o->new_version,
@@ -538,15 +575,9 @@ lease_done(void *arg)
 				bytes = 0;
 			}
 			bytes += it->m.body_len + it->e->id_len + 64;
-			dv[nd].id = (tlp_str){it->e->id, it->e->id_len};
-			dv[nd].version = o->new_version;
-			dv[nd].lease_until = o->new_ts;
-			dv[nd].due_ts = it->e->ts;
-			dv[nd].deliveries = o->deliveries;
-			dv[nd].placed_at = it->m.sched;
-			dv[nd].owner = (tlp_str){it->m.owner, it->m.owner_len};
-			dv[nd].body = it->m.body;
-			dv[nd].body_len = it->m.body_len;
+			delivery_fill(&dv[nd], it->e->id, it->e->id_len, &it->m,
+			    o->new_version, o->new_ts, it->e->ts,
+			    o->deliveries);
 			nd++;
 			if (now < it->e->ts) {
 				atomic_fetch_add(&b->m.early, 1);
@@ -618,6 +649,7 @@ refill_prepare(dtopic *t, int64_t horizon, refill *rf)
 		}
 	}
 	c = &t->cur[bk];
+	TLI_ASSERT(!t->scanning); /* one read per topic at a time */
 	memset(rf, 0, sizeof(*rf));
 	rf->t = t;
 	snprintf(rf->topic, sizeof(rf->topic), "%s", t->name);
@@ -660,6 +692,8 @@ refill_merge(tlb_dsp *p, refill *rf)
 	dcur *c = &t->cur[rf->bucket];
 	size_t np;
 
+	TLI_ASSERT_LOCKED(&p->mtx);
+	TLI_ASSERT(t->scanning && rf->bucket == t->scan_bucket);
 	t->scanning = false;
 	if (t->dead || t->gen != rf->gen || rf->rv != TL_OK) {
 		if (rf->rv != TL_OK) {
@@ -728,77 +762,80 @@ lost_flush(dsub *d, const char *topic, tlp_delivery *lost, size_t *nl)
 	*nl = 0;
 }
 
+/* Collect a LEASE_LOST notice for h (sent by lost_flush). The notice
+ * carries a copy of the id: h may be freed before the flush. */
+static void
+lost_add(
+    dsub *d, const char *topic, tlp_delivery *lost, size_t *nl, const held *h)
+{
+	if (*nl == LOST_MAX) {
+		lost_flush(d, topic, lost, nl);
+	}
+	memset(&lost[*nl], 0, sizeof(lost[*nl]));
+	lost[*nl].id.p = tli_strndup(h->id, h->id_len);
+	lost[*nl].id.n = h->id_len;
+	lost[*nl].version = h->version;
+	lost[*nl].lease_until = h->until;
+	(*nl)++;
+}
+
 /* A subscription taken over by a newer SUBSCRIBE of the same consumer id:
  * tell its session that every lease it held is no longer its to work on
  * (the newer subscription recovers them). With p->mtx held. */
 static void
 notify_taken_over(dsub *d, const char *topic)
 {
-	tlp_delivery lost[64];
+	tlp_delivery lost[LOST_MAX];
 	size_t nl = 0;
+	tli_htab_iter it;
 
-	for (size_t i = 0; i < d->htcap; i++) {
-		for (held *h = d->ht[i]; h != NULL; h = h->next) {
-			if (nl == 64) {
-				lost_flush(d, topic, lost, &nl);
-			}
-			memset(&lost[nl], 0, sizeof(lost[nl]));
-			lost[nl].id.p = tli_strndup(h->id, h->id_len);
-			lost[nl].id.n = h->id_len;
-			lost[nl].version = h->version;
-			lost[nl].lease_until = h->until;
-			nl++;
-		}
+	for (tli_hnode *n = tli_htab_first(&d->held, &it); n != NULL;
+	     n = tli_htab_next(&d->held, &it, n)) {
+		lost_add(d, topic, lost, &nl, TLI_CONTAINER(n, held, hn));
 	}
 	lost_flush(d, topic, lost, &nl);
 }
 
-/* Expire held leases whose time ran out; collect LEASE_LOST notices. */
+/* Expire one subscription's held leases whose time ran out and tell its
+ * session; lower *wake to the next expiry. */
+static void
+expire_sub(tlb_dsp *p, dtopic *t, dsub *d, int64_t now, int64_t *wake)
+{
+	tlp_delivery lost[LOST_MAX];
+	size_t nl = 0;
+	tli_htab_iter it;
+	tli_hnode *n, *nx;
+
+	d->min_until = INT64_MAX;
+	for (n = tli_htab_first(&d->held, &it); n != NULL; n = nx) {
+		held *h = TLI_CONTAINER(n, held, hn);
+
+		nx = tli_htab_next(&d->held, &it, n);
+		if (h->until > now) {
+			*wake = h->until < *wake ? h->until : *wake;
+			if (h->until < d->min_until) {
+				d->min_until = h->until;
+			}
+			continue;
+		}
+		lost_add(d, t->name, lost, &nl, h);
+		held_remove(d, h);
+		sub_took_back(d);
+		atomic_fetch_add(&p->b->m.lost, 1);
+	}
+	lost_flush(d, t->name, lost, &nl);
+}
+
+/* Expire held leases whose time ran out; send LEASE_LOST notices. */
 static void
 expire_held(tlb_dsp *p, dtopic *t, int64_t now, int64_t *wake)
 {
 	for (dsub *d = t->subs; d != NULL; d = d->next) {
-		tlp_delivery lost[64];
-		size_t nl = 0;
-
 		if (now < d->min_until) {
 			*wake = d->min_until < *wake ? d->min_until : *wake;
 			continue;
 		}
-		d->min_until = INT64_MAX;
-		for (size_t i = 0; i < d->htcap; i++) {
-			held **pp = &d->ht[i];
-			while (*pp != NULL) {
-				held *h = *pp;
-				if (h->until > now) {
-					*wake =
-					    h->until < *wake ? h->until : *wake;
-					if (h->until < d->min_until) {
-						d->min_until = h->until;
-					}
-					pp = &h->next;
-					continue;
-				}
-				if (nl == 64) {
-					lost_flush(d, t->name, lost, &nl);
-				}
-				/* The notice carries the id; copy it out of h,
-				 * which is freed now. Notices are sent below
-				 * before the buffer goes away. */
-				memset(&lost[nl], 0, sizeof(lost[nl]));
-				lost[nl].id.p = tli_strndup(h->id, h->id_len);
-				lost[nl].id.n = h->id_len;
-				lost[nl].version = h->version;
-				lost[nl].lease_until = h->until;
-				nl++;
-				*pp = h->next;
-				tli_free(h);
-				d->nheld--;
-				d->inflight--;
-				atomic_fetch_add(&p->b->m.lost, 1);
-			}
-		}
-		lost_flush(d, t->name, lost, &nl);
+		expire_sub(p, t, d, now, wake);
 	}
 }
 
@@ -815,6 +852,7 @@ topic_pass(tlb_dsp *p, dtopic *t, int64_t now, int64_t *wake, bool *read)
 	size_t cap = 0;
 	int64_t f;
 
+	TLI_ASSERT_LOCKED(&p->mtx);
 	*read = false;
 	expire_held(p, t, now, wake);
 	if (t->subs == NULL || t->scanning) {
@@ -929,7 +967,7 @@ lbatch_submit(tlb_dsp *p, lbatch *lb)
 		if (rv != TL_OK) {
 			/* Deleted since it was read: nothing to lease. */
 			pthread_mutex_lock(&p->mtx);
-			it->sub->inflight--;
+			sub_took_back(it->sub);
 			dsub_rele(it->sub);
 			pthread_mutex_unlock(&p->mtx);
 			tli_free(it->e);
@@ -966,7 +1004,7 @@ lbatch_submit(tlb_dsp *p, lbatch *lb)
 fail:
 	pthread_mutex_lock(&p->mtx);
 	for (size_t i = 0; i < lb->n; i++) {
-		lb->it[i].sub->inflight--;
+		sub_took_back(lb->it[i].sub);
 		dsub_rele(lb->it[i].sub);
 	}
 	pthread_mutex_unlock(&p->mtx);
@@ -986,13 +1024,7 @@ sleep_until(tlb_dsp *p, int64_t wake_ts)
 	if (ms <= 0) {
 		return;
 	}
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
+	tli_deadline(&ts, CLOCK_MONOTONIC, ms);
 	pthread_cond_timedwait(&p->cv, &p->mtx, &ts);
 	p->kick = false;
 }
@@ -1079,11 +1111,7 @@ tlb_dsp_stop(tlb_broker *b)
 	if (p == NULL) {
 		return;
 	}
-	pthread_mutex_lock(&p->mtx);
-	p->stop = true;
-	pthread_cond_signal(&p->cv);
-	pthread_mutex_unlock(&p->mtx);
-	pthread_join(p->th, NULL);
+	tli_thread_stop(p->th, &p->mtx, &p->cv, &p->stop);
 }
 
 /* Free the dispatcher's state after the store is closed (no completion
@@ -1110,6 +1138,7 @@ tlb_dsp_free(tlb_broker *b)
 static void
 wake(tlb_dsp *p)
 {
+	TLI_ASSERT_LOCKED(&p->mtx);
 	p->kick = true;
 	pthread_cond_signal(&p->cv);
 }
@@ -1165,13 +1194,13 @@ tlb_dsp_lease_done_locked(tlb_broker *b, const char *topic,
 		return;
 	}
 	if (op == TLP_OP_EXTEND) {
-		held *h = held_find(d, id, id_len, NULL);
+		held *h = held_find(d, id, id_len);
 		if (h != NULL) {
 			h->until = new_ts;
 			h->version = new_version;
 		}
 	} else if (held_drop(d, id, id_len)) {
-		d->inflight--;
+		sub_took_back(d);
 		wake(p);
 	}
 }
@@ -1226,22 +1255,14 @@ recover_leases(tlb_broker *b, tlb_session *s, const char *topic, dsub *d)
 			}
 			pthread_mutex_lock(&p->mtx);
 			if (!d->gone &&
-			    held_find(d, v[i].id, v[i].id_len, NULL) == NULL) {
+			    held_find(d, v[i].id, v[i].id_len) == NULL) {
 				held_put(
 				    d, v[i].id, v[i].id_len, m.version, m.ts);
 				d->inflight++;
 			}
 			pthread_mutex_unlock(&p->mtx);
-			memset(&dv, 0, sizeof(dv));
-			dv.id = (tlp_str){m.id, m.id_len};
-			dv.version = m.version;
-			dv.lease_until = m.ts;
-			dv.due_ts = m.ts;
-			dv.deliveries = m.deliveries;
-			dv.placed_at = m.sched;
-			dv.owner = (tlp_str){m.owner, m.owner_len};
-			dv.body = m.body;
-			dv.body_len = m.body_len;
+			delivery_fill(&dv, m.id, m.id_len, &m, m.version, m.ts,
+			    m.ts, m.deliveries);
 			send_push(s, TLP_OP_DELIVER, topic, d, &dv, 1);
 			tli_msg_fini(&m);
 		}
@@ -1268,7 +1289,6 @@ tlb_dsp_subscribe(
 	tli_topic_info ti;
 	dtopic *t;
 	dsub *d, *old;
-	size_t cap = 16;
 	int rv;
 
 	if (sub->topic.n == 0 || sub->topic.n > TL_MAX_NAME_LEN) {
@@ -1306,14 +1326,13 @@ tlb_dsp_subscribe(
 	d->lease_ms =
 	    sub->lease_ms > 0 ? sub->lease_ms : ti.conf.default_lease_ms;
 	d->credit = sub->credit > 0 ? sub->credit : 1;
-	while (cap < (size_t) d->credit * 2 && cap < 65536) {
-		cap *= 2;
-	}
-	if ((d->ht = tli_zalloc(sizeof(held *) * cap)) == NULL) {
+	tli_htab_init(&d->held);
+	if (tli_htab_reserve(&d->held,
+	        d->credit * 2 < 65536 ? (size_t) d->credit * 2 : 65536) !=
+	    TL_OK) {
 		tli_free(d);
 		return TL_ENOMEM;
 	}
-	d->htcap = cap;
 	tlb_session_hold(s);
 
 	pthread_mutex_lock(&p->mtx);
@@ -1432,55 +1451,47 @@ tlb_dsp_topic_gone(tlb_broker *b, const char *topic)
 	pthread_mutex_unlock(&p->mtx);
 }
 
-/* One family of per-subscription (what 0..2) or per-topic (3, 4)
- * samples. */
-static void
-metrics_family(
-    tlb_dsp *p, tli_buf *out, const char *name, const char *type, int what)
-{
-	char line[1024], tn[4 * TL_MAX_NAME_LEN + 1],
-	    cn[4 * TL_MAX_NAME_LEN + 1];
-	int n;
-
-	n = snprintf(line, sizeof(line), "# TYPE %s %s\n", name, type);
-	tli_buf_append(out, line, (size_t) n);
-	for (dtopic *t = p->topics; t != NULL; t = t->next) {
-		size_t subs = 0;
-		tlb_label_escape(tn, sizeof(tn), t->name);
-		for (dsub *d = t->subs; d != NULL; d = d->next) {
-			unsigned long long v = what == 0 ? d->credit
-			    : what == 1                  ? d->nheld
-			                                 : d->delivered;
-			subs++;
-			if (what > 2) {
-				continue;
-			}
-			tlb_label_escape(cn, sizeof(cn), d->consumer);
-			n = snprintf(line, sizeof(line),
-			    "%s{topic=\"%s\",consumer=\"%s\"} %llu\n", name, tn,
-			    cn, v);
-			tli_buf_append(out, line, (size_t) n);
-		}
-		if (what > 2) {
-			n = snprintf(line, sizeof(line),
-			    "%s{topic=\"%s\"} %zu\n", name, tn,
-			    what == 3 ? subs : t->hn);
-			tli_buf_append(out, line, (size_t) n);
-		}
-	}
-}
-
-void
-tlb_dsp_metrics(tlb_broker *b, tli_buf *out)
+int
+tlb_dsp_stats(tlb_broker *b, tlb_dsp_stat **out, size_t *n)
 {
 	tlb_dsp *p = b->dsp;
+	tlb_dsp_stat *v = NULL;
+	size_t rows = 0, i = 0;
+	int rv = TL_OK;
 
+	*out = NULL;
+	*n = 0;
+	if (p == NULL) {
+		return TL_OK;
+	}
 	pthread_mutex_lock(&p->mtx);
-	metrics_family(p, out, "timeline_consumer_credit", "gauge", 0);
-	metrics_family(p, out, "timeline_consumer_held", "gauge", 1);
-	metrics_family(
-	    p, out, "timeline_consumer_delivered_total", "counter", 2);
-	metrics_family(p, out, "timeline_consumers", "gauge", 3);
-	metrics_family(p, out, "timeline_window_entries", "gauge", 4);
+	for (dtopic *t = p->topics; t != NULL; t = t->next) {
+		rows++;
+		for (dsub *d = t->subs; d != NULL; d = d->next) {
+			rows++;
+		}
+	}
+	if (rows > 0 && (v = tli_zalloc(sizeof(*v) * rows)) == NULL) {
+		rv = TL_ENOMEM;
+	}
+	for (dtopic *t = v != NULL ? p->topics : NULL; t != NULL; t = t->next) {
+		tlb_dsp_stat *tr = &v[i++];
+
+		snprintf(tr->topic, sizeof(tr->topic), "%s", t->name);
+		tr->window = t->hn;
+		for (dsub *d = t->subs; d != NULL; d = d->next) {
+			tlb_dsp_stat *sr = &v[i++];
+
+			memcpy(sr->topic, tr->topic, sizeof(sr->topic));
+			memcpy(sr->consumer, d->consumer, d->clen);
+			sr->credit = d->credit;
+			sr->held = d->held.n;
+			sr->delivered = d->delivered;
+			tr->consumers++;
+		}
+	}
 	pthread_mutex_unlock(&p->mtx);
+	*out = v;
+	*n = v != NULL ? rows : 0;
+	return rv;
 }

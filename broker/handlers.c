@@ -12,6 +12,10 @@
 
 #include "auth.h"
 #include "broker.h"
+#include "clock.h"
+#include "dispatch.h"
+#include "handlers.h"
+#include "server.h"
 
 typedef struct req {
 	tlb_broker *b;
@@ -66,6 +70,16 @@ enc_ok(tlp_w *w, const void *arg)
 	tlp_enc_ok(w);
 }
 
+/* The start of a successful reply that carries a list: [0, [n items],
+ * ...] with `fields` top-level fields in all (docs/protocol.md). */
+static void
+enc_list_begin(tlp_w *w, size_t fields, size_t n)
+{
+	tlp_w_array(w, fields);
+	tlp_w_uint(w, 0);
+	tlp_w_array(w, n);
+}
+
 /* A decode failure: the body did not match the operation's layout. */
 static void
 reply_decode(req *q, int err)
@@ -82,13 +96,20 @@ reply_decode(req *q, int err)
 }
 
 /* ---- authorisation ----
- * With auth off every check passes. With auth on, q->s->prin is the
+ * With auth off every check passes. With auth on, prin(q) is the
  * session's principal (tlb_handle refreshed it for this request). */
 
 static bool
 auth_on(const req *q)
 {
 	return q->b->conf.auth;
+}
+
+/* The session's principal (NULL with auth off). */
+static const tlb_principal *
+prin(const req *q)
+{
+	return tlb_session_principal(q->s);
 }
 
 static void refuse(req *q, const char *fmt, ...)
@@ -108,8 +129,8 @@ refuse(req *q, const char *fmt, ...)
 	    tlp_op_name(q->h.op) != NULL ? tlp_op_name(q->h.op) : "?", what);
 	atomic_fetch_add(&q->b->m.auth_refusals[q->h.op], 1);
 	tlb_log(TLB_DEBUG, "A010", "session %llu (principal %s): %s",
-	    (unsigned long long) q->s->id,
-	    q->s->prin != NULL ? q->s->prin->name : "-", detail);
+	    (unsigned long long) tlb_session_id(q->s),
+	    prin(q) != NULL ? prin(q)->name : "-", detail);
 	reply_err(q, TL_ENOTAUTH, detail);
 }
 
@@ -117,10 +138,10 @@ refuse(req *q, const char *fmt, ...)
 static bool
 may_admin(req *q)
 {
-	if (!auth_on(q) || q->s->prin->admin) {
+	if (!auth_on(q) || prin(q)->admin) {
 		return true;
 	}
-	refuse(q, "needs an admin principal (%s is not one)", q->s->prin->name);
+	refuse(q, "needs an admin principal (%s is not one)", prin(q)->name);
 	return false;
 }
 
@@ -130,11 +151,11 @@ may_group(req *q, const char *g, size_t n)
 	if (g == NULL) {
 		g = "";
 	}
-	if (!auth_on(q) || tlb_may_act_as(q->s->prin, g, n)) {
+	if (!auth_on(q) || tlb_may_act_as(prin(q), g, n)) {
 		return true;
 	}
 	refuse(q, "as producer group \"%.*s\" (principal %s)", (int) n, g,
-	    q->s->prin->name);
+	    prin(q)->name);
 	return false;
 }
 
@@ -144,11 +165,11 @@ may_produce(req *q, const char *topic, const char *g, size_t n)
 	if (!may_group(q, g, n)) {
 		return false;
 	}
-	if (!auth_on(q) || tlb_may_produce(q->s->prin, topic)) {
+	if (!auth_on(q) || tlb_may_produce(prin(q), topic)) {
 		return true;
 	}
 	refuse(q, "on topic \"%s\" (principal %s may not produce to it)", topic,
-	    q->s->prin->name);
+	    prin(q)->name);
 	return false;
 }
 
@@ -158,35 +179,12 @@ may_consume(req *q, const char *topic, const char *consumer, size_t n)
 	if (consumer == NULL) {
 		consumer = "";
 	}
-	if (!auth_on(q) || tlb_may_consume(q->s->prin, topic, consumer, n)) {
+	if (!auth_on(q) || tlb_may_consume(prin(q), topic, consumer, n)) {
 		return true;
 	}
 	refuse(q, "as consumer \"%.*s\" on topic \"%s\" (principal %s)",
-	    (int) n, consumer, topic, q->s->prin->name);
+	    (int) n, consumer, topic, prin(q)->name);
 	return false;
-}
-
-/* A new credentials table (SIGHUP) since this session's last request:
- * find its token again. Returns false when the token is gone. */
-static bool
-session_auth_fresh(req *q)
-{
-	tlb_session *s = q->s;
-	tlb_auth *cur = tlb_auth_current(q->b);
-	const tlb_principal *p;
-
-	if (cur == s->auth) {
-		tlb_auth_rele(cur);
-		return true;
-	}
-	if (cur == NULL || (p = tlb_auth_find(cur, s->tok_hash)) == NULL) {
-		tlb_auth_rele(cur);
-		return false;
-	}
-	tlb_auth_rele(s->auth);
-	s->auth = cur;
-	s->prin = p;
-	return true;
 }
 
 /* ---- sessions ---- */
@@ -201,13 +199,14 @@ static void
 note_clock(req *q, int64_t client_ms)
 {
 	int64_t off = client_ms - tlb_clock_now(NULL);
-	int64_t prev = atomic_exchange(&q->s->clock_offset_ms, off);
+	int64_t prev = tlb_session_clock_offset_swap(q->s, off);
 	int64_t lim = q->b->conf.clock_warn_ms;
 
 	if ((off > lim || off < -lim) && (prev <= lim && prev >= -lim)) {
 		tlb_log(TLB_WARN, "C001",
 		    "client %s (session %llu) clock is %lld ms %s the broker's",
-		    q->s->name, (unsigned long long) q->s->id,
+		    tlb_session_name(q->s),
+		    (unsigned long long) tlb_session_id(q->s),
 		    (long long) (off < 0 ? -off : off),
 		    off < 0 ? "behind" : "ahead of");
 	}
@@ -228,31 +227,21 @@ hello_auth(req *q, const tlp_hello *m)
 		p = tlb_auth_find(a, h);
 	}
 	if (p == NULL) {
-		tlb_auth_rele(a);
-		s->hello = false;
-		pthread_mutex_lock(&s->mtx);
-		s->authed = false;
-		pthread_mutex_unlock(&s->mtx);
+		tlb_session_set_principal(s, a, NULL, NULL);
 		refuse(q, "%s",
 		    m->token.n == 0
 		        ? "without a token (this broker has auth on)"
 		        : "with an unknown token");
 		tlb_log(TLB_INFO, "A011",
 		    "session %llu: hello refused (%s token)",
-		    (unsigned long long) s->id,
+		    (unsigned long long) tlb_session_id(s),
 		    m->token.n == 0 ? "no" : "unknown");
 		tlb_session_close_after_reply(s, "not authorised");
 		return false;
 	}
-	tlb_auth_rele(s->auth);
-	s->auth = a;
-	s->prin = p;
-	pthread_mutex_lock(&s->mtx);
-	memcpy(s->tok_hash, h, sizeof(h));
-	s->authed = true;
-	pthread_mutex_unlock(&s->mtx);
+	tlb_session_set_principal(s, a, p, h);
 	tlb_log(TLB_INFO, "A012", "session %llu authenticated as principal %s",
-	    (unsigned long long) s->id, p->name);
+	    (unsigned long long) tlb_session_id(s), p->name);
 	return true;
 }
 
@@ -278,17 +267,14 @@ h_HELLO(req *q)
 	if (auth_on(q) && !hello_auth(q, &m)) {
 		return;
 	}
-	snprintf(q->s->name, sizeof(q->s->name), "%.*s",
-	    (int) (m.name.n < TL_MAX_NAME_LEN ? m.name.n : TL_MAX_NAME_LEN),
-	    m.name.p != NULL ? m.name.p : "");
-	atomic_store(&q->s->clock_offset_ms, 0);
+	tlb_session_greet(q->s, m.name.p, m.name.n);
+	tlb_session_clock_offset_swap(q->s, 0);
 	note_clock(q, m.client_ms);
-	q->s->hello = true;
 	rep.broker_ms = tlb_clock_now(NULL);
 	rep.broker_name = TLP_STR(q->b->conf.name);
-	rep.session_id = q->s->id;
+	rep.session_id = tlb_session_id(q->s);
 	tlb_log(TLB_DEBUG, "S011", "session %llu is %s",
-	    (unsigned long long) q->s->id, q->s->name);
+	    (unsigned long long) tlb_session_id(q->s), tlb_session_name(q->s));
 	reply(q, enc_hello_rep, &rep);
 }
 
@@ -437,9 +423,7 @@ enc_topic_list(tlp_w *w, const void *arg)
 {
 	const topic_list *l = arg;
 
-	tlp_w_array(w, 2);
-	tlp_w_uint(w, 0);
-	tlp_w_array(w, l->n);
+	enc_list_begin(w, 2, l->n);
 	for (size_t i = 0; i < l->n; i++) {
 		/* Each element is the 11-field record of tlp_enc_topic. */
 		tli_buf tmp;
@@ -509,9 +493,7 @@ enc_results(tlp_w *w, const void *arg)
 {
 	const pending *p = arg;
 
-	tlp_w_array(w, 2);
-	tlp_w_uint(w, 0);
-	tlp_w_array(w, p->n);
+	enc_list_begin(w, 2, p->n);
 	for (size_t i = 0; i < p->n; i++) {
 		const tli_op *o = &p->ops[i];
 		tlp_w_array(w, 5);
@@ -652,7 +634,7 @@ quota(req *q, int err, const char *fmt, ...)
 static bool
 batch_limits(req *q, pending *p, size_t n)
 {
-	const tlb_principal *pr = q->s->prin;
+	const tlb_principal *pr = prin(q);
 	size_t wl = strlen(p->who);
 	uint64_t now = 0;
 
@@ -773,47 +755,14 @@ h_batch(req *q)
 	}
 }
 
-static void
-h_CREATE(req *q)
-{
-	h_batch(q);
-}
-
-static void
-h_MOVE(req *q)
-{
-	h_batch(q);
-}
-
-static void
-h_DELETE(req *q)
-{
-	h_batch(q);
-}
-
-static void
-h_EXTEND(req *q)
-{
-	h_batch(q);
-}
-
-static void
-h_RELEASE(req *q)
-{
-	h_batch(q);
-}
-
-static void
-h_ACK(req *q)
-{
-	h_batch(q);
-}
-
-static void
-h_DLQ_KICK(req *q)
-{
-	h_batch(q);
-}
+/* Every batch operation shares one handler. */
+#define h_CREATE h_batch
+#define h_MOVE h_batch
+#define h_DELETE h_batch
+#define h_EXTEND h_batch
+#define h_RELEASE h_batch
+#define h_ACK h_batch
+#define h_DLQ_KICK h_batch
 
 /* ---- reads ---- */
 
@@ -844,15 +793,14 @@ h_GET(req *q)
 		reply_err(q, rv, NULL);
 		return;
 	}
-	if (auth_on(q) && !tlb_may_act_as(q->s->prin, m.owner, m.owner_len) &&
+	if (auth_on(q) && !tlb_may_act_as(prin(q), m.owner, m.owner_len) &&
 	    !(m.consumer_len > 0 &&
-	        tlb_may_consume(
-	            q->s->prin, topic, m.consumer, m.consumer_len))) {
+	        tlb_may_consume(prin(q), topic, m.consumer, m.consumer_len))) {
 		/* Only the owner's principal, or the lease holder's. */
 		tli_msg_fini(&m);
 		refuse(q,
 		    "of a message of another producer group (principal %s)",
-		    q->s->prin->name);
+		    prin(q)->name);
 		return;
 	}
 	if (m.dead) {
@@ -887,9 +835,7 @@ enc_entries(tlp_w *w, const void *arg)
 {
 	const entries *e = arg;
 
-	tlp_w_array(w, 3);
-	tlp_w_uint(w, 0);
-	tlp_w_array(w, e->n);
+	enc_list_begin(w, 3, e->n);
 	for (size_t i = 0; i < e->n; i++) {
 		tlp_w_array(w, 4);
 		tlp_w_str(w, e->v[i].id, e->v[i].id_len);
@@ -1012,17 +958,27 @@ sub_allowed(req *q, const tlp_sub *sub)
 	return may_consume(q, topic, sub->consumer.p, sub->consumer.n);
 }
 
+/* Decode a SUBSCRIBE or UNSUBSCRIBE body and check the principal may
+ * consume as it; false when refused (the reply is sent). */
+static bool
+sub_decode(req *q, tlp_sub *sub)
+{
+	int rv;
+
+	if ((rv = tlp_dec_sub(&q->r, sub)) != TL_OK) {
+		reply_decode(q, rv);
+		return false;
+	}
+	return sub_allowed(q, sub);
+}
+
 static void
 h_SUBSCRIBE(req *q)
 {
 	tlp_sub sub;
 	int rv;
 
-	if ((rv = tlp_dec_sub(&q->r, &sub)) != TL_OK) {
-		reply_decode(q, rv);
-		return;
-	}
-	if (!sub_allowed(q, &sub)) {
+	if (!sub_decode(q, &sub)) {
 		return;
 	}
 	/* The dispatcher answers (before it re-delivers the consumer's
@@ -1038,11 +994,7 @@ h_UNSUBSCRIBE(req *q)
 	tlp_sub sub;
 	int rv;
 
-	if ((rv = tlp_dec_sub(&q->r, &sub)) != TL_OK) {
-		reply_decode(q, rv);
-		return;
-	}
-	if (!sub_allowed(q, &sub)) {
+	if (!sub_decode(q, &sub)) {
 		return;
 	}
 	if ((rv = tlb_dsp_unsubscribe(q->b, q->s, &sub)) != TL_OK) {
@@ -1058,17 +1010,9 @@ push_only(req *q)
 	reply_err(q, TL_EPROTO, "this operation is sent by the broker only");
 }
 
-static void
-h_DELIVER(req *q)
-{
-	push_only(q);
-}
-
-static void
-h_LEASE_LOST(req *q)
-{
-	push_only(q);
-}
+/* Pushes: the broker sends them, a client may not. */
+#define h_DELIVER push_only
+#define h_LEASE_LOST push_only
 
 /* ---- dispatch ---- */
 
@@ -1106,12 +1050,13 @@ tlb_handle(tlb_broker *b, tlb_job *j)
 		reply_err(&q, TL_ENOTSUP, detail);
 		goto done;
 	}
-	if (!q.s->hello && q.h.op != TLP_OP_HELLO) {
+	if (!tlb_session_greeted(q.s) && q.h.op != TLP_OP_HELLO) {
 		reply_err(&q, TL_EPROTO, "the first frame must be HELLO");
 		tlb_session_close_after_reply(q.s, "no hello");
 		goto done;
 	}
-	if (b->conf.auth && q.h.op != TLP_OP_HELLO && !session_auth_fresh(&q)) {
+	if (b->conf.auth && q.h.op != TLP_OP_HELLO &&
+	    !tlb_session_auth_refresh(q.s, tlb_auth_current(b))) {
 		refuse(&q, "%s", "(the session's token was revoked)");
 		tlb_session_close_after_reply(q.s, "credentials revoked");
 		goto done;

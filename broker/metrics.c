@@ -7,19 +7,18 @@
 #include <nng/nng.h>
 #include <nng/supplemental/http/http.h>
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "broker.h"
-
-const double tlb_lat_bounds[TLB_LAT_BUCKETS] = {
-    0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 50, 100, 250, 500, 1000};
+#include "dispatch.h"
+#include "metrics.h"
+#include "server.h"
 
 /* A Prometheus label value: backslash, quote and newline escaped. */
-void
-tlb_label_escape(char *out, size_t cap, const char *in)
+static void
+label_escape(char *out, size_t cap, const char *in)
 {
 	size_t o = 0;
 
@@ -37,23 +36,7 @@ tlb_label_escape(char *out, size_t cap, const char *in)
 	out[o] = '\0';
 }
 
-void
-tlb_metrics_lateness(tlb_metrics *m, int64_t late_us)
-{
-	int i = 0;
-
-	if (late_us < 0) {
-		late_us = 0;
-	}
-	while (i < TLB_LAT_BUCKETS &&
-	    (double) late_us > tlb_lat_bounds[i] * 1000) {
-		i++;
-	}
-	atomic_fetch_add(&m->lat_count[i], 1);
-	atomic_fetch_add(&m->lat_sum_us, (uint64_t) late_us);
-}
-
-typedef struct mstate {
+typedef struct tlb_mstate {
 	tlb_broker *b;
 	nng_http_server *srv;
 	pthread_t th;
@@ -63,22 +46,20 @@ typedef struct mstate {
 	tli_buf topics; /* cached topic gauges */
 } mstate;
 
-static void add(tli_buf *o, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
+/* The timeline_messages samples of one topic. */
 static void
-add(tli_buf *o, const char *fmt, ...)
+topic_rows(tli_buf *o, const char *t, const tli_counts *c, uint64_t dead)
 {
-	char line[512];
-	va_list ap;
-	int n;
+	const struct {
+		const char *status;
+		uint64_t v;
+	} row[] = {{"available", c->available}, {"waiting", c->waiting},
+	    {"processing", c->processing}, {"dead", dead}};
 
-	va_start(ap, fmt);
-	n = vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	if (n > 0) {
-		tli_buf_append(o, line,
-		    (size_t) n < sizeof(line) ? (size_t) n : sizeof(line) - 1);
+	for (size_t k = 0; k < sizeof(row) / sizeof(row[0]); k++) {
+		tli_buf_printf(o,
+		    "timeline_messages{topic=\"%s\",status=\"%s\"} %llu\n", t,
+		    row[k].status, (unsigned long long) row[k].v);
 	}
 }
 
@@ -90,30 +71,15 @@ refresh_topics(mstate *ms)
 	tli_buf o;
 
 	tli_buf_init(&o);
-	add(&o,
+	tli_buf_printf(&o,
 	    "# HELP timeline_messages Messages by topic and status.\n"
 	    "# TYPE timeline_messages gauge\n");
 	if (tli_store_topic_list(ms->b->store, &v, &n) == TL_OK) {
 		for (size_t i = 0; i < n; i++) {
 			tli_counts c = {0};
-			const char *t = v[i].conf.name;
-			tli_store_totals(ms->b->store, t, &c);
-			add(&o,
-			    "timeline_messages{topic=\"%s\",status="
-			    "\"available\"} %llu\n",
-			    t, (unsigned long long) c.available);
-			add(&o,
-			    "timeline_messages{topic=\"%s\",status=\"waiting\"}"
-			    " %llu\n",
-			    t, (unsigned long long) c.waiting);
-			add(&o,
-			    "timeline_messages{topic=\"%s\",status="
-			    "\"processing\"} %llu\n",
-			    t, (unsigned long long) c.processing);
-			add(&o,
-			    "timeline_messages{topic=\"%s\",status=\"dead\"} "
-			    "%llu\n",
-			    t, (unsigned long long) v[i].dead);
+
+			tli_store_totals(ms->b->store, v[i].conf.name, &c);
+			topic_rows(&o, v[i].conf.name, &c, v[i].dead);
 		}
 		tli_free(v);
 	}
@@ -134,42 +100,51 @@ refresh_main(void *arg)
 		pthread_mutex_unlock(&ms->mtx);
 		refresh_topics(ms);
 		pthread_mutex_lock(&ms->mtx);
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += 1;
+		tli_deadline(&ts, CLOCK_REALTIME, 1000);
 		pthread_cond_timedwait(&ms->cv, &ms->mtx, &ts);
 	}
 	pthread_mutex_unlock(&ms->mtx);
 	return NULL;
 }
 
+/* One sample of a counter or gauge without labels, with its TYPE line
+ * (and HELP line when help is not NULL). */
 static void
-render(mstate *ms, tli_buf *o)
+scalar(tli_buf *o, const char *name, const char *type, const char *help,
+    uint64_t v)
 {
-	tlb_broker *b = ms->b;
-	tlb_metrics *m = &b->m;
-	tli_store_stats st;
-	uint64_t cum = 0;
+	if (help != NULL) {
+		tli_buf_printf(o, "# HELP %s %s\n", name, help);
+	}
+	tli_buf_printf(o, "# TYPE %s %s\n%s %llu\n", name, type, name,
+	    (unsigned long long) v);
+}
 
-	pthread_mutex_lock(&ms->mtx);
-	tli_buf_append(o, ms->topics.data, ms->topics.len);
-	pthread_mutex_unlock(&ms->mtx);
-
-	add(o,
-	    "# HELP timeline_requests_total Requests by operation.\n"
-	    "# TYPE timeline_requests_total counter\n");
+/* A counter by request operation. */
+static void
+per_op(tli_buf *o, const char *name, const char *help, _Atomic uint64_t *v)
+{
+	tli_buf_printf(
+	    o, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
 	for (int op = 1; op < TLP_OP_MAX_; op++) {
 		if (tlp_op_is_request(op)) {
-			add(o, "timeline_requests_total{op=\"%s\"} %llu\n",
+			tli_buf_printf(o, "%s{op=\"%s\"} %llu\n", name,
 			    tlp_op_name(op),
-			    (unsigned long long) atomic_load(&m->ops[op]));
+			    (unsigned long long) atomic_load(&v[op]));
 		}
 	}
-	add(o,
+}
+
+static void
+render_requests(tlb_metrics *m, tli_buf *o)
+{
+	per_op(o, "timeline_requests_total", "Requests by operation.", m->ops);
+	tli_buf_printf(o,
 	    "# HELP timeline_items_total Batch items by operation and result.\n"
 	    "# TYPE timeline_items_total counter\n");
 	for (int op = 1; op < TLP_OP_MAX_; op++) {
 		if (tlp_op_is_request(op)) {
-			add(o,
+			tli_buf_printf(o,
 			    "timeline_items_total{op=\"%s\",result=\"ok\"} "
 			    "%llu\n"
 			    "timeline_items_total{op=\"%s\",result=\"error\"} "
@@ -181,119 +156,167 @@ render(mstate *ms, tli_buf *o)
 			        &m->items_err[op]));
 		}
 	}
-	add(o,
-	    "# HELP timeline_auth_refusals_total Requests refused with "
-	    "TL_ENOTAUTH, by operation.\n"
-	    "# TYPE timeline_auth_refusals_total counter\n");
-	for (int op = 1; op < TLP_OP_MAX_; op++) {
-		if (tlp_op_is_request(op)) {
-			add(o, "timeline_auth_refusals_total{op=\"%s\"} %llu\n",
-			    tlp_op_name(op),
-			    (unsigned long long) atomic_load(
-			        &m->auth_refusals[op]));
-		}
-	}
-	add(o,
-	    "# HELP timeline_quota_refusals_total Batches refused by a "
-	    "per-group limit, by operation.\n"
-	    "# TYPE timeline_quota_refusals_total counter\n");
-	for (int op = 1; op < TLP_OP_MAX_; op++) {
-		if (tlp_op_is_request(op)) {
-			add(o,
-			    "timeline_quota_refusals_total{op=\"%s\"} %llu\n",
-			    tlp_op_name(op),
-			    (unsigned long long) atomic_load(
-			        &m->quota_refusals[op]));
-		}
-	}
-	add(o,
-	    "# TYPE timeline_leases_total counter\n"
-	    "timeline_leases_total %llu\n",
-	    (unsigned long long) atomic_load(&m->leases));
-	add(o,
-	    "# TYPE timeline_lease_failures_total counter\n"
-	    "timeline_lease_failures_total %llu\n",
-	    (unsigned long long) atomic_load(&m->lease_fail));
-	add(o,
-	    "# TYPE timeline_dead_lettered_total counter\n"
-	    "timeline_dead_lettered_total %llu\n",
-	    (unsigned long long) atomic_load(&m->dead_lettered));
-	add(o,
-	    "# TYPE timeline_delivered_total counter\n"
-	    "timeline_delivered_total %llu\n",
-	    (unsigned long long) atomic_load(&m->delivered));
-	add(o,
-	    "# TYPE timeline_leases_lost_total counter\n"
-	    "timeline_leases_lost_total %llu\n",
-	    (unsigned long long) atomic_load(&m->lost));
-	add(o,
-	    "# HELP timeline_delivered_early_total Deliveries before their "
-	    "due time (always 0).\n# TYPE timeline_delivered_early_total "
-	    "counter\ntimeline_delivered_early_total %llu\n",
-	    (unsigned long long) atomic_load(&m->early));
-	add(o,
+	per_op(o, "timeline_auth_refusals_total",
+	    "Requests refused with TL_ENOTAUTH, by operation.",
+	    m->auth_refusals);
+	per_op(o, "timeline_quota_refusals_total",
+	    "Batches refused by a per-group limit, by operation.",
+	    m->quota_refusals);
+}
+
+static void
+render_delivery(tlb_metrics *m, tli_buf *o)
+{
+	uint64_t cum = 0;
+
+	scalar(o, "timeline_leases_total", "counter", NULL,
+	    atomic_load(&m->leases));
+	scalar(o, "timeline_lease_failures_total", "counter", NULL,
+	    atomic_load(&m->lease_fail));
+	scalar(o, "timeline_dead_lettered_total", "counter", NULL,
+	    atomic_load(&m->dead_lettered));
+	scalar(o, "timeline_delivered_total", "counter", NULL,
+	    atomic_load(&m->delivered));
+	scalar(o, "timeline_leases_lost_total", "counter", NULL,
+	    atomic_load(&m->lost));
+	scalar(o, "timeline_delivered_early_total", "counter",
+	    "Deliveries before their due time (always 0).",
+	    atomic_load(&m->early));
+	tli_buf_printf(o,
 	    "# HELP timeline_lateness_ms Due time to push, milliseconds.\n"
 	    "# TYPE timeline_lateness_ms histogram\n");
 	for (int i = 0; i < TLB_LAT_BUCKETS; i++) {
 		cum += atomic_load(&m->lat_count[i]);
-		add(o, "timeline_lateness_ms_bucket{le=\"%g\"} %llu\n",
+		tli_buf_printf(o,
+		    "timeline_lateness_ms_bucket{le=\"%g\"} %llu\n",
 		    tlb_lat_bounds[i], (unsigned long long) cum);
 	}
 	cum += atomic_load(&m->lat_count[TLB_LAT_BUCKETS]);
-	add(o, "timeline_lateness_ms_bucket{le=\"+Inf\"} %llu\n",
+	tli_buf_printf(o, "timeline_lateness_ms_bucket{le=\"+Inf\"} %llu\n",
 	    (unsigned long long) cum);
-	add(o,
+	tli_buf_printf(o,
 	    "timeline_lateness_ms_sum %.3f\ntimeline_lateness_ms_count %llu\n",
 	    (double) atomic_load(&m->lat_sum_us) / 1000.0,
 	    (unsigned long long) cum);
+}
+
+static void
+render_store(tlb_broker *b, tli_buf *o)
+{
+	tli_store_stats st;
 
 	tli_store_get_stats(b->store, &st);
-	add(o,
-	    "# HELP timeline_commit_batches_total Group commits written.\n"
-	    "# TYPE timeline_commit_batches_total counter\n"
-	    "timeline_commit_batches_total %llu\n",
-	    (unsigned long long) st.batches);
-	add(o,
-	    "# TYPE timeline_commit_ops_total counter\n"
-	    "timeline_commit_ops_total %llu\n",
-	    (unsigned long long) st.ops);
-	add(o,
+	scalar(o, "timeline_commit_batches_total", "counter",
+	    "Group commits written.", st.batches);
+	scalar(o, "timeline_commit_ops_total", "counter", NULL, st.ops);
+	tli_buf_printf(o,
 	    "# HELP timeline_commit_sync_seconds_total Time in write+fsync.\n"
 	    "# TYPE timeline_commit_sync_seconds_total counter\n"
 	    "timeline_commit_sync_seconds_total %.6f\n",
 	    (double) st.sync_ns_total / 1e9);
-	add(o,
-	    "# TYPE timeline_commit_batch_max gauge\n"
-	    "timeline_commit_batch_max %llu\n",
-	    (unsigned long long) st.max_batch);
+	scalar(o, "timeline_commit_batch_max", "gauge", NULL, st.max_batch);
+}
 
-	add(o, "# TYPE timeline_sessions gauge\ntimeline_sessions %llu\n",
-	    (unsigned long long) atomic_load(&m->sessions));
-	add(o,
-	    "# TYPE timeline_sessions_total counter\n"
-	    "timeline_sessions_total %llu\n",
-	    (unsigned long long) atomic_load(&m->sessions_total));
-	add(o,
-	    "# TYPE timeline_protocol_errors_total counter\n"
-	    "timeline_protocol_errors_total %llu\n",
-	    (unsigned long long) atomic_load(&m->proto_errors));
-	add(o,
+static void
+render_sessions(tlb_broker *b, tli_buf *o)
+{
+	tlb_metrics *m = &b->m;
+	tlb_session_info *v;
+	size_t n = 0;
+
+	scalar(
+	    o, "timeline_sessions", "gauge", NULL, atomic_load(&m->sessions));
+	scalar(o, "timeline_sessions_total", "counter", NULL,
+	    atomic_load(&m->sessions_total));
+	scalar(o, "timeline_protocol_errors_total", "counter", NULL,
+	    atomic_load(&m->proto_errors));
+	tli_buf_printf(o,
 	    "# HELP timeline_client_clock_offset_ms Client clock minus the "
 	    "broker's.\n# TYPE timeline_client_clock_offset_ms gauge\n");
-	pthread_mutex_lock(&b->sess_mtx);
-	for (tlb_session *s = b->sessions; s != NULL; s = s->next) {
-		if (s->hello) {
-			char name[4 * TL_MAX_NAME_LEN + 1];
-			tlb_label_escape(name, sizeof(name), s->name);
-			add(o,
-			    "timeline_client_clock_offset_ms{session=\"%llu\","
-			    "client=\"%s\"} %lld\n",
-			    (unsigned long long) s->id, name,
-			    (long long) atomic_load(&s->clock_offset_ms));
-		}
+	v = tlb_sessions_info(b, &n);
+	for (size_t i = 0; i < n; i++) {
+		char name[4 * TL_MAX_NAME_LEN + 1];
+		label_escape(name, sizeof(name), v[i].name);
+		tli_buf_printf(o,
+		    "timeline_client_clock_offset_ms{session=\"%llu\","
+		    "client=\"%s\"} %lld\n",
+		    (unsigned long long) v[i].id, name,
+		    (long long) v[i].clock_offset_ms);
 	}
-	pthread_mutex_unlock(&b->sess_mtx);
-	tlb_dsp_metrics(b, o);
+	tli_free(v);
+}
+
+/* The dispatcher's figures: one family per column of its rows, per
+ * subscription (credit, held, delivered) or per topic (consumers,
+ * window). */
+typedef enum {
+	DSP_CREDIT,
+	DSP_HELD,
+	DSP_DELIVERED,
+	DSP_CONSUMERS,
+	DSP_WINDOW
+} dsp_col;
+
+static void
+dsp_family(tli_buf *o, const tlb_dsp_stat *v, size_t n, const char *name,
+    const char *type, dsp_col col)
+{
+	bool per_topic = col == DSP_CONSUMERS || col == DSP_WINDOW;
+
+	tli_buf_printf(o, "# TYPE %s %s\n", name, type);
+	for (size_t i = 0; i < n; i++) {
+		char tn[4 * TL_MAX_NAME_LEN + 1], cn[4 * TL_MAX_NAME_LEN + 1];
+		bool topic_row = v[i].consumer[0] == '\0';
+
+		if (topic_row != per_topic) {
+			continue;
+		}
+		label_escape(tn, sizeof(tn), v[i].topic);
+		if (per_topic) {
+			tli_buf_printf(o, "%s{topic=\"%s\"} %llu\n", name, tn,
+			    (unsigned long long) (col == DSP_CONSUMERS
+			            ? v[i].consumers
+			            : v[i].window));
+			continue;
+		}
+		label_escape(cn, sizeof(cn), v[i].consumer);
+		tli_buf_printf(o, "%s{topic=\"%s\",consumer=\"%s\"} %llu\n",
+		    name, tn, cn,
+		    (unsigned long long) (col == DSP_CREDIT ? v[i].credit
+		            : col == DSP_HELD               ? v[i].held
+		                                            : v[i].delivered));
+	}
+}
+
+static void
+render_dispatcher(tlb_broker *b, tli_buf *o)
+{
+	tlb_dsp_stat *v = NULL;
+	size_t n = 0;
+
+	if (tlb_dsp_stats(b, &v, &n) != TL_OK) {
+		return;
+	}
+	dsp_family(o, v, n, "timeline_consumer_credit", "gauge", DSP_CREDIT);
+	dsp_family(o, v, n, "timeline_consumer_held", "gauge", DSP_HELD);
+	dsp_family(o, v, n, "timeline_consumer_delivered_total", "counter",
+	    DSP_DELIVERED);
+	dsp_family(o, v, n, "timeline_consumers", "gauge", DSP_CONSUMERS);
+	dsp_family(o, v, n, "timeline_window_entries", "gauge", DSP_WINDOW);
+	tli_free(v);
+}
+
+static void
+render(mstate *ms, tli_buf *o)
+{
+	pthread_mutex_lock(&ms->mtx);
+	tli_buf_append(o, ms->topics.data, ms->topics.len);
+	pthread_mutex_unlock(&ms->mtx);
+	render_requests(&ms->b->m, o);
+	render_delivery(&ms->b->m, o);
+	render_store(ms->b, o);
+	render_sessions(ms->b, o);
+	render_dispatcher(ms->b, o);
 }
 
 static void
@@ -371,11 +394,7 @@ tlb_metrics_stop(tlb_broker *b)
 	if (ms == NULL) {
 		return;
 	}
-	pthread_mutex_lock(&ms->mtx);
-	ms->stop = true;
-	pthread_cond_signal(&ms->cv);
-	pthread_mutex_unlock(&ms->mtx);
-	pthread_join(ms->th, NULL);
+	tli_thread_stop(ms->th, &ms->mtx, &ms->cv, &ms->stop);
 	nng_http_server_stop(ms->srv);
 	nng_http_server_release(ms->srv);
 	tli_buf_fini(&ms->topics);

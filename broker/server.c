@@ -23,31 +23,116 @@
 
 #include "auth.h"
 #include "broker.h"
+#include "msgs.h"
+#include "server.h"
+
+struct tlb_session {
+	tlb_broker *b;
+	struct tlb_server *srv;
+	nng_stream *st;
+	uint64_t id;
+	_Atomic int refs;
+	pthread_mutex_t mtx;
+	bool closed;
+	bool hello; /* worker thread only */
+	/* closing once its queued replies are sent (under mtx); no request
+	 * is handled meanwhile */
+	bool lingering;
+	const char *linger_why;
+	nng_aio *linger_aio;     /* the drain before such a close */
+	_Atomic uint64_t rx_ops; /* reads completed (the drain's progress) */
+	uint64_t linger_mark;
+	int linger_rounds;
+	bool linger_armed; /* under mtx */
+	/* starts of reads and sends vs the stream's close (io_start) */
+	pthread_mutex_t io_mtx;
+	bool io_closed;
+	char name[TL_MAX_NAME_LEN + 1]; /* worker; read under mtx elsewhere */
+	_Atomic int64_t clock_offset_ms;
+	/* read side (nng callbacks only) */
+	nng_aio *rx_aio;
+	uint8_t rx_len[TLP_LEN_BYTES];
+	uint8_t *rx_buf;
+	size_t rx_need;
+	size_t rx_got;
+	bool rx_body;
+	/* write side (under mtx) */
+	nng_aio *tx_aio;
+	tli_buf tx_pending;  /* frames waiting to be sent */
+	tli_buf tx_inflight; /* the bytes of the send in progress */
+	size_t tx_off;
+	bool tx_busy;
+	tlb_session *next; /* the server's session list */
+	/* authentication: set by HELLO on the worker; tok_hash and authed
+	 * under mtx (a reload reads them) */
+	bool authed;
+	uint8_t tok_hash[TLP_SHA256_LEN];
+	tlb_auth *auth;            /* the table prin came from, held */
+	const tlb_principal *prin; /* worker thread only */
+};
+
+typedef struct acc_ctx {
+	struct tlb_server *srv;
+	int i;
+} acc_ctx;
+
+/* The server part of the broker (b->srv). */
+typedef struct tlb_server {
+	tlb_broker *b;
+	tlb_server_hooks hooks;
+
+	nng_stream_listener *lst[TLB_MAX_LISTEN];
+	nng_aio *acc_aio[TLB_MAX_LISTEN];
+	acc_ctx acc[TLB_MAX_LISTEN];
+	char bound[TLB_MAX_LISTEN][300];
+	int nlst;
+
+	pthread_mutex_t sess_mtx; /* the list; a leaf */
+	tlb_session *sessions;
+	_Atomic uint64_t next_session;
+	pthread_cond_t sess_cv; /* signalled when a session is freed */
+	int live_sessions;
+
+	pthread_mutex_t wq_mtx; /* the worker queue; a leaf */
+	pthread_cond_t wq_cv;
+	tlb_job *wq_head;
+	tlb_job *wq_tail;
+	pthread_t worker;
+	bool worker_started;
+	bool worker_stop;
+} tlb_server;
 
 /* ---- sessions ---- */
 
 void
 tlb_session_hold(tlb_session *s)
 {
-	atomic_fetch_add(&s->refs, 1);
+	int was = atomic_fetch_add(&s->refs, 1);
+
+	TLI_ASSERT(was > 0); /* a free session cannot be held again */
+	(void) was;
 }
 
 static void
 session_free(tlb_session *s)
 {
 	tlb_broker *b = s->b;
+	tlb_server *sv = s->srv;
 	tlb_session **pp;
 
-	pthread_mutex_lock(&b->sess_mtx);
-	for (pp = &b->sessions; *pp != NULL; pp = &(*pp)->next) {
+	/* Only a closed session loses its last reference (the read loop's
+	 * ends after a close), and no send is in progress (it holds one). */
+	TLI_ASSERT(s->closed && !s->tx_busy);
+	pthread_mutex_lock(&sv->sess_mtx);
+	for (pp = &sv->sessions; *pp != NULL; pp = &(*pp)->next) {
 		if (*pp == s) {
 			*pp = s->next;
 			break;
 		}
 	}
-	b->live_sessions--;
-	pthread_cond_broadcast(&b->sess_cv);
-	pthread_mutex_unlock(&b->sess_mtx);
+	sv->live_sessions--;
+	pthread_cond_broadcast(&sv->sess_cv);
+	pthread_mutex_unlock(&sv->sess_mtx);
 	/* The last reference may be dropped inside one of the session's own
 	 * aio callbacks: reap instead of free. */
 	nng_aio_reap(s->rx_aio);
@@ -69,7 +154,10 @@ session_free(tlb_session *s)
 void
 tlb_session_rele(tlb_session *s)
 {
-	if (atomic_fetch_sub(&s->refs, 1) == 1) {
+	int was = atomic_fetch_sub(&s->refs, 1);
+
+	TLI_ASSERT(was > 0);
+	if (was == 1) {
 		session_free(s);
 	}
 }
@@ -89,7 +177,9 @@ tlb_session_close(tlb_session *s, const char *why)
 	tlb_log(why != NULL ? TLB_INFO : TLB_DEBUG, "S020",
 	    "session %llu (%s) closed%s%s", (unsigned long long) s->id,
 	    s->name[0] ? s->name : "-", why ? ": " : "", why ? why : "");
-	tlb_dsp_session_gone(s->b, s);
+	if (s->srv->hooks.closed != NULL) {
+		s->srv->hooks.closed(s->b, s);
+	}
 	pthread_mutex_lock(&s->io_mtx);
 	s->io_closed = true;
 	nng_stream_close(s->st);
@@ -120,6 +210,7 @@ linger_start(tlb_session *s)
 	bool start;
 
 	pthread_mutex_lock(&s->mtx);
+	TLI_ASSERT(s->lingering); /* only a closing session drains */
 	start = !s->linger_armed && !s->closed;
 	s->linger_armed = true;
 	pthread_mutex_unlock(&s->mtx);
@@ -150,8 +241,6 @@ linger_cb(void *arg)
 	tlb_session_close(s, s->linger_why);
 	tlb_session_rele(s); /* the drain's reference */
 }
-
-static void linger_start(tlb_session *s);
 
 void
 tlb_session_close_after_reply(tlb_session *s, const char *why)
@@ -229,6 +318,7 @@ tx_swap(tlb_session *s)
 {
 	tli_buf t;
 
+	TLI_ASSERT_LOCKED(&s->mtx);
 	if (s->tx_busy || s->tx_pending.len == 0 || s->closed) {
 		return false;
 	}
@@ -249,6 +339,7 @@ tx_cb(void *arg)
 	bool more = false, linger_done;
 
 	pthread_mutex_lock(&s->mtx);
+	TLI_ASSERT(s->tx_busy); /* a send completes only once started */
 	if (rv == 0) {
 		s->tx_off += nng_aio_count(s->tx_aio);
 		if (s->tx_off < s->tx_inflight.len) {
@@ -301,26 +392,35 @@ tlb_session_send(tlb_session *s, const uint8_t *p, size_t n)
 	}
 }
 
-void
-tlb_send_frame(tlb_session *s, uint8_t op, uint8_t flags, uint32_t reqid,
+int
+tlb_session_send_enc(tlb_session *s, uint8_t op, uint8_t flags, uint32_t reqid,
     tlb_enc_fn enc, const void *arg)
 {
 	tli_buf b;
 	tlp_w w;
+	int rv;
 
 	tli_buf_init(&b);
 	tlp_frame_begin(&b, &w, op, flags, reqid);
 	enc(&w, arg);
-	if (tlp_frame_end(&b, 0) == TL_OK) {
+	if ((rv = tlp_frame_end(&b, 0)) == TL_OK) {
 		tlb_session_send(s, b.data, b.len);
-	} else {
+	}
+	tli_buf_fini(&b);
+	return rv;
+}
+
+void
+tlb_send_frame(tlb_session *s, uint8_t op, uint8_t flags, uint32_t reqid,
+    tlb_enc_fn enc, const void *arg)
+{
+	if (tlb_session_send_enc(s, op, flags, reqid, enc, arg) != TL_OK) {
 		tlb_log(TLB_ERROR, "S030",
 		    "session %llu: reply to %s too large "
 		    "or out of memory",
 		    (unsigned long long) s->id,
 		    tlp_op_name(op) ? tlp_op_name(op) : "?");
 	}
-	tli_buf_fini(&b);
 }
 
 typedef struct err_arg {
@@ -360,6 +460,8 @@ rx_start(tlb_session *s)
 	tlb_session_rele(s);
 }
 
+static void worker_push(tlb_server *sv, tlb_job *j);
+
 static void
 rx_frame_done(tlb_session *s)
 {
@@ -376,7 +478,7 @@ rx_frame_done(tlb_session *s)
 		j->frame = s->rx_buf;
 		j->len = s->rx_need;
 		j->next = NULL;
-		tlb_worker_push(s->b, j);
+		worker_push(s->srv, j);
 	}
 	s->rx_buf = NULL;
 	s->rx_body = false;
@@ -446,9 +548,11 @@ rx_cb(void *arg)
 }
 
 static void
-session_new(tlb_broker *b, nng_stream *st)
+session_new(tlb_server *sv, nng_stream *st)
 {
+	tlb_broker *b = sv->b;
 	tlb_session *s = tli_zalloc(sizeof(*s));
+	pthread_mutexattr_t ma;
 
 	if (s == NULL || nng_aio_alloc(&s->rx_aio, rx_cb, s) != 0 ||
 	    nng_aio_alloc(&s->tx_aio, tx_cb, s) != 0 ||
@@ -462,8 +566,9 @@ session_new(tlb_broker *b, nng_stream *st)
 		return;
 	}
 	s->b = b;
+	s->srv = sv;
 	s->st = st;
-	s->id = atomic_fetch_add(&b->next_session, 1);
+	s->id = atomic_fetch_add(&sv->next_session, 1);
 	/* Every read waits at most idle_ms: a client that sends nothing (not
 	 * even the SDK's pings) for that long is gone, or its connection is
 	 * (a half-open TCP connection would keep its subscriptions' credit
@@ -473,21 +578,18 @@ session_new(tlb_broker *b, nng_stream *st)
 	                        : NNG_DURATION_INFINITE);
 	atomic_store(&s->refs, 1); /* the read loop */
 	pthread_mutex_init(&s->mtx, NULL);
-	{
-		pthread_mutexattr_t ma;
-		pthread_mutexattr_init(&ma);
-		pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
-		pthread_mutex_init(&s->io_mtx, &ma);
-		pthread_mutexattr_destroy(&ma);
-	}
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(&s->io_mtx, &ma);
+	pthread_mutexattr_destroy(&ma);
 	tli_buf_init(&s->tx_pending);
 	tli_buf_init(&s->tx_inflight);
 	s->rx_need = TLP_LEN_BYTES;
-	pthread_mutex_lock(&b->sess_mtx);
-	s->next = b->sessions;
-	b->sessions = s;
-	b->live_sessions++;
-	pthread_mutex_unlock(&b->sess_mtx);
+	pthread_mutex_lock(&sv->sess_mtx);
+	s->next = sv->sessions;
+	sv->sessions = s;
+	sv->live_sessions++;
+	pthread_mutex_unlock(&sv->sess_mtx);
 	atomic_fetch_add(&b->m.sessions, 1);
 	atomic_fetch_add(&b->m.sessions_total, 1);
 	tlb_log(TLB_DEBUG, "S010", "session %llu accepted",
@@ -495,33 +597,213 @@ session_new(tlb_broker *b, nng_stream *st)
 	rx_start(s);
 }
 
+/* ---- what the protocol sets on a session ---- */
+
+uint64_t
+tlb_session_id(const tlb_session *s)
+{
+	return s->id;
+}
+
+const char *
+tlb_session_name(const tlb_session *s)
+{
+	return s->name;
+}
+
+bool
+tlb_session_greeted(const tlb_session *s)
+{
+	return s->hello;
+}
+
+void
+tlb_session_greet(tlb_session *s, const char *name, size_t n)
+{
+	pthread_mutex_lock(&s->mtx);
+	snprintf(s->name, sizeof(s->name), "%.*s",
+	    (int) (n < TL_MAX_NAME_LEN ? n : TL_MAX_NAME_LEN),
+	    name != NULL ? name : "");
+	pthread_mutex_unlock(&s->mtx);
+	s->hello = true;
+}
+
+int64_t
+tlb_session_clock_offset_swap(tlb_session *s, int64_t off_ms)
+{
+	return atomic_exchange(&s->clock_offset_ms, off_ms);
+}
+
+const tlb_principal *
+tlb_session_principal(const tlb_session *s)
+{
+	return s->prin;
+}
+
+void
+tlb_session_set_principal(
+    tlb_session *s, tlb_auth *a, const tlb_principal *p, const uint8_t *h)
+{
+	if (p == NULL) {
+		tlb_auth_rele(a);
+		s->hello = false;
+		pthread_mutex_lock(&s->mtx);
+		s->authed = false;
+		pthread_mutex_unlock(&s->mtx);
+		return;
+	}
+	tlb_auth_rele(s->auth);
+	s->auth = a;
+	s->prin = p;
+	pthread_mutex_lock(&s->mtx);
+	memcpy(s->tok_hash, h, sizeof(s->tok_hash));
+	s->authed = true;
+	pthread_mutex_unlock(&s->mtx);
+}
+
+bool
+tlb_session_auth_refresh(tlb_session *s, tlb_auth *cur)
+{
+	const tlb_principal *p;
+
+	if (cur == s->auth) {
+		tlb_auth_rele(cur);
+		return true;
+	}
+	/* tok_hash is written on this (the worker) thread only */
+	if (cur == NULL || (p = tlb_auth_find(cur, s->tok_hash)) == NULL) {
+		tlb_auth_rele(cur);
+		return false;
+	}
+	tlb_auth_rele(s->auth);
+	s->auth = cur;
+	s->prin = p;
+	return true;
+}
+
+/* ---- walking the sessions ---- */
+
+/* Hold s unless its last reference is gone (it is being freed and waits
+ * for the list's lock to unlink itself). With sess_mtx held. */
+static bool
+session_tryhold(tlb_session *s)
+{
+	int r = atomic_load(&s->refs);
+
+	TLI_ASSERT_LOCKED(&s->srv->sess_mtx);
+	while (r > 0) {
+		if (atomic_compare_exchange_weak(&s->refs, &r, r + 1)) {
+			return true;
+		}
+	}
+	return false;
+}
+
+/* The listed sessions, each held (tlb_session_rele each, then tli_free the
+ * array), so that they can be walked outside the list's lock. NULL with
+ * *n = 0 when there are none or no memory. */
+static tlb_session **
+sessions_hold(tlb_server *sv, size_t *n)
+{
+	tlb_session *s, **v;
+	size_t cap;
+
+	*n = 0;
+	pthread_mutex_lock(&sv->sess_mtx);
+	cap = (size_t) sv->live_sessions;
+	v = tli_alloc(sizeof(*v) * (cap + 1));
+	for (s = sv->sessions; s != NULL && v != NULL && *n < cap;
+	     s = s->next) {
+		if (session_tryhold(s)) {
+			v[(*n)++] = s;
+		}
+	}
+	pthread_mutex_unlock(&sv->sess_mtx);
+	return v;
+}
+
+static void
+sessions_rele(tlb_session **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		tlb_session_rele(v[i]);
+	}
+	tli_free(v);
+}
+
+tlb_session_info *
+tlb_sessions_info(tlb_broker *b, size_t *n)
+{
+	size_t nv = 0;
+	tlb_session **v = sessions_hold(b->srv, &nv);
+	tlb_session_info *out = tli_alloc(sizeof(*out) * (nv + 1));
+
+	*n = 0;
+	for (size_t i = 0; out != NULL && i < nv; i++) {
+		tlb_session *s = v[i];
+		tlb_session_info *o = &out[*n];
+
+		if (!s->hello) {
+			continue;
+		}
+		o->id = s->id;
+		pthread_mutex_lock(&s->mtx);
+		memcpy(o->name, s->name, sizeof(o->name));
+		pthread_mutex_unlock(&s->mtx);
+		o->clock_offset_ms = atomic_load(&s->clock_offset_ms);
+		(*n)++;
+	}
+	sessions_rele(v, nv);
+	if (*n == 0) {
+		tli_free(out);
+		out = NULL;
+	}
+	return out;
+}
+
+void
+tlb_server_close_revoked(tlb_broker *b)
+{
+	tlb_auth *a = tlb_auth_current(b);
+	size_t n = 0;
+	tlb_session **v = a != NULL ? sessions_hold(b->srv, &n) : NULL;
+
+	for (size_t i = 0; i < n; i++) {
+		uint8_t h[TLP_SHA256_LEN];
+		bool authed;
+
+		pthread_mutex_lock(&v[i]->mtx);
+		authed = v[i]->authed;
+		memcpy(h, v[i]->tok_hash, sizeof(h));
+		pthread_mutex_unlock(&v[i]->mtx);
+		if (authed && tlb_auth_find(a, h) == NULL) {
+			tlb_session_close(v[i], "credentials revoked");
+		}
+	}
+	sessions_rele(v, n);
+	tlb_auth_rele(a);
+}
+
 /* ---- listeners ---- */
-
-typedef struct acc_ctx {
-	tlb_broker *b;
-	int i;
-} acc_ctx;
-
-static acc_ctx acc_ctxs[TLB_MAX_LISTEN];
 
 static void
 accept_cb(void *arg)
 {
 	acc_ctx *c = arg;
-	tlb_broker *b = c->b;
-	nng_aio *aio = b->acc_aio[c->i];
+	tlb_server *sv = c->srv;
+	nng_aio *aio = sv->acc_aio[c->i];
 	int rv = nng_aio_result(aio);
 
 	if (rv == 0) {
-		session_new(b, nng_aio_get_output(aio, 0));
-	} else if (rv == NNG_ECLOSED || atomic_load(&b->stopping)) {
+		session_new(sv, nng_aio_get_output(aio, 0));
+	} else if (rv == NNG_ECLOSED || atomic_load(&sv->b->stopping)) {
 		return;
 	} else {
 		tlb_log(TLB_WARN, "S002", "accept on %s failed: %s",
-		    b->bound[c->i], nng_strerror(rv));
+		    sv->bound[c->i], nng_strerror(rv));
 	}
-	if (!atomic_load(&b->stopping)) {
-		nng_stream_listener_accept(b->lst[c->i], aio);
+	if (!atomic_load(&sv->b->stopping)) {
+		nng_stream_listener_accept(sv->lst[c->i], aio);
 	}
 }
 
@@ -589,9 +871,10 @@ out:
 }
 
 static int
-listen_one(tlb_broker *b, const char *url)
+listen_one(tlb_server *sv, const char *url)
 {
-	int i = b->nlst, rv, port = 0;
+	tlb_broker *b = sv->b;
+	int i = sv->nlst, rv, port = 0;
 	nng_stream_listener *l;
 	bool tls = strncmp(url, "tls+tcp://", 10) == 0;
 
@@ -615,228 +898,240 @@ listen_one(tlb_broker *b, const char *url)
 		nng_stream_listener_free(l);
 		return -1;
 	}
-	snprintf(b->bound[i], sizeof(b->bound[i]), "%s", url);
+	snprintf(sv->bound[i], sizeof(sv->bound[i]), "%s", url);
 	if ((strncmp(url, "tcp://", 6) == 0 || tls) &&
 	    nng_stream_listener_get_int(l, NNG_OPT_TCP_BOUND_PORT, &port) ==
 	        0) {
 		/* Replace the port (maybe 0) with the one bound. */
 		const char *colon = strrchr(url, ':');
 		if (colon != NULL) {
-			snprintf(b->bound[i], sizeof(b->bound[i]), "%.*s:%d",
+			snprintf(sv->bound[i], sizeof(sv->bound[i]), "%.*s:%d",
 			    (int) (colon - url), url, port);
 		}
 	}
-	acc_ctxs[i].b = b;
-	acc_ctxs[i].i = i;
-	if (nng_aio_alloc(&b->acc_aio[i], accept_cb, &acc_ctxs[i]) != 0) {
+	sv->acc[i].srv = sv;
+	sv->acc[i].i = i;
+	if (nng_aio_alloc(&sv->acc_aio[i], accept_cb, &sv->acc[i]) != 0) {
 		nng_stream_listener_free(l);
 		return -1;
 	}
-	b->lst[i] = l;
-	b->nlst++;
-	tlb_log(TLB_INFO, "S003", "listening on %s", b->bound[i]);
-	nng_stream_listener_accept(l, b->acc_aio[i]);
+	sv->lst[i] = l;
+	sv->nlst++;
+	tlb_log(TLB_INFO, "S003", "listening on %s", sv->bound[i]);
+	nng_stream_listener_accept(l, sv->acc_aio[i]);
 	return 0;
+}
+
+const char *
+tlb_server_url(tlb_broker *b, int i)
+{
+	tlb_server *sv = b->srv;
+
+	return sv != NULL && i >= 0 && i < sv->nlst ? sv->bound[i] : "";
 }
 
 /* ---- the request worker ---- */
 
-void
-tlb_worker_push(tlb_broker *b, tlb_job *j)
+static void
+worker_push(tlb_server *sv, tlb_job *j)
 {
-	pthread_mutex_lock(&b->wq_mtx);
-	if (b->wq_tail != NULL) {
-		b->wq_tail->next = j;
+	pthread_mutex_lock(&sv->wq_mtx);
+	if (sv->wq_tail != NULL) {
+		sv->wq_tail->next = j;
 	} else {
-		b->wq_head = j;
+		sv->wq_head = j;
 	}
-	b->wq_tail = j;
-	pthread_cond_signal(&b->wq_cv);
-	pthread_mutex_unlock(&b->wq_mtx);
+	sv->wq_tail = j;
+	pthread_cond_signal(&sv->wq_cv);
+	pthread_mutex_unlock(&sv->wq_mtx);
+}
+
+/* The next job, or NULL once stopped and drained. With wq_mtx held. */
+static tlb_job *
+worker_pop(tlb_server *sv)
+{
+	tlb_job *j = sv->wq_head;
+
+	TLI_ASSERT_LOCKED(&sv->wq_mtx);
+	if (j != NULL) {
+		sv->wq_head = j->next;
+		if (sv->wq_head == NULL) {
+			sv->wq_tail = NULL;
+		}
+	}
+	return j;
 }
 
 static void *
 worker_main(void *arg)
 {
-	tlb_broker *b = arg;
+	tlb_server *sv = arg;
+	tlb_job *j;
 
 	pthread_setname_np(pthread_self(), "tl-worker");
 	for (;;) {
-		tlb_job *j;
-
-		pthread_mutex_lock(&b->wq_mtx);
-		while (b->wq_head == NULL && !b->worker_stop) {
-			pthread_cond_wait(&b->wq_cv, &b->wq_mtx);
+		pthread_mutex_lock(&sv->wq_mtx);
+		while (sv->wq_head == NULL && !sv->worker_stop) {
+			pthread_cond_wait(&sv->wq_cv, &sv->wq_mtx);
 		}
-		j = b->wq_head;
+		j = worker_pop(sv);
+		pthread_mutex_unlock(&sv->wq_mtx);
 		if (j == NULL) {
-			pthread_mutex_unlock(&b->wq_mtx);
 			break;
 		}
-		b->wq_head = j->next;
-		if (b->wq_head == NULL) {
-			b->wq_tail = NULL;
-		}
-		pthread_mutex_unlock(&b->wq_mtx);
-		tlb_handle(b, j);
+		sv->hooks.handle(sv->b, j);
 	}
 	return NULL;
 }
 
 static void
-write_ready_file(tlb_broker *b)
+write_ready_file(tlb_server *sv)
 {
+	const char *path = sv->b->conf.ready_file;
 	char tmp[600];
 	FILE *f;
 
-	if (b->conf.ready_file[0] == '\0') {
+	if (path[0] == '\0') {
 		return;
 	}
-	snprintf(tmp, sizeof(tmp), "%s.tmp", b->conf.ready_file);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	if ((f = fopen(tmp, "w")) == NULL) {
 		tlb_log(TLB_WARN, "S004", "cannot write %s: %s", tmp,
 		    strerror(errno));
 		return;
 	}
-	for (int i = 0; i < b->nlst; i++) {
-		fprintf(f, "%s\n", b->bound[i]);
+	for (int i = 0; i < sv->nlst; i++) {
+		fprintf(f, "%s\n", sv->bound[i]);
 	}
 	fclose(f);
-	rename(tmp, b->conf.ready_file);
+	rename(tmp, path);
 }
 
 int
-tlb_server_start(tlb_broker *b)
+tlb_server_start(tlb_broker *b, const tlb_server_hooks *hooks)
 {
-	pthread_mutex_init(&b->sess_mtx, NULL);
-	pthread_cond_init(&b->sess_cv, NULL);
-	pthread_mutex_init(&b->wq_mtx, NULL);
-	pthread_cond_init(&b->wq_cv, NULL);
-	atomic_store(&b->next_session, 1);
-	if (pthread_create(&b->worker, NULL, worker_main, b) != 0) {
+	tlb_server *sv = tli_zalloc(sizeof(*sv));
+
+	if (sv == NULL) {
 		return -1;
 	}
-	b->worker_started = true;
+	sv->b = b;
+	sv->hooks = *hooks;
+	pthread_mutex_init(&sv->sess_mtx, NULL);
+	pthread_cond_init(&sv->sess_cv, NULL);
+	pthread_mutex_init(&sv->wq_mtx, NULL);
+	pthread_cond_init(&sv->wq_cv, NULL);
+	atomic_store(&sv->next_session, 1);
+	b->srv = sv;
+	if (pthread_create(&sv->worker, NULL, worker_main, sv) != 0) {
+		return -1;
+	}
+	sv->worker_started = true;
 	for (int i = 0; i < b->conf.nlisten; i++) {
-		if (listen_one(b, b->conf.listen[i]) != 0) {
+		if (listen_one(sv, b->conf.listen[i]) != 0) {
 			return -1;
 		}
 	}
-	write_ready_file(b);
+	write_ready_file(sv);
 	return 0;
 }
 
-tlb_session **
-tlb_sessions_hold(tlb_broker *b, size_t *n)
-{
-	tlb_session *s, **v;
-	size_t cap;
-
-	*n = 0;
-	pthread_mutex_lock(&b->sess_mtx);
-	cap = (size_t) b->live_sessions;
-	v = tli_alloc(sizeof(*v) * (cap + 1));
-	for (s = b->sessions; s != NULL && v != NULL && *n < cap; s = s->next) {
-		tlb_session_hold(s);
-		v[(*n)++] = s;
-	}
-	pthread_mutex_unlock(&b->sess_mtx);
-	return v;
-}
-
-/* Stop accepting, finish the queued requests, close every session. */
 void
 tlb_server_stop(tlb_broker *b)
 {
+	tlb_server *sv = b->srv;
 	tlb_session **v;
 	size_t n = 0;
 	tlb_job *j;
 
-	for (int i = 0; i < b->nlst; i++) {
-		nng_stream_listener_close(b->lst[i]);
-		nng_aio_stop(b->acc_aio[i]);
+	if (sv == NULL) {
+		return;
+	}
+	for (int i = 0; i < sv->nlst; i++) {
+		nng_stream_listener_close(sv->lst[i]);
+		nng_aio_stop(sv->acc_aio[i]);
 	}
 	/* Close every session (no more reads), holding each so the list can
 	 * be walked outside its lock (a close reaches the dispatcher, whose
 	 * lock comes first). */
-	v = tlb_sessions_hold(b, &n);
+	v = sessions_hold(sv, &n);
 	for (size_t i = 0; i < n; i++) {
 		tlb_session_close(v[i], NULL);
-		tlb_session_rele(v[i]);
 	}
-	tli_free(v);
+	sessions_rele(v, n);
 	/* The worker finishes what was queued (writes still reach the store;
 	 * their replies are dropped), then stops. */
-	pthread_mutex_lock(&b->wq_mtx);
-	b->worker_stop = true;
-	pthread_cond_signal(&b->wq_cv);
-	pthread_mutex_unlock(&b->wq_mtx);
-	if (b->worker_started) {
-		pthread_join(b->worker, NULL);
-		b->worker_started = false;
+	if (sv->worker_started) {
+		tli_thread_stop(
+		    sv->worker, &sv->wq_mtx, &sv->wq_cv, &sv->worker_stop);
+		sv->worker_started = false;
 	}
 	/* A read that completed during the close may have queued a frame
 	 * after the worker left: release it. */
-	pthread_mutex_lock(&b->wq_mtx);
-	j = b->wq_head;
-	b->wq_head = b->wq_tail = NULL;
-	pthread_mutex_unlock(&b->wq_mtx);
-	while (j != NULL) {
-		tlb_job *next = j->next;
+	pthread_mutex_lock(&sv->wq_mtx);
+	while ((j = worker_pop(sv)) != NULL) {
 		tli_free(j->frame);
 		tlb_session_rele(j->s);
 		tli_free(j);
-		j = next;
 	}
+	pthread_mutex_unlock(&sv->wq_mtx);
 }
 
-/* After the store is closed (every completion ran): wait until every
- * session is freed, then free the listeners. */
+/* Whether sessions remain; if so, wait up to 20 ms for one to go. */
+static bool
+sessions_wait(tlb_server *sv)
+{
+	struct timespec ts;
+	bool left;
+
+	pthread_mutex_lock(&sv->sess_mtx);
+	if ((left = sv->live_sessions > 0)) {
+		tli_deadline(&ts, CLOCK_REALTIME, 20);
+		pthread_cond_timedwait(&sv->sess_cv, &sv->sess_mtx, &ts);
+	}
+	pthread_mutex_unlock(&sv->sess_mtx);
+	return left;
+}
+
 void
 tlb_server_wait(tlb_broker *b)
 {
-	for (;;) {
-		tlb_session *s, **v;
-		size_t n = 0, cap;
+	tlb_server *sv = b->srv;
 
-		pthread_mutex_lock(&b->sess_mtx);
-		if (b->live_sessions == 0) {
-			pthread_mutex_unlock(&b->sess_mtx);
+	if (sv == NULL) {
+		return;
+	}
+	for (;;) {
+		tlb_session **v;
+		size_t n = 0;
+
+		pthread_mutex_lock(&sv->sess_mtx);
+		if (sv->live_sessions == 0) {
+			pthread_mutex_unlock(&sv->sess_mtx);
 			break;
 		}
+		pthread_mutex_unlock(&sv->sess_mtx);
 		/* nng 1.5.2 can leave an operation on a dead stream pending
 		 * even after the close: abort them until the sessions are
 		 * gone (outside the lock: a callback may free a session). */
-		cap = (size_t) b->live_sessions;
-		v = tli_alloc(sizeof(*v) * (cap + 1));
-		for (s = b->sessions; s != NULL && v != NULL && n < cap;
-		     s = s->next) {
-			tlb_session_hold(s);
-			v[n++] = s;
-		}
-		pthread_mutex_unlock(&b->sess_mtx);
+		v = sessions_hold(sv, &n);
 		for (size_t i = 0; i < n; i++) {
 			nng_aio_abort(v[i]->rx_aio, NNG_ECLOSED);
 			nng_aio_abort(v[i]->tx_aio, NNG_ECLOSED);
-			tlb_session_rele(v[i]);
 		}
-		tli_free(v);
-		pthread_mutex_lock(&b->sess_mtx);
-		if (b->live_sessions > 0) {
-			struct timespec ts;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += 20 * 1000000;
-			if (ts.tv_nsec >= 1000000000) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000;
-			}
-			pthread_cond_timedwait(&b->sess_cv, &b->sess_mtx, &ts);
+		sessions_rele(v, n);
+		if (!sessions_wait(sv)) {
+			break;
 		}
-		pthread_mutex_unlock(&b->sess_mtx);
 	}
-	for (int i = 0; i < b->nlst; i++) {
-		nng_aio_free(b->acc_aio[i]);
-		nng_stream_listener_free(b->lst[i]);
+	for (int i = 0; i < sv->nlst; i++) {
+		nng_aio_free(sv->acc_aio[i]);
+		nng_stream_listener_free(sv->lst[i]);
 	}
-	b->nlst = 0;
+	pthread_cond_destroy(&sv->wq_cv);
+	pthread_mutex_destroy(&sv->wq_mtx);
+	pthread_cond_destroy(&sv->sess_cv);
+	pthread_mutex_destroy(&sv->sess_mtx);
+	tli_free(sv);
+	b->srv = NULL;
 }

@@ -1,39 +1,12 @@
 /*
- * Logging (levels, stable ids, one line each to stderr) and the broker
- * clock: timeline time that follows the wall clock without jumping.
+ * The broker clock (clock.h): an anchor (monotonic time, timeline time)
+ * that moves towards the wall clock once a second by a bounded step.
  */
-#include <stdarg.h>
-#include <stdio.h>
-#include <time.h>
+#include <pthread.h>
 
-#include "broker.h"
-
-tlb_level tlb_log_level = TLB_INFO;
-
-static const char *level_names[] = {"error", "warn", "info", "debug"};
-
-void
-tlb_log(tlb_level lvl, const char *id, const char *fmt, ...)
-{
-	char msg[1024], stamp[32];
-	struct tm tm;
-	time_t t;
-	va_list ap;
-
-	if (lvl > tlb_log_level) {
-		return;
-	}
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	t = time(NULL);
-	gmtime_r(&t, &tm);
-	strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &tm);
-	fprintf(stderr, "%s timelined %s %s %s\n", stamp, level_names[lvl], id,
-	    msg);
-}
-
-/* ---- the clock ---- */
+#include "base.h"
+#include "clock.h"
+#include "tlb_log.h"
 
 static pthread_mutex_t clk_mtx = PTHREAD_MUTEX_INITIALIZER;
 static int64_t clk_base_mono_ns; /* monotonic time at the last anchor */
