@@ -31,7 +31,7 @@ typedef struct rd_buf {
 /* ---- small helpers ---- */
 
 void
-tli_log(tl_client *c, tl_log_level lvl, const char *fmt, ...)
+tli_client_log(tl_client *c, tl_log_level lvl, const char *fmt, ...)
 {
 	char line[512];
 	va_list ap;
@@ -378,7 +378,8 @@ ping_reply(tli_req *q, int err, tlp_r *r)
 		c->offset_ms = off;
 		pthread_mutex_unlock(&c->mtx);
 	} else if (err != TL_OK && err != TL_ECONN && err != TL_ECLOSED) {
-		tli_log(c, TL_LOG_WARN, "ping failed: %s", tl_strerror(err));
+		tli_client_log(
+		    c, TL_LOG_WARN, "ping failed: %s", tl_strerror(err));
 	}
 	tli_free(p);
 }
@@ -531,8 +532,8 @@ send_main(void *arg)
 			c->sending = false;
 			pthread_cond_broadcast(&c->cv);
 			if (rv != TL_OK && c->stream == s) {
-				tli_log(c, TL_LOG_WARN, "send failed: %s",
-				    tl_strerror(rv));
+				tli_client_log(c, TL_LOG_WARN,
+				    "send failed: %s", tl_strerror(rv));
 				c->stream_dead = true;
 				nng_stream_close(s);
 				/* The reader may wait on the dead stream for
@@ -685,7 +686,7 @@ conn_hello(tl_client *c, nng_stream *s, nng_aio *aio, rd_buf *r)
 		return TL_EPROTO;
 	}
 	if (err != TL_OK) {
-		tli_log(c, TL_LOG_ERROR,
+		tli_client_log(c, TL_LOG_ERROR,
 		    "the broker refused the session: %s (%.*s)",
 		    tl_strerror(err), (int) detail.n,
 		    detail.p != NULL ? detail.p : "");
@@ -698,7 +699,8 @@ conn_hello(tl_client *c, nng_stream *s, nng_aio *aio, rd_buf *r)
 	c->offset_ms = rep.broker_ms - (t_send + t_recv) / 2;
 	c->session_id = rep.session_id;
 	pthread_mutex_unlock(&c->mtx);
-	tli_log(c, TL_LOG_INFO, "session %llu with %.*s, clock offset %lld ms",
+	tli_client_log(c, TL_LOG_INFO,
+	    "session %llu with %.*s, clock offset %lld ms",
 	    (unsigned long long) rep.session_id, (int) rep.broker_name.n,
 	    rep.broker_name.p != NULL ? rep.broker_name.p : "",
 	    (long long) c->offset_ms);
@@ -719,7 +721,7 @@ conn_dispatch(tl_client *c, const tlp_hdr *h, const uint8_t *body, size_t blen)
 		return;
 	}
 	if ((h->flags & TLP_F_REPLY) == 0) {
-		tli_log(c, TL_LOG_WARN,
+		tli_client_log(c, TL_LOG_WARN,
 		    "ignored a frame that is neither a reply "
 		    "nor a push (op %d)",
 		    h->op);
@@ -735,7 +737,7 @@ conn_dispatch(tl_client *c, const tlp_hdr *h, const uint8_t *body, size_t blen)
 	if (tlp_dec_reply_head(&r, &err, &detail, &nf) != TL_OK) {
 		err = TL_EPROTO;
 	} else if (err != TL_OK) {
-		tli_log(c, TL_LOG_DEBUG, "%s failed: %s (%.*s)",
+		tli_client_log(c, TL_LOG_DEBUG, "%s failed: %s (%.*s)",
 		    tlp_op_name(q->op) != NULL ? tlp_op_name(q->op) : "?",
 		    tl_strerror(err), (int) detail.n,
 		    detail.p != NULL ? detail.p : "");
@@ -756,7 +758,7 @@ conn_down(tl_client *c, nng_stream *s, int why)
 	nng_stream_close(s);
 	err = c->closing ? TL_ECLOSED : TL_ECONN;
 	if (!c->closing) {
-		tli_log(c, TL_LOG_WARN, "connection to %s lost: %s",
+		tli_client_log(c, TL_LOG_WARN, "connection to %s lost: %s",
 		    c->opts.url, tl_strerror(why));
 	}
 	c->state = c->closing ? TLI_CLOSING : TLI_DOWN;
@@ -825,8 +827,9 @@ conn_main(void *arg)
 				pthread_mutex_unlock(&c->mtx);
 				break;
 			}
-			tli_log(c, TL_LOG_DEBUG, "reconnect to %s failed: %s",
-			    c->opts.url, tl_strerror(rv));
+			tli_client_log(c, TL_LOG_DEBUG,
+			    "reconnect to %s failed: %s", c->opts.url,
+			    tl_strerror(rv));
 			conn_backoff(c, backoff);
 			backoff = backoff * 2 > c->opts.backoff_max_ms
 			    ? c->opts.backoff_max_ms
@@ -846,7 +849,7 @@ conn_main(void *arg)
 		c->gen++;
 		c->next_ping = tli_mono_ms() + TLI_PING_MS;
 		if (!first) {
-			tli_log(
+			tli_client_log(
 			    c, TL_LOG_INFO, "reconnected to %s", c->opts.url);
 			tli_consumer_resubscribe(c);
 		}
@@ -901,7 +904,7 @@ read_pem(tl_client *c, const char *path)
 	char *buf = tli_read_file(path, 1024 * 1024);
 
 	if (buf == NULL) {
-		tli_log(c, TL_LOG_ERROR, "cannot read %s: %s", path,
+		tli_client_log(c, TL_LOG_ERROR, "cannot read %s: %s", path,
 		    strerror(errno));
 	}
 	return buf;
@@ -919,7 +922,7 @@ client_tls(tl_client *c)
 	int rv = TL_EINVAL, nrv;
 
 	if (c->opts.tls_ca == NULL) {
-		tli_log(c, TL_LOG_ERROR,
+		tli_client_log(c, TL_LOG_ERROR,
 		    "%s needs a CA file (tl_opts_set_tls_ca or "
 		    "TIMELINE_TLS_CA) to verify the broker",
 		    c->opts.url);
@@ -932,8 +935,9 @@ client_tls(tl_client *c)
 		return nrv == NNG_ENOMEM ? TL_ENOMEM : TL_EINVAL;
 	}
 	if ((nrv = nng_tls_config_ca_file(cfg, c->opts.tls_ca)) != 0) {
-		tli_log(c, TL_LOG_ERROR, "the CA file %s is not usable: %s",
-		    c->opts.tls_ca, nng_strerror(nrv));
+		tli_client_log(c, TL_LOG_ERROR,
+		    "the CA file %s is not usable: %s", c->opts.tls_ca,
+		    nng_strerror(nrv));
 		goto out;
 	}
 	if ((nrv = nng_tls_config_server_name(cfg,
@@ -950,7 +954,7 @@ client_tls(tl_client *c)
 		}
 		if ((nrv = nng_tls_config_own_cert(cfg, cert, key, NULL)) !=
 		    0) {
-			tli_log(c, TL_LOG_ERROR,
+			tli_client_log(c, TL_LOG_ERROR,
 			    "the client certificate %s or key %s is not "
 			    "usable: %s",
 			    c->opts.tls_cert, c->opts.tls_key,

@@ -694,7 +694,7 @@ consumer_deliver(tl_client *c, const tlp_deliver *d)
 	size_t dropped = 0;
 
 	if ((ls = tli_zalloc(sizeof(*ls) * (d->n + 1))) == NULL) {
-		tli_log(c, TL_LOG_ERROR,
+		tli_client_log(c, TL_LOG_ERROR,
 		    "out of memory for %zu deliveries; "
 		    "their leases will run out",
 		    d->n);
@@ -721,8 +721,9 @@ consumer_deliver(tl_client *c, const tlp_deliver *d)
 	}
 	tli_free(ls);
 	if (dropped > 0) {
-		tli_log(c, TL_LOG_WARN, "dropped %zu deliveries for %.*s/%.*s",
-		    dropped, (int) d->topic.n, d->topic.p, (int) d->consumer.n,
+		tli_client_log(c, TL_LOG_WARN,
+		    "dropped %zu deliveries for %.*s/%.*s", dropped,
+		    (int) d->topic.n, d->topic.p, (int) d->consumer.n,
 		    d->consumer.p);
 	}
 }
@@ -764,12 +765,12 @@ tli_consumer_push(tl_client *c, uint8_t op, const uint8_t *body, size_t len)
 	int rv;
 
 	if (op != TLP_OP_DELIVER && op != TLP_OP_LEASE_LOST) {
-		tli_log(c, TL_LOG_DEBUG, "ignored push op %d", op);
+		tli_client_log(c, TL_LOG_DEBUG, "ignored push op %d", op);
 		return;
 	}
 	tlp_r_init(&r, body, len);
 	if ((rv = tlp_dec_deliver(&r, &d)) != TL_OK) {
-		tli_log(c, TL_LOG_ERROR, "a %s push did not decode: %s",
+		tli_client_log(c, TL_LOG_ERROR, "a %s push did not decode: %s",
 		    tlp_op_name(op), tl_strerror(rv));
 		return;
 	}
@@ -812,8 +813,8 @@ resub_reply(tli_req *q, int err, tlp_r *r)
 	resub *s = (resub *) q;
 
 	if (err != TL_OK) {
-		tli_log(q->c, TL_LOG_ERROR, "re-subscribing %s failed: %s",
-		    s->what, tl_strerror(err));
+		tli_client_log(q->c, TL_LOG_ERROR,
+		    "re-subscribing %s failed: %s", s->what, tl_strerror(err));
 	}
 	tli_free(s);
 }

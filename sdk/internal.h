@@ -209,7 +209,7 @@ struct tl_client {
 };
 
 /* logging (never prints; only the user's callback) */
-void tli_log(tl_client *c, tl_log_level lvl, const char *fmt, ...)
+void tli_client_log(tl_client *c, tl_log_level lvl, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* options */

@@ -16,7 +16,7 @@
  * all but ours and those only the gateway may set when it acts as the
  * user (user_id, ts, device ids, the caller's access token). */
 static bool
-extra_query(const greq *r, gbuf *out)
+extra_query(const greq *r, tli_buf *out)
 {
 	static const char *drop[] = {"access_token", "user_id", "ts",
 	    "device_id", "org.matrix.msc3202.device_id", NULL};
@@ -39,10 +39,10 @@ extra_query(const greq *r, gbuf *out)
 			}
 		}
 		if (keep) {
-			if (out->n > 0) {
-				gbuf_add(out, "&", 1);
+			if (out->len > 0) {
+				tli_buf_append(out, "&", 1);
 			}
-			gbuf_add(out, q, len);
+			tli_buf_append(out, q, len);
 		}
 		q += len + (amp ? 1 : 0);
 	}
@@ -52,16 +52,16 @@ extra_query(const greq *r, gbuf *out)
 /* ---- transaction ids ---- */
 
 static void
-txn_key(const greq *r, char *tid, size_t cap, gbuf *key)
+txn_key(const greq *r, char *tid, size_t cap, tli_buf *key)
 {
-	gbuf_str(key, r->user);
-	gbuf_add(key, "\n", 1);
-	gbuf_str(key, r->device);
-	gbuf_add(key, "\n", 1);
-	gbuf_str(key, r->path);
+	tli_buf_puts(key, r->user);
+	tli_buf_append(key, "\n", 1);
+	tli_buf_puts(key, r->device);
+	tli_buf_append(key, "\n", 1);
+	tli_buf_puts(key, r->path);
 	snprintf(tid, cap, "t%016llx%016llx",
-	    (unsigned long long) tlg_hash64(key->p, key->n, 21),
-	    (unsigned long long) tlg_hash64(key->p, key->n, 22));
+	    (unsigned long long) tli_hash64_mixed(key->data, key->len, 21),
+	    (unsigned long long) tli_hash64_mixed(key->data, key->len, 22));
 }
 
 /* The delay_id of an earlier request with the same transaction, if any. */
@@ -69,7 +69,7 @@ static bool
 txn_lookup(tlg *g, const greq *r, char *delay_id, size_t cap)
 {
 	char tid[64];
-	gbuf key = {0};
+	tli_buf key = {0};
 	tl_message *m = NULL;
 	bool found = false;
 
@@ -78,16 +78,16 @@ txn_lookup(tlg *g, const greq *r, char *delay_id, size_t cap)
 		const char *b = m->body, *nl = memchr(b, '\n', m->body_len);
 		/* the hash names the record; the stored key decides */
 		if (nl != NULL && (size_t) (nl - b) < cap &&
-		    m->body_len - (size_t) (nl - b) - 1 == key.n &&
-		    memcmp(nl + 1, key.p, key.n) == 0 &&
-		    m->consumer[0] == '\0' && m->ts > tlg_now_ms()) {
+		    m->body_len - (size_t) (nl - b) - 1 == key.len &&
+		    memcmp(nl + 1, key.data, key.len) == 0 &&
+		    m->consumer[0] == '\0' && m->ts > tli_wall_ms()) {
 			memcpy(delay_id, b, (size_t) (nl - b));
 			delay_id[nl - b] = '\0';
 			found = true;
 		}
 	}
 	tl_message_free(m);
-	gbuf_free(&key);
+	tli_buf_fini(&key);
 	return found;
 }
 
@@ -95,25 +95,25 @@ static void
 txn_record(tlg *g, const greq *r, const char *owner, const char *delay_id)
 {
 	char tid[64];
-	gbuf key = {0}, body = {0};
+	tli_buf key = {0}, body = {0};
 	int rv;
 
 	txn_key(r, tid, sizeof(tid), &key);
-	gbuf_str(&body, delay_id);
-	gbuf_add(&body, "\n", 1);
-	gbuf_add(&body, key.p, key.n);
+	tli_buf_puts(&body, delay_id);
+	tli_buf_append(&body, "\n", 1);
+	tli_buf_append(&body, key.data, key.len);
 	if (!body.oom) {
 		rv = tl_put_in(g->cl, g->t_txn, owner, tid, 30 * 60 * 1000,
-		    body.p, body.n, NULL);
+		    body.data, body.len, NULL);
 		if (rv == TL_EEXISTS) {
 			/* an expired record not reaped yet */
 			tl_delete(g->cl, g->t_txn, owner, tid, 0);
 			tl_put_in(g->cl, g->t_txn, owner, tid, 30 * 60 * 1000,
-			    body.p, body.n, NULL);
+			    body.data, body.len, NULL);
 		}
 	}
-	gbuf_free(&key);
-	gbuf_free(&body);
+	tli_buf_fini(&key);
+	tli_buf_fini(&body);
 }
 
 /* ---- scheduling ---- */
@@ -135,10 +135,10 @@ field_ok(const char *s, size_t n)
 static void
 delay_too_long(tlg *g, gout *o)
 {
-	o->body.n = 0;
+	tli_buf_reset(&o->body);
 	if (g->c.max_delay_forbidden) {
 		o->status = 403;
-		gbuf_fmt(&o->body,
+		tli_buf_printf(&o->body,
 		    "{\"errcode\":\"M_FORBIDDEN\",\"error\":\"The requested "
 		    "delay exceeds the allowed maximum.\","
 		    "\"org.matrix.msc4140.errcode\":\"M_MAX_DELAY_EXCEEDED\","
@@ -146,7 +146,7 @@ delay_too_long(tlg *g, gout *o)
 		    (long long) g->c.max_delay_ms);
 	} else {
 		o->status = 400;
-		gbuf_fmt(&o->body,
+		tli_buf_printf(&o->body,
 		    "{\"errcode\":\"M_UNKNOWN\",\"error\":\"The requested "
 		    "delay exceeds the allowed maximum.\","
 		    "\"org.matrix.msc4140.errcode\":\"M_MAX_DELAY_EXCEEDED\","
@@ -171,16 +171,17 @@ tlg_schedule_head(tlg *g, struct MHD_Connection *conn, greq *r, gout *o)
 		char id[TL_MAX_ID_LEN + 1];
 		if (txn_lookup(g, r, id, sizeof(id))) {
 			o->status = 200;
-			gbuf_str(&o->body, "{\"delay_id\":");
-			gbuf_jstr(&o->body, id, strlen(id));
-			gbuf_str(&o->body, "}");
+			tli_buf_puts(&o->body, "{\"delay_id\":");
+			tlh_json_str(&o->body, id, strlen(id));
+			tli_buf_puts(&o->body, "}");
 			return false;
 		}
 	}
 	if (r->stable) {
 		goto fields; /* the delay is in the body */
 	}
-	d = tlg_query_get(r, "org.matrix.msc4140.delay", dbuf, sizeof(dbuf));
+	d = tlh_query_get(
+	    r->query, "org.matrix.msc4140.delay", dbuf, sizeof(dbuf));
 	if (d == NULL) {
 		tlg_out_err(o, 400, "M_INVALID_PARAM",
 		    "org.matrix.msc4140.delay must be a whole number of ms");
@@ -325,7 +326,7 @@ stable_fields(tlg *g, greq *r, json_t *j, gout *o)
 	}
 	if (x > (double) g->c.max_delay_ms) {
 		o->status = 400;
-		gbuf_fmt(&o->body,
+		tli_buf_printf(&o->body,
 		    "{\"errcode\":\"M_MAX_DELAY_EXCEEDED\",\"error\":\"The "
 		    "requested delay exceeds the allowed maximum.\","
 		    "\"max_delay\":%lld}",
@@ -334,7 +335,8 @@ stable_fields(tlg *g, greq *r, json_t *j, gout *o)
 	}
 	r->delay = (int64_t) x;
 	if (!json_is_object(c) ||
-	    !json_member(r->body.p, r->body.n, "content", &r->content)) {
+	    !json_member(
+	        tli_buf_str(&r->body), r->body.len, "content", &r->content)) {
 		tlg_out_err(
 		    o, 400, "M_BAD_JSON", "content must be a JSON object");
 		return false;
@@ -355,7 +357,7 @@ void
 tlg_schedule_body(tlg *g, greq *r, gout *o)
 {
 	char owner[TL_MAX_NAME_LEN + 1], id[TL_MAX_ID_LEN + 1];
-	gbuf extra = {0}, body = {0};
+	tli_buf extra = {0}, body = {0};
 	tl_entry *es = NULL;
 	size_t n = 0;
 	bool more = false;
@@ -372,7 +374,7 @@ tlg_schedule_body(tlg *g, greq *r, gout *o)
 	}
 	/* Only validated: the bytes are kept, so big integers and \u0000
 	 * are fine here. */
-	j = json_loadb(r->body.p ? r->body.p : "", r->body.n,
+	j = json_loadb(tli_buf_str(&r->body), r->body.len,
 	    JSON_DECODE_INT_AS_REAL | JSON_ALLOW_NUL |
 	        (r->stable ? JSON_REJECT_DUPLICATES : 0),
 	    NULL);
@@ -394,7 +396,7 @@ tlg_schedule_body(tlg *g, greq *r, gout *o)
 		}
 	} else {
 		json_decref(j);
-		r->content = (gstr){r->body.p, r->body.n};
+		r->content = (gstr){tli_buf_str(&r->body), r->body.len};
 	}
 	if (!extra_query(r, &extra)) {
 		tlg_out_err(o, 400, "M_INVALID_PARAM", "Bad query string");
@@ -403,14 +405,14 @@ tlg_schedule_body(tlg *g, greq *r, gout *o)
 	tlg_owner(r->user, owner, sizeof(owner));
 	/* One user's requests one at a time from here: the limit holds and
 	 * a concurrent repeat of the transaction gets the same delay_id. */
-	um = &g->user_mtx[tlg_hash64(owner, strlen(owner), 4) %
+	um = &g->user_mtx[tli_hash64_mixed(owner, strlen(owner), 4) %
 	    TLG_USER_STRIPES];
 	pthread_mutex_lock(um);
 	if (r->has_txn && txn_lookup(g, r, id, sizeof(id))) {
 		o->status = 200;
-		gbuf_str(&o->body, "{\"delay_id\":");
-		gbuf_jstr(&o->body, id, strlen(id));
-		gbuf_str(&o->body, "}");
+		tli_buf_puts(&o->body, "{\"delay_id\":");
+		tlh_json_str(&o->body, id, strlen(id));
+		tli_buf_puts(&o->body, "}");
 		goto out;
 	}
 	rv = tl_list(
@@ -427,7 +429,7 @@ tlg_schedule_body(tlg *g, greq *r, gout *o)
 		goto out;
 	}
 	if (n >= g->c.max_scheduled) {
-		int64_t ms = es[0].ts - tlg_now_ms();
+		int64_t ms = es[0].ts - tli_wall_ms();
 		tlg_out_limited(o, ms > 1000 ? ms : 1000);
 		goto out;
 	}
@@ -442,11 +444,11 @@ tlg_schedule_body(tlg *g, greq *r, gout *o)
 		                   : (gstr){"", 0};
 	}
 	e.delay = r->delay;
-	e.query = (gstr){extra.p ? extra.p : "", extra.n};
-	gbuf_str(&body, "M1\n");
+	e.query = (gstr){tli_buf_str(&extra), extra.len};
+	tli_buf_puts(&body, "M1\n");
 	tlg_ev_header(&body, &e);
-	gbuf_add(&body, "\n", 1);
-	gbuf_add(&body, r->content.p, r->content.n);
+	tli_buf_append(&body, "\n", 1);
+	tli_buf_append(&body, r->content.p, r->content.n);
 	if (body.oom || extra.oom || tlg_random_id(id, 24) != 0) {
 		tlg_out_err(o, 500, "M_UNKNOWN", "out of memory");
 		goto out;
@@ -455,11 +457,12 @@ tlg_schedule_body(tlg *g, greq *r, gout *o)
 	p.id = id;
 	p.ts = r->delay;
 	p.rel = true;
-	p.body = body.p;
-	p.body_len = body.n;
+	p.body = body.data;
+	p.body_len = body.len;
 	rv = tl_put_batch(g->cl, g->t_ev, owner, &p, 1);
 	if (rv != TL_OK || p.err != TL_OK) {
-		tlg_log("warn", "G040", "cannot store a delayed event: %s",
+		tli_log("msc4140", TLI_LOG_WARN, "G040",
+		    "cannot store a delayed event: %s",
 		    tl_strerror(rv != TL_OK ? rv : p.err));
 		tlg_out_err(o, 503, "M_UNKNOWN",
 		    "The delayed-event store is "
@@ -471,16 +474,16 @@ tlg_schedule_body(tlg *g, greq *r, gout *o)
 		txn_record(g, r, owner, id);
 	}
 	o->status = 200;
-	gbuf_str(&o->body, "{\"delay_id\":");
-	gbuf_jstr(&o->body, id, strlen(id));
-	gbuf_str(&o->body, "}");
+	tli_buf_puts(&o->body, "{\"delay_id\":");
+	tlh_json_str(&o->body, id, strlen(id));
+	tli_buf_puts(&o->body, "}");
 out:
 	if (um != NULL) {
 		pthread_mutex_unlock(um);
 	}
 	tl_free(es);
-	gbuf_free(&extra);
-	gbuf_free(&body);
+	tli_buf_fini(&extra);
+	tli_buf_fini(&body);
 }
 
 /* ---- management ---- */
@@ -522,12 +525,12 @@ send_outcome(tlg *g, const char *id, gout *o)
 	if (tlg_ev_parse(&e, m->body, m->body_len) == 0 && e.final) {
 		if (e.outcome.n == 4 && memcmp(e.outcome.p, "send", 4) == 0) {
 			o->status = 200;
-			gbuf_str(&o->body, "{}");
+			tli_buf_puts(&o->body, "{}");
 			done = true;
 		} else if (e.reason.n == 5 &&
 		    memcmp(e.reason.p, "error", 5) == 0) {
 			o->status = e.status;
-			gbuf_add(&o->body, e.err.p, e.err.n);
+			tli_buf_append(&o->body, e.err.p, e.err.n);
 			done = true;
 		}
 	}
@@ -551,7 +554,7 @@ do_send(tlg *g, greq *r, const char *id, tl_message *m, gout *o)
 	}
 	if (rv != TL_OK && rv != TL_ELEASED) {
 		tlg_waiter_wait(g, w, 0);
-		gbuf_free(&w->body);
+		tli_buf_fini(&w->body);
 		free(w);
 		if (!send_outcome(g, id, o)) {
 			not_found(g, r, o);
@@ -560,11 +563,11 @@ do_send(tlg *g, greq *r, const char *id, tl_message *m, gout *o)
 	}
 	if (tlg_waiter_wait(g, w, g->c.send_wait_ms)) {
 		o->status = w->status;
-		gbuf_add(&o->body, w->body.p, w->body.n);
+		tli_buf_append(&o->body, w->body.data, w->body.len);
 	} else if (!send_outcome(g, id, o)) {
 		tlg_out_err(o, 504, "M_UNKNOWN", "The event is being sent");
 	}
-	gbuf_free(&w->body);
+	tli_buf_fini(&w->body);
 	free(w);
 }
 
@@ -575,7 +578,7 @@ restart_cached_result(tlg *g, greq *r, const char *id, int rv, gout *o)
 {
 	if (rv == TL_OK) {
 		o->status = 200;
-		gbuf_str(&o->body, "{}");
+		tli_buf_puts(&o->body, "{}");
 		return true;
 	}
 	if (rv == TL_ENOTFOUND || rv == TL_ELEASED) {
@@ -699,7 +702,7 @@ manage(
 	tl_message_free(m);
 	if (rv == TL_OK) {
 		o->status = 200;
-		gbuf_str(&o->body, "{}");
+		tli_buf_puts(&o->body, "{}");
 	} else if (rv == TL_ENOTFOUND && sendit && send_outcome(g, id, o)) {
 		return;
 	} else if (rv == TL_ENOTFOUND || rv == TL_ELEASED ||
@@ -765,7 +768,7 @@ tlg_manage_body(tlg *g, greq *r, gout *o)
 		tlg_out_err(o, 413, "M_TOO_LARGE", "Request too large");
 		return;
 	}
-	j = json_loadb(r->body.p ? r->body.p : "", r->body.n, 0, NULL);
+	j = json_loadb(tli_buf_str(&r->body), r->body.len, 0, NULL);
 	if (!json_is_object(j)) {
 		json_decref(j);
 		tlg_out_err(o, 400, "M_NOT_JSON", "Content not JSON.");
@@ -794,27 +797,28 @@ tlg_manage_body(tlg *g, greq *r, gout *o)
 /* ---- listing ---- */
 
 static void
-ev_json(gbuf *b, const char *id, const gev *e, int64_t since, bool one)
+ev_json(tli_buf *b, const char *id, const gev *e, int64_t since, bool one)
 {
-	gbuf_str(b, "{\"delay_id\":");
-	gbuf_jstr(b, id, strlen(id));
-	gbuf_str(b, ",\"room_id\":");
-	gbuf_jstr(b, e->room.p, e->room.n);
-	gbuf_str(b, ",\"type\":");
-	gbuf_jstr(b, e->type.p, e->type.n);
+	tli_buf_puts(b, "{\"delay_id\":");
+	tlh_json_str(b, id, strlen(id));
+	tli_buf_puts(b, ",\"room_id\":");
+	tlh_json_str(b, e->room.p, e->room.n);
+	tli_buf_puts(b, ",\"type\":");
+	tlh_json_str(b, e->type.p, e->type.n);
 	if (e->state) {
-		gbuf_str(b, ",\"state_key\":");
-		gbuf_jstr(b, e->skey.p, e->skey.n);
+		tli_buf_puts(b, ",\"state_key\":");
+		tlh_json_str(b, e->skey.p, e->skey.n);
 	}
 	if (one) {
-		gbuf_fmt(b, ",\"delay_ms\":%lld,\"delayed_since_ts\":%lld",
+		tli_buf_printf(b,
+		    ",\"delay_ms\":%lld,\"delayed_since_ts\":%lld",
 		    (long long) e->delay, (long long) since);
 	} else {
-		gbuf_fmt(b, ",\"delay\":%lld,\"running_since\":%lld",
+		tli_buf_printf(b, ",\"delay\":%lld,\"running_since\":%lld",
 		    (long long) e->delay, (long long) since);
 	}
-	gbuf_str(b, ",\"content\":");
-	gbuf_add(b, e->content.p, e->content.n);
+	tli_buf_puts(b, ",\"content\":");
+	tli_buf_append(b, e->content.p, e->content.n);
 }
 
 void
@@ -827,7 +831,7 @@ tlg_list_scheduled(tlg *g, greq *r, gout *o)
 	int rv = TL_OK;
 
 	tlg_owner(r->user, owner, sizeof(owner));
-	gbuf_str(&o->body, "{\"delayed_events\":[");
+	tli_buf_puts(&o->body, "{\"delayed_events\":[");
 	while (more && rv == TL_OK) {
 		rv = tl_list(g->cl, g->t_ev, owner, 1000,
 		    started ? &last : NULL, &es, &n, &more);
@@ -841,12 +845,12 @@ tlg_list_scheduled(tlg *g, greq *r, gout *o)
 			if (m->consumer[0] == '\0' &&
 			    tlg_ev_parse(&e, m->body, m->body_len) == 0) {
 				if (!first) {
-					gbuf_add(&o->body, ",", 1);
+					tli_buf_append(&o->body, ",", 1);
 				}
 				first = false;
 				ev_json(&o->body, es[i].id, &e, m->ts - e.delay,
 				    false);
-				gbuf_str(&o->body, "}");
+				tli_buf_puts(&o->body, "}");
 			}
 			tl_message_free(m);
 		}
@@ -866,7 +870,7 @@ tlg_list_scheduled(tlg *g, greq *r, gout *o)
 		    "unavailable");
 		return;
 	}
-	gbuf_str(&o->body, "]}");
+	tli_buf_puts(&o->body, "]}");
 	o->status = 200;
 }
 
@@ -887,7 +891,7 @@ tlg_get_one(tlg *g, greq *r, gout *o)
 	    strcmp(m->owner, owner) == 0 &&
 	    tlg_ev_parse(&e, m->body, m->body_len) == 0) {
 		ev_json(&o->body, id, &e, m->ts - e.delay, true);
-		gbuf_str(&o->body, "}");
+		tli_buf_puts(&o->body, "}");
 		o->status = 200;
 		tl_message_free(m);
 		return;
@@ -900,21 +904,21 @@ tlg_get_one(tlg *g, greq *r, gout *o)
 	    !(e.reason.n == 6 && memcmp(e.reason.p, "action", 6) == 0 &&
 	        e.outcome.n == 6)) {
 		ev_json(&o->body, id, &e, e.since, true);
-		gbuf_fmt(&o->body, ",\"finalised\":{\"finalised_ts\":%lld",
-		    (long long) e.fin);
+		tli_buf_printf(&o->body,
+		    ",\"finalised\":{\"finalised_ts\":%lld", (long long) e.fin);
 		if (e.event_id.n > 0) {
-			gbuf_str(&o->body, ",\"event_id\":");
-			gbuf_jstr(&o->body, e.event_id.p, e.event_id.n);
+			tli_buf_puts(&o->body, ",\"event_id\":");
+			tlh_json_str(&o->body, e.event_id.p, e.event_id.n);
 		} else {
-			gbuf_fmt(
+			tli_buf_printf(
 			    &o->body, ",\"status\":%d,\"error\":", e.status);
 			if (e.err.n > 0) {
-				gbuf_add(&o->body, e.err.p, e.err.n);
+				tli_buf_append(&o->body, e.err.p, e.err.n);
 			} else {
-				gbuf_str(&o->body, "{}");
+				tli_buf_puts(&o->body, "{}");
 			}
 		}
-		gbuf_str(&o->body, "}}");
+		tli_buf_puts(&o->body, "}}");
 		o->status = 200;
 		tl_message_free(m);
 		return;
@@ -939,7 +943,7 @@ id_wanted(const greq *r, const char *id)
 			any = true;
 			if (len - 9 < sizeof(v)) {
 				memcpy(v, q + 9, len - 9);
-				n = tlg_urldec(v, len - 9);
+				n = tlh_url_dec(v, len - 9);
 				if (n >= 0 && strcmp(v, id) == 0) {
 					return true;
 				}
@@ -991,7 +995,7 @@ void
 tlg_stable_list(tlg *g, greq *r, gout *o)
 {
 	char owner[TL_MAX_NAME_LEN + 1], st[32];
-	const char *status = tlg_query_get(r, "status", st, sizeof(st));
+	const char *status = tlh_query_get(r->query, "status", st, sizeof(st));
 	bool sched = true, fin = true, first = true;
 	tl_entry *es = NULL;
 	size_t n = 0;
@@ -1006,12 +1010,12 @@ tlg_stable_list(tlg *g, greq *r, gout *o)
 		}
 	}
 	tlg_owner(r->user, owner, sizeof(owner));
-	gbuf_str(&o->body, "{");
+	tli_buf_puts(&o->body, "{");
 	if (sched) {
 		if (list_all(g, g->t_ev, owner, &es, &n) != TL_OK) {
 			goto unavailable;
 		}
-		gbuf_str(&o->body, "\"scheduled\":[");
+		tli_buf_puts(&o->body, "\"scheduled\":[");
 		for (size_t i = 0; i < n; i++) {
 			tl_message *m = NULL;
 			gev e;
@@ -1021,15 +1025,15 @@ tlg_stable_list(tlg *g, greq *r, gout *o)
 			}
 			if (m->consumer[0] == '\0' &&
 			    tlg_ev_parse(&e, m->body, m->body_len) == 0) {
-				gbuf_str(&o->body, first ? "" : ",");
+				tli_buf_puts(&o->body, first ? "" : ",");
 				first = false;
 				ev_json(&o->body, es[i].id, &e, m->ts - e.delay,
 				    false);
-				gbuf_str(&o->body, "}");
+				tli_buf_puts(&o->body, "}");
 			}
 			tl_message_free(m);
 		}
-		gbuf_str(&o->body, "]");
+		tli_buf_puts(&o->body, "]");
 		free(es);
 		es = NULL;
 	}
@@ -1037,7 +1041,7 @@ tlg_stable_list(tlg *g, greq *r, gout *o)
 		if (list_all(g, g->t_final, owner, &es, &n) != TL_OK) {
 			goto unavailable;
 		}
-		gbuf_str(
+		tli_buf_puts(
 		    &o->body, sched ? ",\"finalised\":[" : "\"finalised\":[");
 		first = true;
 		for (size_t i = n; i-- > 0;) { /* latest first */
@@ -1049,33 +1053,36 @@ tlg_stable_list(tlg *g, greq *r, gout *o)
 			}
 			if (tlg_ev_parse(&e, m->body, m->body_len) == 0 &&
 			    e.final) {
-				gbuf_str(&o->body, first ? "{" : ",{");
+				tli_buf_puts(&o->body, first ? "{" : ",{");
 				first = false;
-				gbuf_str(&o->body, "\"delayed_event\":");
+				tli_buf_puts(&o->body, "\"delayed_event\":");
 				ev_json(&o->body, es[i].id, &e, e.since, false);
-				gbuf_str(&o->body, "},\"outcome\":");
-				gbuf_jstr(&o->body, e.outcome.p, e.outcome.n);
-				gbuf_str(&o->body, ",\"reason\":");
-				gbuf_jstr(&o->body, e.reason.p, e.reason.n);
+				tli_buf_puts(&o->body, "},\"outcome\":");
+				tlh_json_str(
+				    &o->body, e.outcome.p, e.outcome.n);
+				tli_buf_puts(&o->body, ",\"reason\":");
+				tlh_json_str(&o->body, e.reason.p, e.reason.n);
 				if (e.event_id.n > 0) {
-					gbuf_str(&o->body, ",\"event_id\":");
-					gbuf_jstr(&o->body, e.event_id.p,
+					tli_buf_puts(
+					    &o->body, ",\"event_id\":");
+					tlh_json_str(&o->body, e.event_id.p,
 					    e.event_id.n);
 				}
 				if (e.err.n > 0) {
-					gbuf_str(&o->body, ",\"error\":");
-					gbuf_add(&o->body, e.err.p, e.err.n);
+					tli_buf_puts(&o->body, ",\"error\":");
+					tli_buf_append(
+					    &o->body, e.err.p, e.err.n);
 				}
-				gbuf_fmt(&o->body,
+				tli_buf_printf(&o->body,
 				    ",\"origin_server_ts\":%lld}",
 				    (long long) e.fin);
 			}
 			tl_message_free(m);
 		}
-		gbuf_str(&o->body, "]");
+		tli_buf_puts(&o->body, "]");
 		free(es);
 	}
-	gbuf_str(&o->body, "}");
+	tli_buf_puts(&o->body, "}");
 	o->status = 200;
 	return;
 unavailable:

@@ -51,7 +51,7 @@ typedef struct greq {
 	bool checked;      /* storm, id and rate limits were checked */
 	bool cached_tried; /* the cached restart was tried */
 	uint64_t limit;
-	gbuf body;
+	tli_buf body;
 	/* schedule */
 	bool state, has_txn;
 	bool stable;  /* the stable form: delay, state_key, content */
@@ -68,7 +68,7 @@ typedef struct greq {
 
 typedef struct gout {
 	int status;
-	gbuf body;
+	tli_buf body;
 	int64_t retry_ms; /* > 0: a Retry-After header */
 } gout;
 
@@ -77,10 +77,6 @@ typedef struct gout {
 void tlg_out_err(gout *o, int status, const char *code, const char *msg);
 /* 429 M_LIMIT_EXCEEDED with retry_after_ms and a Retry-After header. */
 void tlg_out_limited(gout *o, int64_t ms);
-/* The decoded value of query parameter name into out; NULL when absent,
- * too long or badly escaped. */
-const char *tlg_query_get(
-    const greq *r, const char *name, char *out, size_t cap);
 /* Who is calling (whoami, cached): true with r->user set, or false with o
  * holding the reply (401 from the homeserver verbatim, or 401
  * M_MISSING_TOKEN). */

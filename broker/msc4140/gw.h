@@ -24,40 +24,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base.h"
+#include "buf.h"
+#include "log.h"
 #include "msc4140.h"
+#include "tlhttp.h"
 #include "timeline/timeline.h"
 
-/* ---- logging ---- */
+/* ---- small pieces (util.c) ---- */
 
-void tlg_log(const char *level, const char *id, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* ---- bytes ---- */
-
-typedef struct gbuf {
-	char *p;
-	size_t n, cap;
-	bool oom;
-} gbuf;
-
-void gbuf_add(gbuf *b, const void *p, size_t n);
-void gbuf_str(gbuf *b, const char *s);
-void gbuf_fmt(gbuf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-/* A JSON string literal (quotes included) of n bytes of UTF-8. */
-void gbuf_jstr(gbuf *b, const char *s, size_t n);
-void gbuf_free(gbuf *b);
-/* Percent-encode for a URL path segment or query value. */
-void gbuf_urlenc(gbuf *b, const char *s, size_t n);
-
-/* Decode %XX in place; returns the new length or -1 on a bad escape. */
-long tlg_urldec(char *s, size_t n);
 bool tlg_utf8_ok(const char *s, size_t n);
-uint64_t tlg_hash64(const void *p, size_t n, uint64_t seed);
 /* n random bytes as base64url (no padding) into out (4n/3+1 bytes). */
 int tlg_random_id(char *out, size_t nbytes);
-int64_t tlg_now_ms(void);
-int64_t tlg_mono_ms(void);
 
 /* ---- a stored delayed event (body of a message in PREFIX.events) ----
  * "M1\n" then "key\tvalue\n" lines, an empty line, then the content bytes
@@ -84,14 +62,14 @@ typedef struct gev {
 } gev;
 
 int tlg_ev_parse(gev *e, const void *body, size_t len);
-void tlg_ev_header(gbuf *b, const gev *e);
+void tlg_ev_header(tli_buf *b, const gev *e);
 
 /* ---- the homeserver ---- */
 
 typedef struct hs_resp {
 	long status; /* 0: no answer (network error) */
-	gbuf body;
-	gbuf headers; /* raw "Name: value\r\n" lines */
+	tli_buf body;
+	tli_buf headers; /* raw "Name: value\r\n" lines */
 	char ctype[128];
 } hs_resp;
 
@@ -123,7 +101,7 @@ typedef struct gwaiter {
 	char id[TL_MAX_ID_LEN + 1];
 	bool done;
 	int status;
-	gbuf body;
+	tli_buf body;
 } gwaiter;
 
 typedef struct gqitem {

@@ -106,12 +106,12 @@ void
 tlg_out_err(gout *o, int status, const char *code, const char *msg)
 {
 	o->status = status;
-	o->body.n = 0;
-	gbuf_str(&o->body, "{\"errcode\":");
-	gbuf_jstr(&o->body, code, strlen(code));
-	gbuf_str(&o->body, ",\"error\":");
-	gbuf_jstr(&o->body, msg, strlen(msg));
-	gbuf_str(&o->body, "}");
+	tli_buf_reset(&o->body);
+	tli_buf_puts(&o->body, "{\"errcode\":");
+	tlh_json_str(&o->body, code, strlen(code));
+	tli_buf_puts(&o->body, ",\"error\":");
+	tlh_json_str(&o->body, msg, strlen(msg));
+	tli_buf_puts(&o->body, "}");
 }
 
 void
@@ -119,8 +119,8 @@ tlg_out_limited(gout *o, int64_t ms)
 {
 	o->status = 429;
 	o->retry_ms = ms;
-	o->body.n = 0;
-	gbuf_fmt(&o->body,
+	tli_buf_reset(&o->body);
+	tli_buf_printf(&o->body,
 	    "{\"errcode\":\"M_LIMIT_EXCEEDED\",\"error\":\"Too many "
 	    "requests\",\"retry_after_ms\":%lld}",
 	    (long long) ms);
@@ -134,42 +134,13 @@ send_out(struct MHD_Connection *conn, greq *r, gout *o)
 	if (o->body.oom) {
 		tlg_out_err(o, 500, "M_UNKNOWN", "out of memory");
 	}
-	rv = send_resp(conn, r, o->status, "application/json", o->body.p,
-	    o->body.n, o->retry_ms);
-	gbuf_free(&o->body);
+	rv = send_resp(conn, r, o->status, "application/json", o->body.data,
+	    o->body.len, o->retry_ms);
+	tli_buf_fini(&o->body);
 	return rv;
 }
 
 /* ---- the request ---- */
-
-const char *
-tlg_query_get(const greq *r, const char *name, char *out, size_t cap)
-{
-	const char *q = r->query;
-	size_t nl = strlen(name);
-
-	while (*q != '\0') {
-		const char *amp = strchr(q, '&');
-		size_t len = amp ? (size_t) (amp - q) : strlen(q);
-		if (len > nl && strncmp(q, name, nl) == 0 && q[nl] == '=') {
-			size_t vl = len - nl - 1;
-			long dl;
-			if (vl >= cap) {
-				return NULL;
-			}
-			memcpy(out, q + nl + 1, vl);
-			out[vl] = '\0';
-			dl = tlg_urldec(out, vl);
-			return dl < 0 ? NULL : out;
-		}
-		if (len == nl && strncmp(q, name, nl) == 0) {
-			out[0] = '\0';
-			return out;
-		}
-		q += len + (amp ? 1 : 0);
-	}
-	return NULL;
-}
 
 static bool
 has_msc4140_param(const greq *r)
@@ -207,7 +178,7 @@ split_path(greq *r)
 		if (sl != NULL) {
 			*sl = '\0';
 		}
-		if ((n = tlg_urldec(p, strlen(p))) < 0) {
+		if ((n = tlh_url_dec(p, strlen(p))) < 0) {
 			return false;
 		}
 		r->segs[r->nseg] = p;
@@ -302,7 +273,7 @@ req_free(greq *r)
 	free(r->path);
 	free(r->segbuf);
 	free(r->skey);
-	gbuf_free(&r->body);
+	tli_buf_fini(&r->body);
 	if (r->resp != NULL) {
 		MHD_destroy_response(r->resp);
 	}
@@ -358,18 +329,19 @@ token_of(struct MHD_Connection *conn, greq *r, char *buf, size_t cap)
 	if (h != NULL && strncasecmp(h, "Bearer ", 7) == 0) {
 		return h + 7;
 	}
-	return tlg_query_get(r, "access_token", buf, cap);
+	return tlh_query_get(r->query, "access_token", buf, cap);
 }
 
 static bool
 auth_cached(tlg *g, const char *tok, greq *r)
 {
-	gauth *a = &g->auth[tlg_hash64(tok, strlen(tok), 5) % TLG_AUTH_SLOTS];
+	gauth *a =
+	    &g->auth[tli_hash64_mixed(tok, strlen(tok), 5) % TLG_AUTH_SLOTS];
 	bool hit = false;
 
 	pthread_mutex_lock(&g->auth_mtx);
 	if (a->token != NULL && strcmp(a->token, tok) == 0 &&
-	    a->until > tlg_mono_ms()) {
+	    a->until > tli_mono_ms()) {
 		snprintf(r->user, sizeof(r->user), "%s", a->user);
 		snprintf(r->device, sizeof(r->device), "%s", a->device);
 		hit = true;
@@ -381,7 +353,8 @@ auth_cached(tlg *g, const char *tok, greq *r)
 static void
 auth_store(tlg *g, const char *tok, const greq *r)
 {
-	gauth *a = &g->auth[tlg_hash64(tok, strlen(tok), 5) % TLG_AUTH_SLOTS];
+	gauth *a =
+	    &g->auth[tli_hash64_mixed(tok, strlen(tok), 5) % TLG_AUTH_SLOTS];
 	char *t = strdup(tok), *u = strdup(r->user), *d = strdup(r->device);
 
 	if (t == NULL || u == NULL || d == NULL) {
@@ -397,7 +370,7 @@ auth_store(tlg *g, const char *tok, const greq *r)
 	a->token = t;
 	a->user = u;
 	a->device = d;
-	a->until = tlg_mono_ms() + g->c.whoami_cache_ms;
+	a->until = tli_mono_ms() + g->c.whoami_cache_ms;
 	pthread_mutex_unlock(&g->auth_mtx);
 }
 
@@ -409,7 +382,7 @@ tlg_authenticate(tlg *g, struct MHD_Connection *conn, greq *r, gout *o)
 	char qbuf[1024], authz[1100];
 	const char *tok = token_of(conn, r, qbuf, sizeof(qbuf));
 	hs_resp hr;
-	gbuf url = {0};
+	tli_buf url = {0};
 	json_t *j;
 
 	if (tok == NULL || *tok == '\0') {
@@ -427,23 +400,24 @@ tlg_authenticate(tlg *g, struct MHD_Connection *conn, greq *r, gout *o)
 	}
 	snprintf(authz, sizeof(authz), "Bearer %s", tok);
 	hs_hdr h[] = {{"Authorization", authz}};
-	gbuf_str(&url, g->c.homeserver);
-	gbuf_str(&url, "/_matrix/client/v3/account/whoami");
-	if (tlg_hs_request(g, "GET", url.p, h, 1, NULL, 0, &hr) != 0) {
-		gbuf_free(&url);
+	tli_buf_puts(&url, g->c.homeserver);
+	tli_buf_puts(&url, "/_matrix/client/v3/account/whoami");
+	if (tlg_hs_request(g, "GET", tli_buf_str(&url), h, 1, NULL, 0, &hr) !=
+	    0) {
+		tli_buf_fini(&url);
 		tlg_out_err(
 		    o, 502, "M_UNKNOWN", "The homeserver did not answer");
 		return false;
 	}
-	gbuf_free(&url);
+	tli_buf_fini(&url);
 	if (hr.status != 200) {
 		o->status = (int) hr.status;
-		o->body.n = 0;
-		gbuf_add(&o->body, hr.body.p, hr.body.n);
+		tli_buf_reset(&o->body);
+		tli_buf_append(&o->body, hr.body.data, hr.body.len);
 		tlg_hs_resp_free(&hr);
 		return false;
 	}
-	j = json_loadb(hr.body.p ? hr.body.p : "", hr.body.n, 0, NULL);
+	j = json_loadb(tli_buf_str(&hr.body), hr.body.len, 0, NULL);
 	tlg_hs_resp_free(&hr);
 	if (!json_is_string(json_object_get(j, "user_id"))) {
 		json_decref(j);
@@ -511,7 +485,7 @@ proxy(tlg *g, struct MHD_Connection *conn, greq *r, const char *method,
     void (*fn)(tlg *, json_t *))
 {
 	hdr_ctx hc = {0};
-	gbuf url = {0}, patched = {0};
+	tli_buf url = {0}, patched = {0};
 	struct MHD_Response *resp;
 	enum MHD_Result rv;
 	hs_resp hr;
@@ -522,30 +496,30 @@ proxy(tlg *g, struct MHD_Connection *conn, greq *r, const char *method,
 	snprintf(hc.xff, sizeof(hc.xff), "%s", r->ip);
 	hc.h[hc.n].name = "X-Forwarded-For";
 	hc.h[hc.n++].value = hc.xff;
-	gbuf_str(&url, g->c.homeserver);
-	gbuf_str(&url, r->uri);
+	tli_buf_puts(&url, g->c.homeserver);
+	tli_buf_puts(&url, r->uri);
 	if (url.oom ||
-	    tlg_hs_request(g, method, url.p, hc.h, hc.n,
-	        r->body.n ? r->body.p : NULL, r->body.n, &hr) != 0) {
+	    tlg_hs_request(g, method, tli_buf_str(&url), hc.h, hc.n,
+	        r->body.len ? r->body.data : NULL, r->body.len, &hr) != 0) {
 		gout o = {0};
-		gbuf_free(&url);
+		tli_buf_fini(&url);
 		tlg_out_err(
 		    &o, 502, "M_UNKNOWN", "The homeserver did not answer");
 		return send_out(conn, r, &o);
 	}
-	gbuf_free(&url);
-	body = hr.body.p ? hr.body.p : "";
-	blen = hr.body.n;
+	tli_buf_fini(&url);
+	body = tli_buf_str(&hr.body);
+	blen = hr.body.len;
 	if (fn != NULL && hr.status == 200) {
 		json_t *j = json_loadb(body, blen, 0, NULL);
 		if (json_is_object(j)) {
 			char *s;
 			fn(g, j);
 			if ((s = json_dumps(j, JSON_COMPACT)) != NULL) {
-				gbuf_str(&patched, s);
+				tli_buf_puts(&patched, s);
 				free(s);
-				body = patched.p;
-				blen = patched.n;
+				body = tli_buf_str(&patched);
+				blen = patched.len;
 			}
 		}
 		json_decref(j);
@@ -554,11 +528,12 @@ proxy(tlg *g, struct MHD_Connection *conn, greq *r, const char *method,
 	    blen, (void *) body, MHD_RESPMEM_MUST_COPY);
 	if (resp == NULL) {
 		tlg_hs_resp_free(&hr);
-		gbuf_free(&patched);
+		tli_buf_fini(&patched);
 		r->failed = true;
 		return MHD_NO;
 	}
-	for (const char *p = hr.headers.p; p != NULL && *p != '\0';) {
+	for (const char *p = tli_buf_str(&hr.headers);
+	     p != NULL && *p != '\0';) {
 		const char *eol = strstr(p, "\r\n"), *colon;
 		size_t len = eol ? (size_t) (eol - p) : strlen(p);
 		char name[128], value[2048];
@@ -586,7 +561,7 @@ proxy(tlg *g, struct MHD_Connection *conn, greq *r, const char *method,
 	}
 	rv = keep_resp(conn, r, resp, (unsigned) hr.status);
 	tlg_hs_resp_free(&hr);
-	gbuf_free(&patched);
+	tli_buf_fini(&patched);
 	return rv;
 }
 
@@ -694,7 +669,7 @@ first_call(
 		return false;
 	case R_OPTIONS:
 		o->status = 200;
-		gbuf_str(&o->body, "{}");
+		tli_buf_puts(&o->body, "{}");
 		return false;
 	case R_SCHEDULE:
 	case R_LIST:
@@ -737,7 +712,7 @@ head_checks(tlg *g, struct MHD_Connection *conn, greq *r, gout *o)
 				return false;
 			}
 		}
-		o->body.n = 0;
+		tli_buf_reset(&o->body);
 		o->status = 0;
 		return true;
 	default:
@@ -755,7 +730,7 @@ handle(tlg *g, struct MHD_Connection *conn, greq *r)
 		send_out(conn, r, &o);
 		return;
 	}
-	gbuf_free(&o.body);
+	tli_buf_fini(&o.body);
 	memset(&o, 0, sizeof(o));
 	switch (r->rt) {
 	case R_VERSIONS:
@@ -939,7 +914,7 @@ restart_done(void *arg, int err)
 		resume(g, r);
 		return;
 	}
-	gbuf_free(&o.body);
+	tli_buf_fini(&o.body);
 	hw_queue(g, r); /* the long way decides */
 }
 
@@ -968,16 +943,16 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
 			send_out(conn, r, &o);
 			return flush_resp(conn, r);
 		}
-		gbuf_free(&o.body);
+		tli_buf_fini(&o.body);
 		return MHD_YES;
 	}
 	if (*upload_size > 0) {
 		if (!r->responded && !r->too_large) {
-			if (r->body.n + *upload_size > r->limit) {
+			if (r->body.len + *upload_size > r->limit) {
 				r->too_large = true;
-				gbuf_free(&r->body);
+				tli_buf_fini(&r->body);
 			} else {
-				gbuf_add(&r->body, upload, *upload_size);
+				tli_buf_append(&r->body, upload, *upload_size);
 			}
 		}
 		*upload_size = 0;
@@ -994,14 +969,14 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
 	if (r->rt == R_MANAGE_PATH && !r->head_deferred) {
 		switch (tlg_restart_fast(g, r, &o, restart_done)) {
 		case TLG_FAST_STARTED:
-			gbuf_free(&o.body);
+			tli_buf_fini(&o.body);
 			return MHD_YES;
 		case TLG_FAST_ANSWERED:
 			send_out(conn, r, &o);
 			resume(g, r);
 			return MHD_YES;
 		default:
-			gbuf_free(&o.body);
+			tli_buf_fini(&o.body);
 			break;
 		}
 	}
@@ -1059,7 +1034,8 @@ tlg_http_start(tlg *g)
 
 	memset(&ss, 0, sizeof(ss));
 	if (bind_addr(g->c.listen, &ss, &v6) != 0) {
-		tlg_log("error", "G004", "bad listen address %s", g->c.listen);
+		tli_log("msc4140", TLI_LOG_ERROR, "G004",
+		    "bad listen address %s", g->c.listen);
 		return -1;
 	}
 	if (v6) {
@@ -1080,7 +1056,8 @@ tlg_http_start(tlg *g)
 	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) 300,
 	    MHD_OPTION_CONNECTION_LIMIT, (unsigned) 2000, MHD_OPTION_END);
 	if (g->httpd == NULL) {
-		tlg_log("error", "G004", "cannot listen on %s", g->c.listen);
+		tli_log("msc4140", TLI_LOG_ERROR, "G004", "cannot listen on %s",
+		    g->c.listen);
 		return -1;
 	}
 	di = MHD_get_daemon_info(g->httpd, MHD_DAEMON_INFO_BIND_PORT);
