@@ -20,7 +20,7 @@ extra_query(const greq *r, tli_buf *out)
 {
 	static const char *drop[] = {"access_token", "user_id", "ts",
 	    "device_id", "org.matrix.msc3202.device_id", NULL};
-	const char *q = r->query;
+	const char *q = tlh_req_query(r->hr);
 
 	while (*q != '\0') {
 		const char *amp = strchr(q, '&');
@@ -58,7 +58,7 @@ txn_key(const greq *r, char *tid, size_t cap, tli_buf *key)
 	tli_buf_append(key, "\n", 1);
 	tli_buf_puts(key, r->device);
 	tli_buf_append(key, "\n", 1);
-	tli_buf_puts(key, r->path);
+	tli_buf_puts(key, tlh_req_path(r->hr));
 	snprintf(tid, cap, "t%016llx%016llx",
 	    (unsigned long long) tli_hash64_mixed(key->data, key->len, 21),
 	    (unsigned long long) tli_hash64_mixed(key->data, key->len, 22));
@@ -155,18 +155,37 @@ delay_too_long(tlg *g, gout *o)
 	}
 }
 
-/* Checks that need no body. true: go on reading; false: o is the reply. */
-bool
-tlg_schedule_head(tlg *g, struct MHD_Connection *conn, greq *r, gout *o)
+/* Path parameters: room, event type and state key (or transaction id). */
+static bool
+fields_ok(const greq *r, gout *o)
+{
+	gstr room = tlg_param(r, "room"), v;
+	const char *name;
+
+	if (room.n < 2 || room.p[0] != '!') {
+		tlg_out_err(o, 400, "M_INVALID_PARAM", "Not a room id");
+		return false;
+	}
+	for (size_t i = 0; (v.p = tlh_req_param_at(r->hr, i, &name, &v.n));
+	     i++) {
+		if (strcmp(name, "v") != 0 && !field_ok(v.p, v.n)) {
+			tlg_out_err(o, 400, "M_INVALID_PARAM",
+			    "Bad room id, event type or state key");
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Checks that need no body. true: go on; false: o is the reply. */
+static bool
+schedule_head(tlg *g, greq *r, gout *o)
 {
 	char dbuf[64], *end;
 	const char *d;
 	long long x;
 	int64_t wait;
 
-	if (!tlg_authenticate(g, conn, r, o)) {
-		return false;
-	}
 	if (r->has_txn) {
 		char id[TL_MAX_ID_LEN + 1];
 		if (txn_lookup(g, r, id, sizeof(id))) {
@@ -180,8 +199,8 @@ tlg_schedule_head(tlg *g, struct MHD_Connection *conn, greq *r, gout *o)
 	if (r->stable) {
 		goto fields; /* the delay is in the body */
 	}
-	d = tlh_query_get(
-	    r->query, "org.matrix.msc4140.delay", dbuf, sizeof(dbuf));
+	d = tlh_query_get(tlh_req_query(r->hr), "org.matrix.msc4140.delay",
+	    dbuf, sizeof(dbuf));
 	if (d == NULL) {
 		tlg_out_err(o, 400, "M_INVALID_PARAM",
 		    "org.matrix.msc4140.delay must be a whole number of ms");
@@ -205,16 +224,8 @@ tlg_schedule_head(tlg *g, struct MHD_Connection *conn, greq *r, gout *o)
 	}
 	r->delay = x;
 fields:
-	if (r->seglen[4] < 2 || r->segs[4][0] != '!') {
-		tlg_out_err(o, 400, "M_INVALID_PARAM", "Not a room id");
+	if (!fields_ok(r, o)) {
 		return false;
-	}
-	for (int i = 4; i < r->nseg; i++) {
-		if (i != 5 && !field_ok(r->segs[i], r->seglen[i])) {
-			tlg_out_err(o, 400, "M_INVALID_PARAM",
-			    "Bad room id, event type or state key");
-			return false;
-		}
 	}
 	if ((wait = tlg_rate_take(
 	         g, "sched", r->user, g->c.sched_rate, g->c.sched_burst)) > 0) {
@@ -314,6 +325,8 @@ json_member(const char *p, size_t n, const char *key, gstr *out)
 static bool
 stable_fields(tlg *g, greq *r, json_t *j, gout *o)
 {
+	size_t n;
+	const char *body = tlh_req_body(r->hr, &n);
 	json_t *d = json_object_get(j, "delay");
 	json_t *sk = json_object_get(j, "state_key");
 	json_t *c = json_object_get(j, "content");
@@ -335,8 +348,7 @@ stable_fields(tlg *g, greq *r, json_t *j, gout *o)
 	}
 	r->delay = (int64_t) x;
 	if (!json_is_object(c) ||
-	    !json_member(
-	        tli_buf_str(&r->body), r->body.len, "content", &r->content)) {
+	    !json_member(body, n, "content", &r->content)) {
 		tlg_out_err(
 		    o, 400, "M_BAD_JSON", "content must be a JSON object");
 		return false;
@@ -353,9 +365,11 @@ stable_fields(tlg *g, greq *r, json_t *j, gout *o)
 	return true;
 }
 
-void
-tlg_schedule_body(tlg *g, greq *r, gout *o)
+static void
+schedule_body(tlg *g, greq *r, gout *o)
 {
+	size_t rn;
+	const char *rb = tlh_req_body(r->hr, &rn);
 	char owner[TL_MAX_NAME_LEN + 1], id[TL_MAX_ID_LEN + 1];
 	tli_buf extra = {0}, body = {0};
 	tl_entry *es = NULL;
@@ -367,14 +381,14 @@ tlg_schedule_body(tlg *g, greq *r, gout *o)
 	tl_put p;
 	int rv;
 
-	if (r->too_large) {
+	if (tlh_req_body_over(r->hr)) {
 		tlg_out_err(
 		    o, 413, "M_TOO_LARGE", "Event content is too large");
 		return;
 	}
 	/* Only validated: the bytes are kept, so big integers and \u0000
 	 * are fine here. */
-	j = json_loadb(tli_buf_str(&r->body), r->body.len,
+	j = json_loadb(rb, rn,
 	    JSON_DECODE_INT_AS_REAL | JSON_ALLOW_NUL |
 	        (r->stable ? JSON_REJECT_DUPLICATES : 0),
 	    NULL);
@@ -396,7 +410,7 @@ tlg_schedule_body(tlg *g, greq *r, gout *o)
 		}
 	} else {
 		json_decref(j);
-		r->content = (gstr){tli_buf_str(&r->body), r->body.len};
+		r->content = (gstr){rb, rn};
 	}
 	if (!extra_query(r, &extra)) {
 		tlg_out_err(o, 400, "M_INVALID_PARAM", "Bad query string");
@@ -435,13 +449,12 @@ tlg_schedule_body(tlg *g, greq *r, gout *o)
 	}
 	memset(&e, 0, sizeof(e));
 	e.user = (gstr){r->user, strlen(r->user)};
-	e.room = (gstr){r->segs[4], r->seglen[4]};
-	e.type = (gstr){r->segs[6], r->seglen[6]};
+	e.room = tlg_param(r, "room");
+	e.type = tlg_param(r, "type");
 	e.state = r->state;
 	if (r->state) {
 		e.skey = r->stable ? (gstr){r->skey, strlen(r->skey)}
-		    : r->nseg == 8 ? (gstr){r->segs[7], r->seglen[7]}
-		                   : (gstr){"", 0};
+		                   : tlg_param(r, "skey");
 	}
 	e.delay = r->delay;
 	e.query = (gstr){tli_buf_str(&extra), extra.len};
@@ -486,6 +499,14 @@ out:
 	tli_buf_fini(&body);
 }
 
+void
+tlg_schedule(tlg *g, greq *r, gout *o)
+{
+	if (schedule_head(g, r, o)) {
+		schedule_body(g, r, o);
+	}
+}
+
 /* ---- management ---- */
 
 static bool
@@ -507,7 +528,7 @@ id_ok(const char *id, size_t n)
 static void
 not_found(tlg *g, greq *r, gout *o)
 {
-	tlg_storm_miss(g, r->ip);
+	tlg_storm_miss(g, tlh_req_ip(r->hr));
 	tlg_out_err(o, 404, "M_NOT_FOUND", "Delayed event not found");
 }
 
@@ -619,7 +640,7 @@ manage_check(tlg *g, greq *r, const char *id, size_t idlen, gout *o)
 		return true;
 	}
 	r->checked = true;
-	if ((wait = tlg_storm_blocked(g, r->ip)) > 0) {
+	if ((wait = tlg_storm_blocked(g, tlh_req_ip(r->hr))) > 0) {
 		tlg_out_limited(o, wait);
 		return false;
 	}
@@ -629,8 +650,8 @@ manage_check(tlg *g, greq *r, const char *id, size_t idlen, gout *o)
 	}
 	wait = tlg_rate_take(g, "mgmt", id, g->c.mgmt_rate, g->c.mgmt_burst);
 	if (wait == 0) {
-		wait =
-		    tlg_rate_take(g, "ip", r->ip, g->c.ip_rate, g->c.ip_burst);
+		wait = tlg_rate_take(
+		    g, "ip", tlh_req_ip(r->hr), g->c.ip_rate, g->c.ip_burst);
 	}
 	if (wait > 0) {
 		tlg_out_limited(o, wait);
@@ -715,47 +736,67 @@ manage(
 	}
 }
 
+/* With a token, the rate limit is the user's too; false when o holds
+ * the answer. */
+static bool
+manage_user_limit(tlg *g, greq *r, gout *o)
+{
+	int64_t wait;
+
+	if (r->authed &&
+	    (wait = tlg_rate_take(g, "user", r->user, g->c.mgmt_rate * 4,
+	         g->c.mgmt_burst * 4)) > 0) {
+		tlg_out_limited(o, wait);
+		return false;
+	}
+	return true;
+}
+
 void
 tlg_manage_path(tlg *g, greq *r, gout *o)
 {
-	const char *a = r->segs[r->idseg + 1];
+	const char *a = tlg_param(r, "action").p;
+	gstr id = tlg_param(r, "id");
 
+	if (!manage_user_limit(g, r, o)) {
+		return;
+	}
 	if (strcmp(a, "cancel") && strcmp(a, "restart") && strcmp(a, "send")) {
 		tlg_out_err(o, 404, "M_UNRECOGNIZED", "Unrecognized request");
 		return;
 	}
-	manage(g, r, r->segs[r->idseg], r->seglen[r->idseg], a, o);
+	manage(g, r, id.p, id.n, a, o);
 }
 
 int
 tlg_restart_fast(tlg *g, greq *r, gout *o, tl_done_fn done)
 {
-	const char *id = r->segs[r->idseg];
+	gstr id = tlg_param(r, "id");
 	char owner[TL_MAX_NAME_LEN + 1];
 	int64_t delay;
 
-	if (strcmp(r->segs[r->idseg + 1], "restart") != 0) {
-		return TLG_FAST_NO;
+	if (strcmp(tlg_param(r, "action").p, "restart") != 0) {
+		return TLH_FAST_NO;
 	}
-	if (!manage_check(g, r, id, r->seglen[r->idseg], o)) {
-		return TLG_FAST_ANSWERED;
+	if (!manage_check(g, r, id.p, id.n, o)) {
+		return TLH_FAST_ANSWERED;
 	}
-	if (tlg_waiter_exists(g, id) ||
-	    !tlg_evc_get(g, id, owner, sizeof(owner), &delay)) {
-		return TLG_FAST_NO;
+	if (tlg_waiter_exists(g, id.p) ||
+	    !tlg_evc_get(g, id.p, owner, sizeof(owner), &delay)) {
+		return TLH_FAST_NO;
 	}
 	r->cached_tried = true;
-	if (tl_move_async(g->cl, g->t_ev, owner, id, 0, delay, true, done, r) !=
-	    TL_OK) {
-		return TLG_FAST_NO;
+	if (tl_move_async(g->cl, g->t_ev, owner, id.p, 0, delay, true, done,
+	        r) != TL_OK) {
+		return TLH_FAST_NO;
 	}
-	return TLG_FAST_STARTED;
+	return TLH_FAST_STARTED;
 }
 
 bool
 tlg_restart_fast_result(tlg *g, greq *r, int rv, gout *o)
 {
-	return restart_cached_result(g, r, r->segs[r->idseg], rv, o);
+	return restart_cached_result(g, r, tlg_param(r, "id").p, rv, o);
 }
 
 void
@@ -763,12 +804,19 @@ tlg_manage_body(tlg *g, greq *r, gout *o)
 {
 	json_t *j, *a;
 	char action[16];
+	const char *body;
+	size_t n;
+	gstr id;
 
-	if (r->too_large) {
+	if (!manage_user_limit(g, r, o)) {
+		return;
+	}
+	if (tlh_req_body_over(r->hr)) {
 		tlg_out_err(o, 413, "M_TOO_LARGE", "Request too large");
 		return;
 	}
-	j = json_loadb(tli_buf_str(&r->body), r->body.len, 0, NULL);
+	body = tlh_req_body(r->hr, &n);
+	j = json_loadb(body, n, 0, NULL);
 	if (!json_is_object(j)) {
 		json_decref(j);
 		tlg_out_err(o, 400, "M_NOT_JSON", "Content not JSON.");
@@ -791,7 +839,8 @@ tlg_manage_body(tlg *g, greq *r, gout *o)
 	}
 	snprintf(action, sizeof(action), "%s", json_string_value(a));
 	json_decref(j);
-	manage(g, r, r->segs[5], r->seglen[5], action, o);
+	id = tlg_param(r, "id");
+	manage(g, r, id.p, id.n, action, o);
 }
 
 /* ---- listing ---- */
@@ -878,12 +927,13 @@ void
 tlg_get_one(tlg *g, greq *r, gout *o)
 {
 	char owner[TL_MAX_NAME_LEN + 1];
-	const char *id = r->segs[5];
+	gstr idp = tlg_param(r, "id");
+	const char *id = idp.p;
 	tl_message *m = NULL;
 	gev e;
 
 	tlg_owner(r->user, owner, sizeof(owner));
-	if (!id_ok(id, r->seglen[5])) {
+	if (!id_ok(id, idp.n)) {
 		not_found(g, r, o);
 		return;
 	}
@@ -931,7 +981,7 @@ tlg_get_one(tlg *g, greq *r, gout *o)
 static bool
 id_wanted(const greq *r, const char *id)
 {
-	const char *q = r->query;
+	const char *q = tlh_req_query(r->hr);
 	bool any = false;
 
 	while (*q != '\0') {
@@ -995,7 +1045,8 @@ void
 tlg_stable_list(tlg *g, greq *r, gout *o)
 {
 	char owner[TL_MAX_NAME_LEN + 1], st[32];
-	const char *status = tlh_query_get(r->query, "status", st, sizeof(st));
+	const char *status =
+	    tlh_query_get(tlh_req_query(r->hr), "status", st, sizeof(st));
 	bool sched = true, fin = true, first = true;
 	tl_entry *es = NULL;
 	size_t n = 0;

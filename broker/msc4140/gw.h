@@ -1,12 +1,14 @@
 /*
  * Internals of the MSC4140 gateway shared between its files: the gateway
- * object, byte buffers and JSON output, the stored form of a delayed event
- * and of a finalised record, the homeserver client and rate limits.
+ * object, the stored form of a delayed event and of a finalised record,
+ * the homeserver client and rate limits. Logging, buffers, clocks and
+ * hashing are tlbase's; the HTTP server is the module tlhttp.
  *
- * DESIGN. Threads: libmicrohttpd runs a few event-loop threads (poll) that
+ * DESIGN. Threads: the HTTP module runs a few event-loop threads that
  * never block; a request's blocking work (whoami, SDK calls, proxying)
- * runs on a worker thread with its connection suspended, and a restart of
- * a known event is one tl_move_async whose completion resumes it (http.c). The
+ * runs on one of its worker threads with the connection suspended, and a
+ * restart of a known event is one tl_move_async whose completion resumes
+ * it (http.c, tlhttp.h). The
  * SDK's consumer thread hands due events to the sender threads (one queue each,
  * chosen by room so that one room's events keep their order); a sender sends
  * through the homeserver, writes the finalised record, deletes the event and
@@ -149,8 +151,6 @@ typedef struct gauth {
 	int64_t until;
 } gauth;
 
-typedef struct ghttp ghttp;
-
 struct tlg {
 	tlg_conf c;
 	tl_client *cl;
@@ -158,8 +158,7 @@ struct tlg {
 	char t_ev[TL_MAX_NAME_LEN + 1];
 	char t_final[TL_MAX_NAME_LEN + 1];
 	char t_txn[TL_MAX_NAME_LEN + 1];
-	struct MHD_Daemon *httpd;
-	ghttp *http; /* http.c: suspended requests and their workers */
+	tlh_server *http; /* http.c: the routes, served by tlhttp */
 	char url[300];
 
 	pthread_mutex_t w_mtx;
