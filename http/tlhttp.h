@@ -34,6 +34,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "timeline/errors.h" /* TL_OK and the codes returned here */
 
 typedef struct tlh_server tlh_server;
 typedef struct tlh_req tlh_req;
