@@ -135,24 +135,17 @@ field_ok(const char *s, size_t n)
 static void
 delay_too_long(tlg *g, gout *o)
 {
+	bool forbid = g->c.max_delay_forbidden;
+
+	o->status = forbid ? 403 : 400;
 	tli_buf_reset(&o->body);
-	if (g->c.max_delay_forbidden) {
-		o->status = 403;
-		tli_buf_printf(&o->body,
-		    "{\"errcode\":\"M_FORBIDDEN\",\"error\":\"The requested "
-		    "delay exceeds the allowed maximum.\","
-		    "\"org.matrix.msc4140.errcode\":\"M_MAX_DELAY_EXCEEDED\","
-		    "\"org.matrix.msc4140.max_delay\":%lld}",
-		    (long long) g->c.max_delay_ms);
-	} else {
-		o->status = 400;
-		tli_buf_printf(&o->body,
-		    "{\"errcode\":\"M_UNKNOWN\",\"error\":\"The requested "
-		    "delay exceeds the allowed maximum.\","
-		    "\"org.matrix.msc4140.errcode\":\"M_MAX_DELAY_EXCEEDED\","
-		    "\"org.matrix.msc4140.max_delay\":%lld}",
-		    (long long) g->c.max_delay_ms);
-	}
+	tli_buf_printf(&o->body,
+	    "{\"errcode\":\"%s\",\"error\":\"The requested "
+	    "delay exceeds the allowed maximum.\","
+	    "\"org.matrix.msc4140.errcode\":\"M_MAX_DELAY_EXCEEDED\","
+	    "\"org.matrix.msc4140.max_delay\":%lld}",
+	    forbid ? "M_FORBIDDEN" : "M_UNKNOWN",
+	    (long long) g->c.max_delay_ms);
 }
 
 /* Path parameters: room, event type and state key (or transaction id). */

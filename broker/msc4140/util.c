@@ -5,6 +5,7 @@
  * and JSON string encoding from the HTTP module.
  */
 #define _GNU_SOURCE
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,6 +117,62 @@ to_i64(gstr v)
 	return strtoll(tmp, NULL, 10);
 }
 
+/* The lines of the stored form: where each value goes. */
+#define EV_STR(name, f)                     \
+	{                                   \
+		name, offsetof(gev, f), 's' \
+	}
+#define EV_NUM(name, f)                     \
+	{                                   \
+		name, offsetof(gev, f), 'n' \
+	}
+static const struct {
+	const char *name;
+	size_t off;
+	char kind; /* 's' a gstr, 'n' an int64_t, 'i' an int */
+} ev_fields[] = {
+    EV_STR("user", user),
+    EV_STR("room", room),
+    EV_STR("type", type),
+    EV_STR("skey", skey),
+    EV_STR("query", query),
+    EV_NUM("delay", delay),
+    EV_NUM("fin", fin),
+    EV_NUM("since", since),
+    EV_STR("outcome", outcome),
+    EV_STR("reason", reason),
+    EV_STR("event_id", event_id),
+    {"status", offsetof(gev, status), 'i'},
+};
+
+static void
+ev_field(gev *e, gstr k, gstr v, int64_t *errlen)
+{
+	char *base = (char *) e;
+
+	if (k.n == 6 && memcmp(k.p, "errlen", 6) == 0) {
+		*errlen = to_i64(v);
+		return;
+	}
+	for (size_t i = 0; i < sizeof(ev_fields) / sizeof(ev_fields[0]); i++) {
+		const char *f = ev_fields[i].name;
+		if (strlen(f) != k.n || memcmp(k.p, f, k.n) != 0) {
+			continue;
+		}
+		if (ev_fields[i].kind == 's') {
+			memcpy(base + ev_fields[i].off, &v, sizeof(v));
+		} else if (ev_fields[i].kind == 'n') {
+			int64_t x = to_i64(v);
+			memcpy(base + ev_fields[i].off, &x, sizeof(x));
+		} else {
+			int x = (int) to_i64(v);
+			memcpy(base + ev_fields[i].off, &x, sizeof(x));
+		}
+		e->state = e->state || ev_fields[i].off == offsetof(gev, skey);
+		return;
+	}
+}
+
 int
 tlg_ev_parse(gev *e, const void *body, size_t len)
 {
@@ -144,36 +201,7 @@ tlg_ev_parse(gev *e, const void *body, size_t len)
 		}
 		k = (gstr){p, (size_t) (tab - p)};
 		v = (gstr){tab + 1, (size_t) (nl - tab - 1)};
-#define KEY(s) (k.n == sizeof(s) - 1 && memcmp(k.p, s, k.n) == 0)
-		if (KEY("user")) {
-			e->user = v;
-		} else if (KEY("room")) {
-			e->room = v;
-		} else if (KEY("type")) {
-			e->type = v;
-		} else if (KEY("skey")) {
-			e->skey = v;
-			e->state = true;
-		} else if (KEY("query")) {
-			e->query = v;
-		} else if (KEY("delay")) {
-			e->delay = to_i64(v);
-		} else if (KEY("fin")) {
-			e->fin = to_i64(v);
-		} else if (KEY("since")) {
-			e->since = to_i64(v);
-		} else if (KEY("outcome")) {
-			e->outcome = v;
-		} else if (KEY("reason")) {
-			e->reason = v;
-		} else if (KEY("event_id")) {
-			e->event_id = v;
-		} else if (KEY("status")) {
-			e->status = (int) to_i64(v);
-		} else if (KEY("errlen")) {
-			errlen = to_i64(v);
-		}
-#undef KEY
+		ev_field(e, k, v, &errlen);
 		p = nl + 1;
 	}
 	if (errlen < 0 || errlen > end - p) {
