@@ -31,6 +31,8 @@
 #include <sys/socket.h>
 
 #include "base.h"
+#include "htab.h" /* TLI_CONTAINER */
+#include "queue.h"
 #include "tlhttp.h"
 
 /* Workers are started when a request finds none idle (up to this) and
@@ -130,9 +132,9 @@ struct tlh_server {
 	char url[300];
 
 	pthread_mutex_t mtx;
-	pthread_cond_t cv;           /* work queued, or stopping */
-	pthread_cond_t idle_cv;      /* no request suspended any more */
-	struct tlh_req *head, *tail; /* waiting for a worker */
+	pthread_cond_t cv;      /* work queued, or stopping */
+	pthread_cond_t idle_cv; /* no request suspended any more */
+	tli_queue work;         /* requests waiting for a worker */
 	pthread_t *tids;
 	int nthreads, idle;
 	int suspended; /* connections suspended by us */
@@ -165,7 +167,7 @@ struct tlh_req {
 	bool failed;    /* no reply could be made: close */
 	struct MHD_Response *resp; /* made, not yet queued */
 	unsigned resp_status;
-	struct tlh_req *wnext; /* the worker queue */
+	tli_qnode wn; /* in the worker queue */
 };
 
 int
@@ -674,17 +676,15 @@ worker_main(void *arg)
 
 	pthread_mutex_lock(&s->mtx);
 	for (;;) {
+		tli_qnode *n;
 		tlh_req *q;
-		while (s->head == NULL && !s->stop) {
+		while (s->work.head == NULL && !s->stop) {
 			pthread_cond_wait(&s->cv, &s->mtx);
 		}
-		if ((q = s->head) == NULL) {
+		if ((n = tli_queue_pop(&s->work)) == NULL) {
 			break;
 		}
-		if ((s->head = q->wnext) == NULL) {
-			s->tail = NULL;
-		}
-		q->wnext = NULL;
+		q = TLI_CONTAINER(n, tlh_req, wn);
 		s->idle--;
 		pthread_mutex_unlock(&s->mtx);
 		run(q);
@@ -726,16 +726,10 @@ worker_queue(tlh_req *q)
 
 	TLI_ASSERT(q->suspended);
 	pthread_mutex_lock(&s->mtx);
-	q->wnext = NULL;
-	if (s->tail != NULL) {
-		s->tail->wnext = q;
-	} else {
-		s->head = q;
-	}
-	s->tail = q;
+	tli_queue_push(&s->work, &q->wn);
 	worker_add(s);
 	if ((none = s->nthreads == 0)) {
-		s->head = s->tail = NULL; /* no worker: answer here */
+		tli_queue_init(&s->work); /* no worker: answer here */
 	} else {
 		pthread_cond_signal(&s->cv);
 	}
@@ -940,6 +934,7 @@ tlh_server_alloc(tlh_server **out, const tlh_config *cfg)
 	if (s->cfg.body_max == 0) {
 		s->cfg.body_max = 65536;
 	}
+	tli_queue_init(&s->work);
 	pthread_mutex_init(&s->mtx, NULL);
 	pthread_cond_init(&s->cv, NULL);
 	pthread_cond_init(&s->idle_cv, NULL);
@@ -1054,7 +1049,7 @@ tlh_server_free(tlh_server *s)
 	for (int i = 0; i < s->nthreads; i++) {
 		pthread_join(s->tids[i], NULL);
 	}
-	TLI_ASSERT(s->head == NULL && s->idle == 0);
+	TLI_ASSERT(s->work.head == NULL && s->idle == 0);
 	for (int i = 0; i < s->nroutes; i++) {
 		tli_free(s->routes[i]->pat);
 		tli_free(s->routes[i]);

@@ -400,22 +400,18 @@ sender_main(void *arg)
 	gsender *s = arg;
 
 	for (;;) {
+		tli_qnode *n;
 		gqitem *it;
 		pthread_mutex_lock(&s->mtx);
-		while (s->head == NULL && !s->stop) {
+		while (s->q.head == NULL && !s->stop) {
 			pthread_cond_wait(&s->cv, &s->mtx);
 		}
-		it = s->head;
-		if (it != NULL) {
-			s->head = it->next;
-			if (s->head == NULL) {
-				s->tail = NULL;
-			}
-		}
+		n = tli_queue_pop(&s->q);
 		pthread_mutex_unlock(&s->mtx);
-		if (it == NULL) {
+		if (n == NULL) {
 			break;
 		}
+		it = TLI_CONTAINER(n, gqitem, qn);
 		if (!atomic_load(&s->g->stopping)) {
 			send_one(s->g, it->lease);
 		}
@@ -448,12 +444,7 @@ tlg_on_due(void *arg, tl_lease *l)
 	}
 	it->lease = l;
 	pthread_mutex_lock(&s->mtx);
-	if (s->tail != NULL) {
-		s->tail->next = it;
-	} else {
-		s->head = it;
-	}
-	s->tail = it;
+	tli_queue_push(&s->q, &it->qn);
 	pthread_cond_signal(&s->cv);
 	pthread_mutex_unlock(&s->mtx);
 }
@@ -477,6 +468,7 @@ tlg_senders_start(tlg *g)
 	for (int i = 0; i < g->nsenders; i++) {
 		gsender *s = &g->senders[i];
 		s->g = g;
+		tli_queue_init(&s->q);
 		pthread_mutex_init(&s->mtx, NULL);
 		pthread_cond_init(&s->cv, NULL);
 		if (pthread_create(&s->thr, NULL, sender_main, s) != 0) {

@@ -28,6 +28,8 @@
 
 #include "base.h"
 #include "buf.h"
+#include "htab.h"
+#include "queue.h"
 #include "log.h"
 #include "msc4140.h"
 #include "tlhttp.h"
@@ -107,7 +109,7 @@ typedef struct gwaiter {
 } gwaiter;
 
 typedef struct gqitem {
-	struct gqitem *next;
+	tli_qnode qn;
 	tl_lease *lease;
 } gqitem;
 
@@ -116,7 +118,7 @@ typedef struct gsender {
 	pthread_t thr;
 	pthread_mutex_t mtx;
 	pthread_cond_t cv;
-	gqitem *head, *tail;
+	tli_queue q; /* of gqitem */
 	bool stop;
 	bool started;
 } gsender;
