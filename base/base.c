@@ -76,6 +76,18 @@ tli_wall_ms(void)
 	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+void
+tli_deadline_ts(struct timespec *out, int64_t ms)
+{
+	clock_gettime(CLOCK_REALTIME, out);
+	out->tv_sec += (time_t) (ms / 1000);
+	out->tv_nsec += (long) (ms % 1000) * 1000000L;
+	if (out->tv_nsec >= 1000000000L) {
+		out->tv_sec++;
+		out->tv_nsec -= 1000000000L;
+	}
+}
+
 int64_t
 tli_mono_ns(void)
 {

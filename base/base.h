@@ -37,6 +37,9 @@ unsigned long tli_alloc_count(void);
 int64_t tli_wall_ms(void);
 int64_t tli_mono_ms(void);
 int64_t tli_mono_ns(void);
+/* The wall-clock time ms from now, as pthread_cond_timedwait wants it. */
+struct timespec;
+void tli_deadline_ts(struct timespec *out, int64_t ms);
 
 /* A replaceable clock: all code that positions messages reads "now" through
  * one of these, so tests move time without sleeping. */

@@ -58,13 +58,7 @@ tlg_waiter_wait(tlg *g, gwaiter *w, int64_t ms)
 	struct timespec dl;
 	bool done;
 
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += ms / 1000;
-	dl.tv_nsec += (ms % 1000) * 1000000L;
-	if (dl.tv_nsec >= 1000000000L) {
-		dl.tv_sec++;
-		dl.tv_nsec -= 1000000000L;
-	}
+	tli_deadline_ts(&dl, ms);
 	pthread_mutex_lock(&g->w_mtx);
 	while (!w->done && !atomic_load(&g->stopping)) {
 		if (pthread_cond_timedwait(&g->w_cv, &g->w_mtx, &dl) != 0) {
