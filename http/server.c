@@ -539,12 +539,6 @@ tlh_req_state(tlh_req *q)
 	return (char *) q + state_off();
 }
 
-tlh_req *
-tlh_req_of_state(void *state)
-{
-	return (tlh_req *) (void *) ((char *) state - state_off());
-}
-
 static void
 req_free(tlh_req *q)
 {

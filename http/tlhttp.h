@@ -161,8 +161,6 @@ void tlh_req_set_body_max(tlh_req *req, uint64_t max);
 const void *tlh_req_route_data(const tlh_req *req);
 /* The adapter's per-request state (cfg.req_size bytes, zeroed). */
 void *tlh_req_state(tlh_req *req);
-/* The request whose state this is. */
-tlh_req *tlh_req_of_state(void *state);
 
 /* ---- replies ---- */
 
