@@ -54,7 +54,8 @@ enum {
 };
 typedef int (*tlh_fast_fn)(tlh_req *req, void *arg);
 /* Whether a route applies to this request beyond its path and method
- * (a query parameter, say); a route that does not apply is not there. */
+ * (a query parameter, say; the route's parameters are readable); a route
+ * that does not apply is not there. */
 typedef bool (*tlh_when_fn)(const tlh_req *req, void *arg);
 
 enum {
