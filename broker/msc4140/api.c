@@ -16,11 +16,11 @@
  * all but ours and those only the gateway may set when it acts as the
  * user (user_id, ts, device ids, the caller's access token). */
 static bool
-extra_query(const greq *r, gbuf *out)
+extra_query(const greq *r, tli_buf *out)
 {
 	static const char *drop[] = {"access_token", "user_id", "ts",
 	    "device_id", "org.matrix.msc3202.device_id", NULL};
-	const char *q = r->query;
+	const char *q = tlh_req_query(r->hr);
 
 	while (*q != '\0') {
 		const char *amp = strchr(q, '&');
@@ -39,10 +39,10 @@ extra_query(const greq *r, gbuf *out)
 			}
 		}
 		if (keep) {
-			if (out->n > 0) {
-				gbuf_add(out, "&", 1);
+			if (out->len > 0) {
+				tli_buf_append(out, "&", 1);
 			}
-			gbuf_add(out, q, len);
+			tli_buf_append(out, q, len);
 		}
 		q += len + (amp ? 1 : 0);
 	}
@@ -52,16 +52,16 @@ extra_query(const greq *r, gbuf *out)
 /* ---- transaction ids ---- */
 
 static void
-txn_key(const greq *r, char *tid, size_t cap, gbuf *key)
+txn_key(const greq *r, char *tid, size_t cap, tli_buf *key)
 {
-	gbuf_str(key, r->user);
-	gbuf_add(key, "\n", 1);
-	gbuf_str(key, r->device);
-	gbuf_add(key, "\n", 1);
-	gbuf_str(key, r->path);
+	tli_buf_puts(key, r->user);
+	tli_buf_append(key, "\n", 1);
+	tli_buf_puts(key, r->device);
+	tli_buf_append(key, "\n", 1);
+	tli_buf_puts(key, tlh_req_path(r->hr));
 	snprintf(tid, cap, "t%016llx%016llx",
-	    (unsigned long long) tlg_hash64(key->p, key->n, 21),
-	    (unsigned long long) tlg_hash64(key->p, key->n, 22));
+	    (unsigned long long) tli_hash64_mixed(key->data, key->len, 21),
+	    (unsigned long long) tli_hash64_mixed(key->data, key->len, 22));
 }
 
 /* The delay_id of an earlier request with the same transaction, if any. */
@@ -69,7 +69,7 @@ static bool
 txn_lookup(tlg *g, const greq *r, char *delay_id, size_t cap)
 {
 	char tid[64];
-	gbuf key = {0};
+	tli_buf key = {0};
 	tl_message *m = NULL;
 	bool found = false;
 
@@ -78,16 +78,16 @@ txn_lookup(tlg *g, const greq *r, char *delay_id, size_t cap)
 		const char *b = m->body, *nl = memchr(b, '\n', m->body_len);
 		/* the hash names the record; the stored key decides */
 		if (nl != NULL && (size_t) (nl - b) < cap &&
-		    m->body_len - (size_t) (nl - b) - 1 == key.n &&
-		    memcmp(nl + 1, key.p, key.n) == 0 &&
-		    m->consumer[0] == '\0' && m->ts > tlg_now_ms()) {
+		    m->body_len - (size_t) (nl - b) - 1 == key.len &&
+		    memcmp(nl + 1, key.data, key.len) == 0 &&
+		    m->consumer[0] == '\0' && m->ts > tli_wall_ms()) {
 			memcpy(delay_id, b, (size_t) (nl - b));
 			delay_id[nl - b] = '\0';
 			found = true;
 		}
 	}
 	tl_message_free(m);
-	gbuf_free(&key);
+	tli_buf_fini(&key);
 	return found;
 }
 
@@ -95,25 +95,25 @@ static void
 txn_record(tlg *g, const greq *r, const char *owner, const char *delay_id)
 {
 	char tid[64];
-	gbuf key = {0}, body = {0};
+	tli_buf key = {0}, body = {0};
 	int rv;
 
 	txn_key(r, tid, sizeof(tid), &key);
-	gbuf_str(&body, delay_id);
-	gbuf_add(&body, "\n", 1);
-	gbuf_add(&body, key.p, key.n);
+	tli_buf_puts(&body, delay_id);
+	tli_buf_append(&body, "\n", 1);
+	tli_buf_append(&body, key.data, key.len);
 	if (!body.oom) {
 		rv = tl_put_in(g->cl, g->t_txn, owner, tid, 30 * 60 * 1000,
-		    body.p, body.n, NULL);
+		    body.data, body.len, NULL);
 		if (rv == TL_EEXISTS) {
 			/* an expired record not reaped yet */
 			tl_delete(g->cl, g->t_txn, owner, tid, 0);
 			tl_put_in(g->cl, g->t_txn, owner, tid, 30 * 60 * 1000,
-			    body.p, body.n, NULL);
+			    body.data, body.len, NULL);
 		}
 	}
-	gbuf_free(&key);
-	gbuf_free(&body);
+	tli_buf_fini(&key);
+	tli_buf_fini(&body);
 }
 
 /* ---- scheduling ---- */
@@ -135,52 +135,65 @@ field_ok(const char *s, size_t n)
 static void
 delay_too_long(tlg *g, gout *o)
 {
-	o->body.n = 0;
-	if (g->c.max_delay_forbidden) {
-		o->status = 403;
-		gbuf_fmt(&o->body,
-		    "{\"errcode\":\"M_FORBIDDEN\",\"error\":\"The requested "
-		    "delay exceeds the allowed maximum.\","
-		    "\"org.matrix.msc4140.errcode\":\"M_MAX_DELAY_EXCEEDED\","
-		    "\"org.matrix.msc4140.max_delay\":%lld}",
-		    (long long) g->c.max_delay_ms);
-	} else {
-		o->status = 400;
-		gbuf_fmt(&o->body,
-		    "{\"errcode\":\"M_UNKNOWN\",\"error\":\"The requested "
-		    "delay exceeds the allowed maximum.\","
-		    "\"org.matrix.msc4140.errcode\":\"M_MAX_DELAY_EXCEEDED\","
-		    "\"org.matrix.msc4140.max_delay\":%lld}",
-		    (long long) g->c.max_delay_ms);
-	}
+	bool forbid = g->c.max_delay_forbidden;
+
+	o->status = forbid ? 403 : 400;
+	tli_buf_reset(&o->body);
+	tli_buf_printf(&o->body,
+	    "{\"errcode\":\"%s\",\"error\":\"The requested "
+	    "delay exceeds the allowed maximum.\","
+	    "\"org.matrix.msc4140.errcode\":\"M_MAX_DELAY_EXCEEDED\","
+	    "\"org.matrix.msc4140.max_delay\":%lld}",
+	    forbid ? "M_FORBIDDEN" : "M_UNKNOWN",
+	    (long long) g->c.max_delay_ms);
 }
 
-/* Checks that need no body. true: go on reading; false: o is the reply. */
-bool
-tlg_schedule_head(tlg *g, struct MHD_Connection *conn, greq *r, gout *o)
+/* Path parameters: room, event type and state key (or transaction id). */
+static bool
+fields_ok(const greq *r, gout *o)
+{
+	gstr room = tlg_param(r, "room"), v;
+	const char *name;
+
+	if (room.n < 2 || room.p[0] != '!') {
+		tlg_out_err(o, 400, "M_INVALID_PARAM", "Not a room id");
+		return false;
+	}
+	for (size_t i = 0; (v.p = tlh_req_param_at(r->hr, i, &name, &v.n));
+	     i++) {
+		if (strcmp(name, "v") != 0 && !field_ok(v.p, v.n)) {
+			tlg_out_err(o, 400, "M_INVALID_PARAM",
+			    "Bad room id, event type or state key");
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Checks that need no body. true: go on; false: o is the reply. */
+static bool
+schedule_head(tlg *g, greq *r, gout *o)
 {
 	char dbuf[64], *end;
 	const char *d;
 	long long x;
 	int64_t wait;
 
-	if (!tlg_authenticate(g, conn, r, o)) {
-		return false;
-	}
 	if (r->has_txn) {
 		char id[TL_MAX_ID_LEN + 1];
 		if (txn_lookup(g, r, id, sizeof(id))) {
 			o->status = 200;
-			gbuf_str(&o->body, "{\"delay_id\":");
-			gbuf_jstr(&o->body, id, strlen(id));
-			gbuf_str(&o->body, "}");
+			tli_buf_puts(&o->body, "{\"delay_id\":");
+			tlh_json_str(&o->body, id, strlen(id));
+			tli_buf_puts(&o->body, "}");
 			return false;
 		}
 	}
 	if (r->stable) {
 		goto fields; /* the delay is in the body */
 	}
-	d = tlg_query_get(r, "org.matrix.msc4140.delay", dbuf, sizeof(dbuf));
+	d = tlh_query_get(tlh_req_query(r->hr), "org.matrix.msc4140.delay",
+	    dbuf, sizeof(dbuf));
 	if (d == NULL) {
 		tlg_out_err(o, 400, "M_INVALID_PARAM",
 		    "org.matrix.msc4140.delay must be a whole number of ms");
@@ -204,16 +217,8 @@ tlg_schedule_head(tlg *g, struct MHD_Connection *conn, greq *r, gout *o)
 	}
 	r->delay = x;
 fields:
-	if (r->seglen[4] < 2 || r->segs[4][0] != '!') {
-		tlg_out_err(o, 400, "M_INVALID_PARAM", "Not a room id");
+	if (!fields_ok(r, o)) {
 		return false;
-	}
-	for (int i = 4; i < r->nseg; i++) {
-		if (i != 5 && !field_ok(r->segs[i], r->seglen[i])) {
-			tlg_out_err(o, 400, "M_INVALID_PARAM",
-			    "Bad room id, event type or state key");
-			return false;
-		}
 	}
 	if ((wait = tlg_rate_take(
 	         g, "sched", r->user, g->c.sched_rate, g->c.sched_burst)) > 0) {
@@ -313,6 +318,8 @@ json_member(const char *p, size_t n, const char *key, gstr *out)
 static bool
 stable_fields(tlg *g, greq *r, json_t *j, gout *o)
 {
+	size_t n;
+	const char *body = tlh_req_body(r->hr, &n);
 	json_t *d = json_object_get(j, "delay");
 	json_t *sk = json_object_get(j, "state_key");
 	json_t *c = json_object_get(j, "content");
@@ -325,7 +332,7 @@ stable_fields(tlg *g, greq *r, json_t *j, gout *o)
 	}
 	if (x > (double) g->c.max_delay_ms) {
 		o->status = 400;
-		gbuf_fmt(&o->body,
+		tli_buf_printf(&o->body,
 		    "{\"errcode\":\"M_MAX_DELAY_EXCEEDED\",\"error\":\"The "
 		    "requested delay exceeds the allowed maximum.\","
 		    "\"max_delay\":%lld}",
@@ -334,7 +341,7 @@ stable_fields(tlg *g, greq *r, json_t *j, gout *o)
 	}
 	r->delay = (int64_t) x;
 	if (!json_is_object(c) ||
-	    !json_member(r->body.p, r->body.n, "content", &r->content)) {
+	    !json_member(body, n, "content", &r->content)) {
 		tlg_out_err(
 		    o, 400, "M_BAD_JSON", "content must be a JSON object");
 		return false;
@@ -351,11 +358,13 @@ stable_fields(tlg *g, greq *r, json_t *j, gout *o)
 	return true;
 }
 
-void
-tlg_schedule_body(tlg *g, greq *r, gout *o)
+static void
+schedule_body(tlg *g, greq *r, gout *o)
 {
+	size_t rn;
+	const char *rb = tlh_req_body(r->hr, &rn);
 	char owner[TL_MAX_NAME_LEN + 1], id[TL_MAX_ID_LEN + 1];
-	gbuf extra = {0}, body = {0};
+	tli_buf extra = {0}, body = {0};
 	tl_entry *es = NULL;
 	size_t n = 0;
 	bool more = false;
@@ -365,14 +374,14 @@ tlg_schedule_body(tlg *g, greq *r, gout *o)
 	tl_put p;
 	int rv;
 
-	if (r->too_large) {
+	if (tlh_req_body_over(r->hr)) {
 		tlg_out_err(
 		    o, 413, "M_TOO_LARGE", "Event content is too large");
 		return;
 	}
 	/* Only validated: the bytes are kept, so big integers and \u0000
 	 * are fine here. */
-	j = json_loadb(r->body.p ? r->body.p : "", r->body.n,
+	j = json_loadb(rb, rn,
 	    JSON_DECODE_INT_AS_REAL | JSON_ALLOW_NUL |
 	        (r->stable ? JSON_REJECT_DUPLICATES : 0),
 	    NULL);
@@ -394,7 +403,7 @@ tlg_schedule_body(tlg *g, greq *r, gout *o)
 		}
 	} else {
 		json_decref(j);
-		r->content = (gstr){r->body.p, r->body.n};
+		r->content = (gstr){rb, rn};
 	}
 	if (!extra_query(r, &extra)) {
 		tlg_out_err(o, 400, "M_INVALID_PARAM", "Bad query string");
@@ -403,14 +412,14 @@ tlg_schedule_body(tlg *g, greq *r, gout *o)
 	tlg_owner(r->user, owner, sizeof(owner));
 	/* One user's requests one at a time from here: the limit holds and
 	 * a concurrent repeat of the transaction gets the same delay_id. */
-	um = &g->user_mtx[tlg_hash64(owner, strlen(owner), 4) %
+	um = &g->user_mtx[tli_hash64_mixed(owner, strlen(owner), 4) %
 	    TLG_USER_STRIPES];
 	pthread_mutex_lock(um);
 	if (r->has_txn && txn_lookup(g, r, id, sizeof(id))) {
 		o->status = 200;
-		gbuf_str(&o->body, "{\"delay_id\":");
-		gbuf_jstr(&o->body, id, strlen(id));
-		gbuf_str(&o->body, "}");
+		tli_buf_puts(&o->body, "{\"delay_id\":");
+		tlh_json_str(&o->body, id, strlen(id));
+		tli_buf_puts(&o->body, "}");
 		goto out;
 	}
 	rv = tl_list(
@@ -427,26 +436,25 @@ tlg_schedule_body(tlg *g, greq *r, gout *o)
 		goto out;
 	}
 	if (n >= g->c.max_scheduled) {
-		int64_t ms = es[0].ts - tlg_now_ms();
+		int64_t ms = es[0].ts - tli_wall_ms();
 		tlg_out_limited(o, ms > 1000 ? ms : 1000);
 		goto out;
 	}
 	memset(&e, 0, sizeof(e));
 	e.user = (gstr){r->user, strlen(r->user)};
-	e.room = (gstr){r->segs[4], r->seglen[4]};
-	e.type = (gstr){r->segs[6], r->seglen[6]};
+	e.room = tlg_param(r, "room");
+	e.type = tlg_param(r, "type");
 	e.state = r->state;
 	if (r->state) {
 		e.skey = r->stable ? (gstr){r->skey, strlen(r->skey)}
-		    : r->nseg == 8 ? (gstr){r->segs[7], r->seglen[7]}
-		                   : (gstr){"", 0};
+		                   : tlg_param(r, "skey");
 	}
 	e.delay = r->delay;
-	e.query = (gstr){extra.p ? extra.p : "", extra.n};
-	gbuf_str(&body, "M1\n");
+	e.query = (gstr){tli_buf_str(&extra), extra.len};
+	tli_buf_puts(&body, "M1\n");
 	tlg_ev_header(&body, &e);
-	gbuf_add(&body, "\n", 1);
-	gbuf_add(&body, r->content.p, r->content.n);
+	tli_buf_append(&body, "\n", 1);
+	tli_buf_append(&body, r->content.p, r->content.n);
 	if (body.oom || extra.oom || tlg_random_id(id, 24) != 0) {
 		tlg_out_err(o, 500, "M_UNKNOWN", "out of memory");
 		goto out;
@@ -455,11 +463,12 @@ tlg_schedule_body(tlg *g, greq *r, gout *o)
 	p.id = id;
 	p.ts = r->delay;
 	p.rel = true;
-	p.body = body.p;
-	p.body_len = body.n;
+	p.body = body.data;
+	p.body_len = body.len;
 	rv = tl_put_batch(g->cl, g->t_ev, owner, &p, 1);
 	if (rv != TL_OK || p.err != TL_OK) {
-		tlg_log("warn", "G040", "cannot store a delayed event: %s",
+		tli_log("msc4140", TLI_LOG_WARN, "G040",
+		    "cannot store a delayed event: %s",
 		    tl_strerror(rv != TL_OK ? rv : p.err));
 		tlg_out_err(o, 503, "M_UNKNOWN",
 		    "The delayed-event store is "
@@ -471,16 +480,24 @@ tlg_schedule_body(tlg *g, greq *r, gout *o)
 		txn_record(g, r, owner, id);
 	}
 	o->status = 200;
-	gbuf_str(&o->body, "{\"delay_id\":");
-	gbuf_jstr(&o->body, id, strlen(id));
-	gbuf_str(&o->body, "}");
+	tli_buf_puts(&o->body, "{\"delay_id\":");
+	tlh_json_str(&o->body, id, strlen(id));
+	tli_buf_puts(&o->body, "}");
 out:
 	if (um != NULL) {
 		pthread_mutex_unlock(um);
 	}
 	tl_free(es);
-	gbuf_free(&extra);
-	gbuf_free(&body);
+	tli_buf_fini(&extra);
+	tli_buf_fini(&body);
+}
+
+void
+tlg_schedule(tlg *g, greq *r, gout *o)
+{
+	if (schedule_head(g, r, o)) {
+		schedule_body(g, r, o);
+	}
 }
 
 /* ---- management ---- */
@@ -504,7 +521,7 @@ id_ok(const char *id, size_t n)
 static void
 not_found(tlg *g, greq *r, gout *o)
 {
-	tlg_storm_miss(g, r->ip);
+	tlg_storm_miss(g, tlh_req_ip(r->hr));
 	tlg_out_err(o, 404, "M_NOT_FOUND", "Delayed event not found");
 }
 
@@ -522,12 +539,12 @@ send_outcome(tlg *g, const char *id, gout *o)
 	if (tlg_ev_parse(&e, m->body, m->body_len) == 0 && e.final) {
 		if (e.outcome.n == 4 && memcmp(e.outcome.p, "send", 4) == 0) {
 			o->status = 200;
-			gbuf_str(&o->body, "{}");
+			tli_buf_puts(&o->body, "{}");
 			done = true;
 		} else if (e.reason.n == 5 &&
 		    memcmp(e.reason.p, "error", 5) == 0) {
 			o->status = e.status;
-			gbuf_add(&o->body, e.err.p, e.err.n);
+			tli_buf_append(&o->body, e.err.p, e.err.n);
 			done = true;
 		}
 	}
@@ -551,7 +568,7 @@ do_send(tlg *g, greq *r, const char *id, tl_message *m, gout *o)
 	}
 	if (rv != TL_OK && rv != TL_ELEASED) {
 		tlg_waiter_wait(g, w, 0);
-		gbuf_free(&w->body);
+		tli_buf_fini(&w->body);
 		free(w);
 		if (!send_outcome(g, id, o)) {
 			not_found(g, r, o);
@@ -560,11 +577,11 @@ do_send(tlg *g, greq *r, const char *id, tl_message *m, gout *o)
 	}
 	if (tlg_waiter_wait(g, w, g->c.send_wait_ms)) {
 		o->status = w->status;
-		gbuf_add(&o->body, w->body.p, w->body.n);
+		tli_buf_append(&o->body, w->body.data, w->body.len);
 	} else if (!send_outcome(g, id, o)) {
 		tlg_out_err(o, 504, "M_UNKNOWN", "The event is being sent");
 	}
-	gbuf_free(&w->body);
+	tli_buf_fini(&w->body);
 	free(w);
 }
 
@@ -575,7 +592,7 @@ restart_cached_result(tlg *g, greq *r, const char *id, int rv, gout *o)
 {
 	if (rv == TL_OK) {
 		o->status = 200;
-		gbuf_str(&o->body, "{}");
+		tli_buf_puts(&o->body, "{}");
 		return true;
 	}
 	if (rv == TL_ENOTFOUND || rv == TL_ELEASED) {
@@ -616,7 +633,7 @@ manage_check(tlg *g, greq *r, const char *id, size_t idlen, gout *o)
 		return true;
 	}
 	r->checked = true;
-	if ((wait = tlg_storm_blocked(g, r->ip)) > 0) {
+	if ((wait = tlg_storm_blocked(g, tlh_req_ip(r->hr))) > 0) {
 		tlg_out_limited(o, wait);
 		return false;
 	}
@@ -626,8 +643,8 @@ manage_check(tlg *g, greq *r, const char *id, size_t idlen, gout *o)
 	}
 	wait = tlg_rate_take(g, "mgmt", id, g->c.mgmt_rate, g->c.mgmt_burst);
 	if (wait == 0) {
-		wait =
-		    tlg_rate_take(g, "ip", r->ip, g->c.ip_rate, g->c.ip_burst);
+		wait = tlg_rate_take(
+		    g, "ip", tlh_req_ip(r->hr), g->c.ip_rate, g->c.ip_burst);
 	}
 	if (wait > 0) {
 		tlg_out_limited(o, wait);
@@ -699,7 +716,7 @@ manage(
 	tl_message_free(m);
 	if (rv == TL_OK) {
 		o->status = 200;
-		gbuf_str(&o->body, "{}");
+		tli_buf_puts(&o->body, "{}");
 	} else if (rv == TL_ENOTFOUND && sendit && send_outcome(g, id, o)) {
 		return;
 	} else if (rv == TL_ENOTFOUND || rv == TL_ELEASED ||
@@ -712,47 +729,67 @@ manage(
 	}
 }
 
+/* With a token, the rate limit is the user's too; false when o holds
+ * the answer. */
+static bool
+manage_user_limit(tlg *g, greq *r, gout *o)
+{
+	int64_t wait;
+
+	if (r->authed &&
+	    (wait = tlg_rate_take(g, "user", r->user, g->c.mgmt_rate * 4,
+	         g->c.mgmt_burst * 4)) > 0) {
+		tlg_out_limited(o, wait);
+		return false;
+	}
+	return true;
+}
+
 void
 tlg_manage_path(tlg *g, greq *r, gout *o)
 {
-	const char *a = r->segs[r->idseg + 1];
+	const char *a = tlg_param(r, "action").p;
+	gstr id = tlg_param(r, "id");
 
+	if (!manage_user_limit(g, r, o)) {
+		return;
+	}
 	if (strcmp(a, "cancel") && strcmp(a, "restart") && strcmp(a, "send")) {
 		tlg_out_err(o, 404, "M_UNRECOGNIZED", "Unrecognized request");
 		return;
 	}
-	manage(g, r, r->segs[r->idseg], r->seglen[r->idseg], a, o);
+	manage(g, r, id.p, id.n, a, o);
 }
 
 int
 tlg_restart_fast(tlg *g, greq *r, gout *o, tl_done_fn done)
 {
-	const char *id = r->segs[r->idseg];
+	gstr id = tlg_param(r, "id");
 	char owner[TL_MAX_NAME_LEN + 1];
 	int64_t delay;
 
-	if (strcmp(r->segs[r->idseg + 1], "restart") != 0) {
-		return TLG_FAST_NO;
+	if (strcmp(tlg_param(r, "action").p, "restart") != 0) {
+		return TLH_FAST_NO;
 	}
-	if (!manage_check(g, r, id, r->seglen[r->idseg], o)) {
-		return TLG_FAST_ANSWERED;
+	if (!manage_check(g, r, id.p, id.n, o)) {
+		return TLH_FAST_ANSWERED;
 	}
-	if (tlg_waiter_exists(g, id) ||
-	    !tlg_evc_get(g, id, owner, sizeof(owner), &delay)) {
-		return TLG_FAST_NO;
+	if (tlg_waiter_exists(g, id.p) ||
+	    !tlg_evc_get(g, id.p, owner, sizeof(owner), &delay)) {
+		return TLH_FAST_NO;
 	}
 	r->cached_tried = true;
-	if (tl_move_async(g->cl, g->t_ev, owner, id, 0, delay, true, done, r) !=
-	    TL_OK) {
-		return TLG_FAST_NO;
+	if (tl_move_async(g->cl, g->t_ev, owner, id.p, 0, delay, true, done,
+	        r) != TL_OK) {
+		return TLH_FAST_NO;
 	}
-	return TLG_FAST_STARTED;
+	return TLH_FAST_STARTED;
 }
 
 bool
 tlg_restart_fast_result(tlg *g, greq *r, int rv, gout *o)
 {
-	return restart_cached_result(g, r, r->segs[r->idseg], rv, o);
+	return restart_cached_result(g, r, tlg_param(r, "id").p, rv, o);
 }
 
 void
@@ -760,12 +797,19 @@ tlg_manage_body(tlg *g, greq *r, gout *o)
 {
 	json_t *j, *a;
 	char action[16];
+	const char *body;
+	size_t n;
+	gstr id;
 
-	if (r->too_large) {
+	if (!manage_user_limit(g, r, o)) {
+		return;
+	}
+	if (tlh_req_body_over(r->hr)) {
 		tlg_out_err(o, 413, "M_TOO_LARGE", "Request too large");
 		return;
 	}
-	j = json_loadb(r->body.p ? r->body.p : "", r->body.n, 0, NULL);
+	body = tlh_req_body(r->hr, &n);
+	j = json_loadb(body, n, 0, NULL);
 	if (!json_is_object(j)) {
 		json_decref(j);
 		tlg_out_err(o, 400, "M_NOT_JSON", "Content not JSON.");
@@ -788,33 +832,35 @@ tlg_manage_body(tlg *g, greq *r, gout *o)
 	}
 	snprintf(action, sizeof(action), "%s", json_string_value(a));
 	json_decref(j);
-	manage(g, r, r->segs[5], r->seglen[5], action, o);
+	id = tlg_param(r, "id");
+	manage(g, r, id.p, id.n, action, o);
 }
 
 /* ---- listing ---- */
 
 static void
-ev_json(gbuf *b, const char *id, const gev *e, int64_t since, bool one)
+ev_json(tli_buf *b, const char *id, const gev *e, int64_t since, bool one)
 {
-	gbuf_str(b, "{\"delay_id\":");
-	gbuf_jstr(b, id, strlen(id));
-	gbuf_str(b, ",\"room_id\":");
-	gbuf_jstr(b, e->room.p, e->room.n);
-	gbuf_str(b, ",\"type\":");
-	gbuf_jstr(b, e->type.p, e->type.n);
+	tli_buf_puts(b, "{\"delay_id\":");
+	tlh_json_str(b, id, strlen(id));
+	tli_buf_puts(b, ",\"room_id\":");
+	tlh_json_str(b, e->room.p, e->room.n);
+	tli_buf_puts(b, ",\"type\":");
+	tlh_json_str(b, e->type.p, e->type.n);
 	if (e->state) {
-		gbuf_str(b, ",\"state_key\":");
-		gbuf_jstr(b, e->skey.p, e->skey.n);
+		tli_buf_puts(b, ",\"state_key\":");
+		tlh_json_str(b, e->skey.p, e->skey.n);
 	}
 	if (one) {
-		gbuf_fmt(b, ",\"delay_ms\":%lld,\"delayed_since_ts\":%lld",
+		tli_buf_printf(b,
+		    ",\"delay_ms\":%lld,\"delayed_since_ts\":%lld",
 		    (long long) e->delay, (long long) since);
 	} else {
-		gbuf_fmt(b, ",\"delay\":%lld,\"running_since\":%lld",
+		tli_buf_printf(b, ",\"delay\":%lld,\"running_since\":%lld",
 		    (long long) e->delay, (long long) since);
 	}
-	gbuf_str(b, ",\"content\":");
-	gbuf_add(b, e->content.p, e->content.n);
+	tli_buf_puts(b, ",\"content\":");
+	tli_buf_append(b, e->content.p, e->content.n);
 }
 
 void
@@ -827,7 +873,7 @@ tlg_list_scheduled(tlg *g, greq *r, gout *o)
 	int rv = TL_OK;
 
 	tlg_owner(r->user, owner, sizeof(owner));
-	gbuf_str(&o->body, "{\"delayed_events\":[");
+	tli_buf_puts(&o->body, "{\"delayed_events\":[");
 	while (more && rv == TL_OK) {
 		rv = tl_list(g->cl, g->t_ev, owner, 1000,
 		    started ? &last : NULL, &es, &n, &more);
@@ -841,12 +887,12 @@ tlg_list_scheduled(tlg *g, greq *r, gout *o)
 			if (m->consumer[0] == '\0' &&
 			    tlg_ev_parse(&e, m->body, m->body_len) == 0) {
 				if (!first) {
-					gbuf_add(&o->body, ",", 1);
+					tli_buf_append(&o->body, ",", 1);
 				}
 				first = false;
 				ev_json(&o->body, es[i].id, &e, m->ts - e.delay,
 				    false);
-				gbuf_str(&o->body, "}");
+				tli_buf_puts(&o->body, "}");
 			}
 			tl_message_free(m);
 		}
@@ -866,7 +912,7 @@ tlg_list_scheduled(tlg *g, greq *r, gout *o)
 		    "unavailable");
 		return;
 	}
-	gbuf_str(&o->body, "]}");
+	tli_buf_puts(&o->body, "]}");
 	o->status = 200;
 }
 
@@ -874,12 +920,13 @@ void
 tlg_get_one(tlg *g, greq *r, gout *o)
 {
 	char owner[TL_MAX_NAME_LEN + 1];
-	const char *id = r->segs[5];
+	gstr idp = tlg_param(r, "id");
+	const char *id = idp.p;
 	tl_message *m = NULL;
 	gev e;
 
 	tlg_owner(r->user, owner, sizeof(owner));
-	if (!id_ok(id, r->seglen[5])) {
+	if (!id_ok(id, idp.n)) {
 		not_found(g, r, o);
 		return;
 	}
@@ -887,7 +934,7 @@ tlg_get_one(tlg *g, greq *r, gout *o)
 	    strcmp(m->owner, owner) == 0 &&
 	    tlg_ev_parse(&e, m->body, m->body_len) == 0) {
 		ev_json(&o->body, id, &e, m->ts - e.delay, true);
-		gbuf_str(&o->body, "}");
+		tli_buf_puts(&o->body, "}");
 		o->status = 200;
 		tl_message_free(m);
 		return;
@@ -900,21 +947,21 @@ tlg_get_one(tlg *g, greq *r, gout *o)
 	    !(e.reason.n == 6 && memcmp(e.reason.p, "action", 6) == 0 &&
 	        e.outcome.n == 6)) {
 		ev_json(&o->body, id, &e, e.since, true);
-		gbuf_fmt(&o->body, ",\"finalised\":{\"finalised_ts\":%lld",
-		    (long long) e.fin);
+		tli_buf_printf(&o->body,
+		    ",\"finalised\":{\"finalised_ts\":%lld", (long long) e.fin);
 		if (e.event_id.n > 0) {
-			gbuf_str(&o->body, ",\"event_id\":");
-			gbuf_jstr(&o->body, e.event_id.p, e.event_id.n);
+			tli_buf_puts(&o->body, ",\"event_id\":");
+			tlh_json_str(&o->body, e.event_id.p, e.event_id.n);
 		} else {
-			gbuf_fmt(
+			tli_buf_printf(
 			    &o->body, ",\"status\":%d,\"error\":", e.status);
 			if (e.err.n > 0) {
-				gbuf_add(&o->body, e.err.p, e.err.n);
+				tli_buf_append(&o->body, e.err.p, e.err.n);
 			} else {
-				gbuf_str(&o->body, "{}");
+				tli_buf_puts(&o->body, "{}");
 			}
 		}
-		gbuf_str(&o->body, "}}");
+		tli_buf_puts(&o->body, "}}");
 		o->status = 200;
 		tl_message_free(m);
 		return;
@@ -927,7 +974,7 @@ tlg_get_one(tlg *g, greq *r, gout *o)
 static bool
 id_wanted(const greq *r, const char *id)
 {
-	const char *q = r->query;
+	const char *q = tlh_req_query(r->hr);
 	bool any = false;
 
 	while (*q != '\0') {
@@ -939,7 +986,7 @@ id_wanted(const greq *r, const char *id)
 			any = true;
 			if (len - 9 < sizeof(v)) {
 				memcpy(v, q + 9, len - 9);
-				n = tlg_urldec(v, len - 9);
+				n = tlh_url_dec(v, len - 9);
 				if (n >= 0 && strcmp(v, id) == 0) {
 					return true;
 				}
@@ -991,7 +1038,8 @@ void
 tlg_stable_list(tlg *g, greq *r, gout *o)
 {
 	char owner[TL_MAX_NAME_LEN + 1], st[32];
-	const char *status = tlg_query_get(r, "status", st, sizeof(st));
+	const char *status =
+	    tlh_query_get(tlh_req_query(r->hr), "status", st, sizeof(st));
 	bool sched = true, fin = true, first = true;
 	tl_entry *es = NULL;
 	size_t n = 0;
@@ -1006,12 +1054,12 @@ tlg_stable_list(tlg *g, greq *r, gout *o)
 		}
 	}
 	tlg_owner(r->user, owner, sizeof(owner));
-	gbuf_str(&o->body, "{");
+	tli_buf_puts(&o->body, "{");
 	if (sched) {
 		if (list_all(g, g->t_ev, owner, &es, &n) != TL_OK) {
 			goto unavailable;
 		}
-		gbuf_str(&o->body, "\"scheduled\":[");
+		tli_buf_puts(&o->body, "\"scheduled\":[");
 		for (size_t i = 0; i < n; i++) {
 			tl_message *m = NULL;
 			gev e;
@@ -1021,15 +1069,15 @@ tlg_stable_list(tlg *g, greq *r, gout *o)
 			}
 			if (m->consumer[0] == '\0' &&
 			    tlg_ev_parse(&e, m->body, m->body_len) == 0) {
-				gbuf_str(&o->body, first ? "" : ",");
+				tli_buf_puts(&o->body, first ? "" : ",");
 				first = false;
 				ev_json(&o->body, es[i].id, &e, m->ts - e.delay,
 				    false);
-				gbuf_str(&o->body, "}");
+				tli_buf_puts(&o->body, "}");
 			}
 			tl_message_free(m);
 		}
-		gbuf_str(&o->body, "]");
+		tli_buf_puts(&o->body, "]");
 		free(es);
 		es = NULL;
 	}
@@ -1037,7 +1085,7 @@ tlg_stable_list(tlg *g, greq *r, gout *o)
 		if (list_all(g, g->t_final, owner, &es, &n) != TL_OK) {
 			goto unavailable;
 		}
-		gbuf_str(
+		tli_buf_puts(
 		    &o->body, sched ? ",\"finalised\":[" : "\"finalised\":[");
 		first = true;
 		for (size_t i = n; i-- > 0;) { /* latest first */
@@ -1049,33 +1097,36 @@ tlg_stable_list(tlg *g, greq *r, gout *o)
 			}
 			if (tlg_ev_parse(&e, m->body, m->body_len) == 0 &&
 			    e.final) {
-				gbuf_str(&o->body, first ? "{" : ",{");
+				tli_buf_puts(&o->body, first ? "{" : ",{");
 				first = false;
-				gbuf_str(&o->body, "\"delayed_event\":");
+				tli_buf_puts(&o->body, "\"delayed_event\":");
 				ev_json(&o->body, es[i].id, &e, e.since, false);
-				gbuf_str(&o->body, "},\"outcome\":");
-				gbuf_jstr(&o->body, e.outcome.p, e.outcome.n);
-				gbuf_str(&o->body, ",\"reason\":");
-				gbuf_jstr(&o->body, e.reason.p, e.reason.n);
+				tli_buf_puts(&o->body, "},\"outcome\":");
+				tlh_json_str(
+				    &o->body, e.outcome.p, e.outcome.n);
+				tli_buf_puts(&o->body, ",\"reason\":");
+				tlh_json_str(&o->body, e.reason.p, e.reason.n);
 				if (e.event_id.n > 0) {
-					gbuf_str(&o->body, ",\"event_id\":");
-					gbuf_jstr(&o->body, e.event_id.p,
+					tli_buf_puts(
+					    &o->body, ",\"event_id\":");
+					tlh_json_str(&o->body, e.event_id.p,
 					    e.event_id.n);
 				}
 				if (e.err.n > 0) {
-					gbuf_str(&o->body, ",\"error\":");
-					gbuf_add(&o->body, e.err.p, e.err.n);
+					tli_buf_puts(&o->body, ",\"error\":");
+					tli_buf_append(
+					    &o->body, e.err.p, e.err.n);
 				}
-				gbuf_fmt(&o->body,
+				tli_buf_printf(&o->body,
 				    ",\"origin_server_ts\":%lld}",
 				    (long long) e.fin);
 			}
 			tl_message_free(m);
 		}
-		gbuf_str(&o->body, "]");
+		tli_buf_puts(&o->body, "]");
 		free(es);
 	}
-	gbuf_str(&o->body, "}");
+	tli_buf_puts(&o->body, "}");
 	o->status = 200;
 	return;
 unavailable:

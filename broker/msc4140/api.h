@@ -1,61 +1,24 @@
 /*
- * What the HTTP front (http.c) and the endpoint handlers (api.c) of the
- * gateway share: a request as routed, a reply being built, and the
- * functions each side calls of the other.
+ * What the gateway's HTTP front (http.c: the route table, replies, the
+ * caller, the pass-through) and its endpoints (api.c) share: the
+ * gateway's state of a request, a reply being built, and the endpoints.
  */
 #ifndef TL_MSC4140_API_H
 #define TL_MSC4140_API_H
 
-#include <microhttpd.h>
-
 #include "gw.h"
 
-#define PFX "/_matrix/client/"
-#define UNSTABLE "/_matrix/client/unstable/org.matrix.msc4140/delayed_events"
-#define MAXSEG 12
-
-typedef enum {
-	R_PROXY,
-	R_VERSIONS,
-	R_CAPS,
-	R_SCHEDULE,
-	R_MANAGE_PATH,
-	R_MANAGE_BODY,
-	R_LIST,
-	R_GET_ONE,
-	R_OPTIONS,
-	R_BAD_PARAM, /* carries msc4140 parameters but is not ours */
-	R_ST_LIST,   /* stable form: GET /v1/delayed_events */
-} route;
-
+/* The gateway's state of one request (tlh_req_state, zeroed at first). */
 typedef struct greq {
-	char *uri; /* raw, as received */
-	char *path;
-	char *segbuf;       /* the decoded segments live here */
-	const char *query;  /* raw, after '?', or "" */
-	char *segs[MAXSEG]; /* decoded path segments */
-	size_t seglen[MAXSEG];
-	int nseg;
-	route rt;
-	bool started, responded, too_large;
-	/* served off the event loop (http.c) */
-	struct MHD_Connection *conn;
-	tlg *gw;
-	char method[16];
-	bool head_deferred; /* the header checks wait for the final call */
-	bool failed;        /* no response could be made: close */
-	struct MHD_Response *resp; /* made, not yet queued */
-	unsigned resp_status;
-	struct greq *wnext; /* the worker queue */
+	tlh_req *hr; /* the HTTP request: method, path, query, body, ip */
+	tlg *gw;     /* for an asynchronous completion */
+	/* the endpoint (its route's data) */
+	bool state, has_txn;
+	bool stable; /* the stable form: delay, state_key, content */
 	/* management */
 	bool checked;      /* storm, id and rate limits were checked */
 	bool cached_tried; /* the cached restart was tried */
-	uint64_t limit;
-	gbuf body;
 	/* schedule */
-	bool state, has_txn;
-	bool stable;  /* the stable form: delay, state_key, content */
-	int idseg;    /* the path segment of the delay_id */
 	char *skey;   /* its state key (stable form), owned */
 	gstr content; /* the content bytes inside the body */
 	int64_t delay;
@@ -63,43 +26,42 @@ typedef struct greq {
 	bool authed;
 	char user[256];
 	char device[256];
-	char ip[64];
 } greq;
 
 typedef struct gout {
 	int status;
-	gbuf body;
+	tli_buf body;
 	int64_t retry_ms; /* > 0: a Retry-After header */
 } gout;
 
-/* ---- replies (http.c) ---- */
+/* What an endpoint of the table serves (a route's data). */
+typedef struct gep {
+	void (*fn)(tlg *g, greq *r, gout *o);
+	bool state, has_txn;
+	bool stable; /* a stable-form endpoint: only with `stable` set */
+} gep;
+
+/* ---- replies and the caller (http.c) ---- */
 
 void tlg_out_err(gout *o, int status, const char *code, const char *msg);
 /* 429 M_LIMIT_EXCEEDED with retry_after_ms and a Retry-After header. */
 void tlg_out_limited(gout *o, int64_t ms);
-/* The decoded value of query parameter name into out; NULL when absent,
- * too long or badly escaped. */
-const char *tlg_query_get(
-    const greq *r, const char *name, char *out, size_t cap);
-/* Who is calling (whoami, cached): true with r->user set, or false with o
- * holding the reply (401 from the homeserver verbatim, or 401
- * M_MISSING_TOKEN). */
-bool tlg_authenticate(tlg *g, struct MHD_Connection *conn, greq *r, gout *o);
+/* A path parameter of the request's route (NUL-terminated). */
+gstr tlg_param(const greq *r, const char *name);
 
 /* ---- endpoints (api.c) ---- */
 
-/* Scheduling: checks that need no body (true: read the body; false: o
- * is the reply, a repeated transaction included), then the rest. */
-bool tlg_schedule_head(tlg *g, struct MHD_Connection *conn, greq *r, gout *o);
-void tlg_schedule_body(tlg *g, greq *r, gout *o);
+/* Scheduling (the caller is authenticated): the checks that need no body
+ * (a repeated transaction id answers here), then the event. */
+void tlg_schedule(tlg *g, greq *r, gout *o);
+/* Management by delay_id: the action in the path or in the body. */
 void tlg_manage_path(tlg *g, greq *r, gout *o);
 void tlg_manage_body(tlg *g, greq *r, gout *o);
 
 /* The restart of a cached event without blocking (the path form): either
- * o holds the answer (TLG_FAST_ANSWERED), or tl_move_async was started
- * with done(r, err) (TLG_FAST_STARTED; then tlg_restart_fast_result makes
- * the answer), or the request needs tlg_manage_path (TLG_FAST_NO). */
-enum { TLG_FAST_NO = 0, TLG_FAST_ANSWERED, TLG_FAST_STARTED };
+ * o holds the answer (TLH_FAST_ANSWERED), or tl_move_async was started
+ * with done(r, err) (TLH_FAST_STARTED; then tlg_restart_fast_result makes
+ * the answer), or the request needs tlg_manage_path (TLH_FAST_NO). */
 int tlg_restart_fast(tlg *g, greq *r, gout *o, tl_done_fn done);
 /* false: the long way (tlg_manage_path) decides. */
 bool tlg_restart_fast_result(tlg *g, greq *r, int rv, gout *o);

@@ -58,13 +58,7 @@ tlg_waiter_wait(tlg *g, gwaiter *w, int64_t ms)
 	struct timespec dl;
 	bool done;
 
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += ms / 1000;
-	dl.tv_nsec += (ms % 1000) * 1000000L;
-	if (dl.tv_nsec >= 1000000000L) {
-		dl.tv_sec++;
-		dl.tv_nsec -= 1000000000L;
-	}
+	tli_deadline(&dl, CLOCK_REALTIME, ms);
 	pthread_mutex_lock(&g->w_mtx);
 	while (!w->done && !atomic_load(&g->stopping)) {
 		if (pthread_cond_timedwait(&g->w_cv, &g->w_mtx, &dl) != 0) {
@@ -93,7 +87,7 @@ tlg_waiter_wake(
 		if (!w->done && strcmp(w->id, id) == 0) {
 			w->done = true;
 			w->status = status;
-			gbuf_add(&w->body, body, len);
+			tli_buf_append(&w->body, body, len);
 			any = true;
 		}
 	}
@@ -108,7 +102,7 @@ tlg_waiter_wake(
 static gevc *
 evc_slot(tlg *g, const char *id)
 {
-	return &g->evc[tlg_hash64(id, strlen(id), 9) % TLG_EVC_SLOTS];
+	return &g->evc[tli_hash64_mixed(id, strlen(id), 9) % TLG_EVC_SLOTS];
 }
 
 void
@@ -174,44 +168,44 @@ tlg_finalise(tlg *g, const char *owner, const char *id, const gev *e,
     int64_t since, const char *outcome, const char *reason,
     const char *event_id, int status, const char *err, size_t errlen)
 {
-	gbuf b = {0};
-	int64_t now = tlg_now_ms();
+	tli_buf b = {0};
+	int64_t now = tli_wall_ms();
 	tl_put p;
 	int rv;
 
 	if (errlen > MAX_ERR_KEPT) {
 		errlen = MAX_ERR_KEPT;
 	}
-	gbuf_str(&b, "F1\n");
-	gbuf_fmt(
+	tli_buf_puts(&b, "F1\n");
+	tli_buf_printf(
 	    &b, "fin\t%lld\nsince\t%lld\n", (long long) now, (long long) since);
-	gbuf_fmt(&b, "outcome\t%s\nreason\t%s\n", outcome, reason);
+	tli_buf_printf(&b, "outcome\t%s\nreason\t%s\n", outcome, reason);
 	if (event_id != NULL && event_id[0] != '\0') {
-		gbuf_fmt(&b, "event_id\t%s\n", event_id);
+		tli_buf_printf(&b, "event_id\t%s\n", event_id);
 	}
-	gbuf_fmt(&b, "status\t%d\nerrlen\t%zu\n", status, errlen);
+	tli_buf_printf(&b, "status\t%d\nerrlen\t%zu\n", status, errlen);
 	tlg_ev_header(&b, e);
-	gbuf_add(&b, "\n", 1);
-	gbuf_add(&b, err, errlen);
-	gbuf_add(&b, e->content.p, e->content.n);
+	tli_buf_append(&b, "\n", 1);
+	tli_buf_append(&b, err, errlen);
+	tli_buf_append(&b, e->content.p, e->content.n);
 	if (b.oom) {
-		gbuf_free(&b);
+		tli_buf_fini(&b);
 		return TL_ENOMEM;
 	}
 	memset(&p, 0, sizeof(p));
 	p.id = id;
 	p.ts = g->c.final_keep_ms;
 	p.rel = true;
-	p.body = b.p;
-	p.body_len = b.n;
+	p.body = b.data;
+	p.body_len = b.len;
 	rv = tl_put_batch(g->cl, g->t_final, owner, &p, 1);
 	if (rv == TL_OK) {
 		rv = p.err == TL_EEXISTS ? TL_OK : p.err;
 	}
-	gbuf_free(&b);
+	tli_buf_fini(&b);
 	if (rv != TL_OK) {
-		tlg_log("warn", "G030", "cannot write a finalised record: %s",
-		    tl_strerror(rv));
+		tli_log("msc4140", TLI_LOG_WARN, "G030",
+		    "cannot write a finalised record: %s", tl_strerror(rv));
 	} else {
 		final_trim(g, owner);
 	}
@@ -250,34 +244,34 @@ nap_ms(int64_t ms)
 }
 
 static void
-event_url(tlg *g, gbuf *u, const gev *e, const char *id, int64_t ts)
+event_url(tlg *g, tli_buf *u, const gev *e, const char *id, int64_t ts)
 {
 	char txn[64];
 
-	gbuf_str(u, g->c.homeserver);
-	gbuf_str(u, "/_matrix/client/v3/rooms/");
-	gbuf_urlenc(u, e->room.p, e->room.n);
+	tli_buf_puts(u, g->c.homeserver);
+	tli_buf_puts(u, "/_matrix/client/v3/rooms/");
+	tlh_url_enc(u, e->room.p, e->room.n);
 	if (e->state) {
-		gbuf_str(u, "/state/");
-		gbuf_urlenc(u, e->type.p, e->type.n);
-		gbuf_str(u, "/");
-		gbuf_urlenc(u, e->skey.p, e->skey.n);
+		tli_buf_puts(u, "/state/");
+		tlh_url_enc(u, e->type.p, e->type.n);
+		tli_buf_puts(u, "/");
+		tlh_url_enc(u, e->skey.p, e->skey.n);
 	} else {
 		/* The delay_id itself is a secret: derive the txnId. */
 		snprintf(txn, sizeof(txn), "msc4140.%016llx%016llx",
-		    (unsigned long long) tlg_hash64(id, strlen(id), 11),
-		    (unsigned long long) tlg_hash64(id, strlen(id), 12));
-		gbuf_str(u, "/send/");
-		gbuf_urlenc(u, e->type.p, e->type.n);
-		gbuf_str(u, "/");
-		gbuf_str(u, txn);
+		    (unsigned long long) tli_hash64_mixed(id, strlen(id), 11),
+		    (unsigned long long) tli_hash64_mixed(id, strlen(id), 12));
+		tli_buf_puts(u, "/send/");
+		tlh_url_enc(u, e->type.p, e->type.n);
+		tli_buf_puts(u, "/");
+		tli_buf_puts(u, txn);
 	}
-	gbuf_str(u, "?user_id=");
-	gbuf_urlenc(u, e->user.p, e->user.n);
-	gbuf_fmt(u, "&ts=%lld", (long long) ts);
+	tli_buf_puts(u, "?user_id=");
+	tlh_url_enc(u, e->user.p, e->user.n);
+	tli_buf_printf(u, "&ts=%lld", (long long) ts);
 	if (e->query.n > 0) {
-		gbuf_str(u, "&");
-		gbuf_add(u, e->query.p, e->query.n);
+		tli_buf_puts(u, "&");
+		tli_buf_append(u, e->query.p, e->query.n);
 	}
 }
 
@@ -292,23 +286,23 @@ send_one(tlg *g, tl_lease *l)
 	/* Where the event was placed (schedule, restart, send): the same on a
 	 * redelivery after a crash mid-send, when tl_lease_due would be the
 	 * end of the lost lease. */
-	int64_t due = tl_lease_placed_at(l), start = tlg_mono_ms(),
+	int64_t due = tl_lease_placed_at(l), start = tli_mono_ms(),
 	        backoff = 100;
 	char auth[600], event_id[256] = "";
 	bool by_action = tlg_waiter_exists(g, id);
 	hs_resp r = {0};
-	gbuf url = {0};
+	tli_buf url = {0};
 	gev e;
 
 	if (tlg_ev_parse(&e, body, blen) != 0 || e.user.n == 0) {
-		tlg_log(
-		    "error", "G020", "a stored event is unreadable; dropped");
+		tli_log("msc4140", TLI_LOG_ERROR, "G020",
+		    "a stored event is unreadable; dropped");
 		tl_lease_delete(l);
 		return;
 	}
 	/* It may have waited in the queue: keep the lease well ahead, or
 	 * leave the event to whoever holds it now. */
-	if (tl_lease_until(l) - tlg_now_ms() < 30000 &&
+	if (tl_lease_until(l) - tli_wall_ms() < 30000 &&
 	    tl_lease_extend(l, 60000) != TL_OK) {
 		return;
 	}
@@ -317,30 +311,31 @@ send_one(tlg *g, tl_lease *l)
 	hs_hdr h[] = {
 	    {"Authorization", auth}, {"Content-Type", "application/json"}};
 	for (;;) {
-		tlg_hs_request(
-		    g, "PUT", url.p, h, 2, e.content.p, e.content.n, &r);
+		tlg_hs_request(g, "PUT", tli_buf_str(&url), h, 2, e.content.p,
+		    e.content.n, &r);
 		if (r.status >= 200 && r.status < 500) {
 			break;
 		}
 		if (atomic_load(&g->stopping)) {
 			goto out; /* the lease runs out; sent after restart */
 		}
-		if (tlg_mono_ms() - start >= g->c.retry_for_ms) {
+		if (tli_mono_ms() - start >= g->c.retry_for_ms) {
 			break;
 		}
-		tlg_log("warn", "G021",
+		tli_log("msc4140", TLI_LOG_WARN, "G021",
 		    "homeserver answered %ld; retrying in "
 		    "%lld ms",
 		    r.status, (long long) backoff);
 		tlg_hs_resp_free(&r);
-		if (tl_lease_until(l) - tlg_now_ms() < backoff + 10000) {
+		if (tl_lease_until(l) - tli_wall_ms() < backoff + 10000) {
 			tl_lease_extend(l, backoff + 30000);
 		}
 		nap_ms(backoff);
 		backoff = backoff * 2 > 5000 ? 5000 : backoff * 2;
 	}
 	if (r.status >= 200 && r.status < 300) {
-		json_t *j = json_loadb(r.body.p, r.body.n, 0, NULL);
+		json_t *j =
+		    json_loadb(tli_buf_str(&r.body), r.body.len, 0, NULL);
 		json_t *ev = j != NULL ? json_object_get(j, "event_id") : NULL;
 		if (json_is_string(ev)) {
 			snprintf(event_id, sizeof(event_id), "%s",
@@ -351,31 +346,32 @@ send_one(tlg *g, tl_lease *l)
 		    "send", by_action ? "action" : "delay", event_id,
 		    (int) r.status, NULL, 0);
 	} else {
-		const char *err = r.body.p != NULL ? r.body.p : "";
-		size_t elen = r.body.n;
-		gbuf ne = {0};
+		const char *err = tli_buf_str(&r.body);
+		size_t elen = r.body.len;
+		tli_buf ne = {0};
 		json_t *ej =
 		    json_loadb(err, elen, JSON_DECODE_INT_AS_REAL, NULL);
 		if (r.status == 0) {
-			gbuf_str(&ne,
+			tli_buf_puts(&ne,
 			    "{\"errcode\":\"M_UNKNOWN\",\"error\":"
 			    "\"the homeserver did not answer\"}");
 		} else if (!json_is_object(ej)) {
 			/* not a Matrix error (a proxy's page): keep it as text
 			 */
-			gbuf_str(&ne, "{\"errcode\":\"M_UNKNOWN\",\"error\":");
-			gbuf_jstr(&ne, err, elen > 1024 ? 1024 : elen);
-			gbuf_str(&ne, "}");
+			tli_buf_puts(
+			    &ne, "{\"errcode\":\"M_UNKNOWN\",\"error\":");
+			tlh_json_str(&ne, err, elen > 1024 ? 1024 : elen);
+			tli_buf_puts(&ne, "}");
 		}
 		json_decref(ej);
-		if (ne.n > 0) {
-			err = ne.p;
-			elen = ne.n;
+		if (ne.len > 0) {
+			err = tli_buf_str(&ne);
+			elen = ne.len;
 		}
 		tlg_finalise(g, tl_lease_owner(l), id, &e, due - e.delay,
 		    "cancel", "error", NULL, r.status ? (int) r.status : 502,
 		    err, elen);
-		gbuf_free(&ne);
+		tli_buf_fini(&ne);
 	}
 	tl_lease_delete(l);
 	tlg_evc_del(g, id);
@@ -385,11 +381,11 @@ send_one(tlg *g, tl_lease *l)
 		tlg_waiter_wake(g, id, 502, "{\"errcode\":\"M_UNKNOWN\"}", 22);
 	} else {
 		tlg_waiter_wake(
-		    g, id, (int) r.status, r.body.p ? r.body.p : "", r.body.n);
+		    g, id, (int) r.status, tli_buf_str(&r.body), r.body.len);
 	}
 out:
 	tlg_hs_resp_free(&r);
-	gbuf_free(&url);
+	tli_buf_fini(&url);
 }
 
 static void *
@@ -398,22 +394,18 @@ sender_main(void *arg)
 	gsender *s = arg;
 
 	for (;;) {
+		tli_qnode *n;
 		gqitem *it;
 		pthread_mutex_lock(&s->mtx);
-		while (s->head == NULL && !s->stop) {
+		while (s->q.head == NULL && !s->stop) {
 			pthread_cond_wait(&s->cv, &s->mtx);
 		}
-		it = s->head;
-		if (it != NULL) {
-			s->head = it->next;
-			if (s->head == NULL) {
-				s->tail = NULL;
-			}
-		}
+		n = tli_queue_pop(&s->q);
 		pthread_mutex_unlock(&s->mtx);
-		if (it == NULL) {
+		if (n == NULL) {
 			break;
 		}
+		it = TLI_CONTAINER(n, gqitem, qn);
 		if (!atomic_load(&s->g->stopping)) {
 			send_one(s->g, it->lease);
 		}
@@ -439,19 +431,14 @@ tlg_on_due(void *arg, tl_lease *l)
 	}
 	/* One room's events go to one sender, in due order. */
 	if (tlg_ev_parse(&e, body, blen) == 0) {
-		s = &g->senders[tlg_hash64(e.room.p, e.room.n, 3) %
+		s = &g->senders[tli_hash64_mixed(e.room.p, e.room.n, 3) %
 		    (uint64_t) g->nsenders];
 	} else {
 		s = &g->senders[0];
 	}
 	it->lease = l;
 	pthread_mutex_lock(&s->mtx);
-	if (s->tail != NULL) {
-		s->tail->next = it;
-	} else {
-		s->head = it;
-	}
-	s->tail = it;
+	tli_queue_push(&s->q, &it->qn);
 	pthread_cond_signal(&s->cv);
 	pthread_mutex_unlock(&s->mtx);
 }
@@ -475,6 +462,7 @@ tlg_senders_start(tlg *g)
 	for (int i = 0; i < g->nsenders; i++) {
 		gsender *s = &g->senders[i];
 		s->g = g;
+		tli_queue_init(&s->q);
 		pthread_mutex_init(&s->mtx, NULL);
 		pthread_cond_init(&s->cv, NULL);
 		if (pthread_create(&s->thr, NULL, sender_main, s) != 0) {
@@ -522,8 +510,8 @@ topic(tlg *g, const char *name)
 	tc.max_deliveries = 0; /* never dead-letter a user's event */
 	rv = tl_topic_create(g->cl, &tc);
 	if (rv != TL_OK && rv != TL_ETOPICEXISTS) {
-		tlg_log("error", "G002", "cannot create topic %s: %s", name,
-		    tl_strerror(rv));
+		tli_log("msc4140", TLI_LOG_ERROR, "G002",
+		    "cannot create topic %s: %s", name, tl_strerror(rv));
 		return -1;
 	}
 	return 0;
@@ -539,8 +527,8 @@ consume(tlg *g, tl_consumer **out, const char *t, const char *suffix,
 
 	if ((size_t) snprintf(cid, sizeof(cid), "%s%s", g->c.consumer_id,
 	        suffix) >= sizeof(cid)) {
-		tlg_log("error", "G003", "cannot consume %s: %s", t,
-		    "consumer_id too long");
+		tli_log("msc4140", TLI_LOG_ERROR, "G003",
+		    "cannot consume %s: %s", t, "consumer_id too long");
 		return -1;
 	}
 	memset(&cc, 0, sizeof(cc));
@@ -551,8 +539,8 @@ consume(tlg *g, tl_consumer **out, const char *t, const char *suffix,
 	cc.on_message = fn;
 	cc.arg = g;
 	if ((rv = tl_consumer_open(out, g->cl, &cc)) != TL_OK) {
-		tlg_log("error", "G003", "cannot consume %s: %s", t,
-		    tl_strerror(rv));
+		tli_log("msc4140", TLI_LOG_ERROR, "G003",
+		    "cannot consume %s: %s", t, tl_strerror(rv));
 		return -1;
 	}
 	return 0;
@@ -561,10 +549,11 @@ consume(tlg *g, tl_consumer **out, const char *t, const char *suffix,
 static void
 gw_log(void *arg, tl_log_level level, const char *msg)
 {
-	static const char *names[] = {"error", "warn", "info", "debug"};
 	(void) arg;
 	if (level <= TL_LOG_WARN) {
-		tlg_log(names[level], "G090", "sdk: %s", msg);
+		/* the SDK's levels are numbered as the logger's */
+		tli_log(
+		    "msc4140", (tli_log_level) level, "G090", "sdk: %s", msg);
 	}
 }
 
@@ -599,13 +588,14 @@ tlg_start(tlg **out, const tlg_conf *c, const char *broker_url)
 	    tl_opts_set_log(o, gw_log, g) != TL_OK ||
 	    (c->broker_token[0] &&
 	        tl_opts_set_token(o, c->broker_token) != TL_OK)) {
-		tlg_log("error", "G001", "bad broker URL %s",
+		tli_log("msc4140", TLI_LOG_ERROR, "G001", "bad broker URL %s",
 		    broker_url ? broker_url : c->broker);
 		goto fail;
 	}
 	tl_opts_set_reconnect(o, 50, 2000);
 	if ((rv = tl_client_open(&g->cl, o)) != TL_OK) {
-		tlg_log("error", "G001", "cannot reach the broker at %s: %s",
+		tli_log("msc4140", TLI_LOG_ERROR, "G001",
+		    "cannot reach the broker at %s: %s",
 		    broker_url ? broker_url : c->broker, tl_strerror(rv));
 		goto fail;
 	}
@@ -619,8 +609,8 @@ tlg_start(tlg **out, const tlg_conf *c, const char *broker_url)
 		goto fail;
 	}
 	tl_opts_free(o);
-	tlg_log(
-	    "info", "G005", "serving on %s for %s", g->url, g->c.homeserver);
+	tli_log("msc4140", TLI_LOG_INFO, "G005", "serving on %s for %s", g->url,
+	    g->c.homeserver);
 	*out = g;
 	return 0;
 fail:
@@ -669,7 +659,7 @@ tlg_stop(tlg *g)
 		pthread_mutex_destroy(&g->user_mtx[i]);
 	}
 	free(g->evc);
-	tlg_log("info", "G008", "stopped");
+	tli_log("msc4140", TLI_LOG_INFO, "G008", "stopped");
 	free(g);
 }
 

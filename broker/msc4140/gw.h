@@ -1,12 +1,14 @@
 /*
  * Internals of the MSC4140 gateway shared between its files: the gateway
- * object, byte buffers and JSON output, the stored form of a delayed event
- * and of a finalised record, the homeserver client and rate limits.
+ * object, the stored form of a delayed event and of a finalised record,
+ * the homeserver client and rate limits. Logging, buffers, clocks and
+ * hashing are tlbase's; the HTTP server is the module tlhttp.
  *
- * DESIGN. Threads: libmicrohttpd runs a few event-loop threads (poll) that
+ * DESIGN. Threads: the HTTP module runs a few event-loop threads that
  * never block; a request's blocking work (whoami, SDK calls, proxying)
- * runs on a worker thread with its connection suspended, and a restart of
- * a known event is one tl_move_async whose completion resumes it (http.c). The
+ * runs on one of its worker threads with the connection suspended, and a
+ * restart of a known event is one tl_move_async whose completion resumes
+ * it (http.c, tlhttp.h). The
  * SDK's consumer thread hands due events to the sender threads (one queue each,
  * chosen by room so that one room's events keep their order); a sender sends
  * through the homeserver, writes the finalised record, deletes the event and
@@ -24,40 +26,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base.h"
+#include "buf.h"
+#include "htab.h"
+#include "queue.h"
+#include "log.h"
 #include "msc4140.h"
+#include "tlhttp.h"
 #include "timeline/timeline.h"
 
-/* ---- logging ---- */
+/* ---- small pieces (util.c) ---- */
 
-void tlg_log(const char *level, const char *id, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* ---- bytes ---- */
-
-typedef struct gbuf {
-	char *p;
-	size_t n, cap;
-	bool oom;
-} gbuf;
-
-void gbuf_add(gbuf *b, const void *p, size_t n);
-void gbuf_str(gbuf *b, const char *s);
-void gbuf_fmt(gbuf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-/* A JSON string literal (quotes included) of n bytes of UTF-8. */
-void gbuf_jstr(gbuf *b, const char *s, size_t n);
-void gbuf_free(gbuf *b);
-/* Percent-encode for a URL path segment or query value. */
-void gbuf_urlenc(gbuf *b, const char *s, size_t n);
-
-/* Decode %XX in place; returns the new length or -1 on a bad escape. */
-long tlg_urldec(char *s, size_t n);
 bool tlg_utf8_ok(const char *s, size_t n);
-uint64_t tlg_hash64(const void *p, size_t n, uint64_t seed);
 /* n random bytes as base64url (no padding) into out (4n/3+1 bytes). */
 int tlg_random_id(char *out, size_t nbytes);
-int64_t tlg_now_ms(void);
-int64_t tlg_mono_ms(void);
 
 /* ---- a stored delayed event (body of a message in PREFIX.events) ----
  * "M1\n" then "key\tvalue\n" lines, an empty line, then the content bytes
@@ -84,14 +66,14 @@ typedef struct gev {
 } gev;
 
 int tlg_ev_parse(gev *e, const void *body, size_t len);
-void tlg_ev_header(gbuf *b, const gev *e);
+void tlg_ev_header(tli_buf *b, const gev *e);
 
 /* ---- the homeserver ---- */
 
 typedef struct hs_resp {
 	long status; /* 0: no answer (network error) */
-	gbuf body;
-	gbuf headers; /* raw "Name: value\r\n" lines */
+	tli_buf body;
+	tli_buf headers; /* raw "Name: value\r\n" lines */
 	char ctype[128];
 } hs_resp;
 
@@ -123,11 +105,11 @@ typedef struct gwaiter {
 	char id[TL_MAX_ID_LEN + 1];
 	bool done;
 	int status;
-	gbuf body;
+	tli_buf body;
 } gwaiter;
 
 typedef struct gqitem {
-	struct gqitem *next;
+	tli_qnode qn;
 	tl_lease *lease;
 } gqitem;
 
@@ -136,7 +118,7 @@ typedef struct gsender {
 	pthread_t thr;
 	pthread_mutex_t mtx;
 	pthread_cond_t cv;
-	gqitem *head, *tail;
+	tli_queue q; /* of gqitem */
 	bool stop;
 	bool started;
 } gsender;
@@ -171,8 +153,6 @@ typedef struct gauth {
 	int64_t until;
 } gauth;
 
-typedef struct ghttp ghttp;
-
 struct tlg {
 	tlg_conf c;
 	tl_client *cl;
@@ -180,8 +160,7 @@ struct tlg {
 	char t_ev[TL_MAX_NAME_LEN + 1];
 	char t_final[TL_MAX_NAME_LEN + 1];
 	char t_txn[TL_MAX_NAME_LEN + 1];
-	struct MHD_Daemon *httpd;
-	ghttp *http; /* http.c: suspended requests and their workers */
+	tlh_server *http; /* http.c: the routes, served by tlhttp */
 	char url[300];
 
 	pthread_mutex_t w_mtx;

@@ -17,10 +17,10 @@ on_body(char *p, size_t size, size_t n, void *arg)
 {
 	hs_resp *r = arg;
 
-	if (r->body.n + size * n > HS_MAX_RESPONSE) {
+	if (r->body.len + size * n > HS_MAX_RESPONSE) {
 		return 0;
 	}
-	gbuf_add(&r->body, p, size * n);
+	tli_buf_append(&r->body, p, size * n);
 	return r->body.oom ? 0 : size * n;
 }
 
@@ -33,7 +33,7 @@ on_header(char *p, size_t size, size_t n, void *arg)
 	/* A new status line (after a 100 Continue or a redirect) starts a
 	 * new header block. */
 	if (len > 5 && strncmp(p, "HTTP/", 5) == 0) {
-		r->headers.n = 0;
+		tli_buf_reset(&r->headers);
 		r->ctype[0] = '\0';
 		return len;
 	}
@@ -50,7 +50,7 @@ on_header(char *p, size_t size, size_t n, void *arg)
 			r->ctype[e - s] = '\0';
 		}
 	}
-	gbuf_add(&r->headers, p, len);
+	tli_buf_append(&r->headers, p, len);
 	return len;
 }
 
@@ -108,7 +108,7 @@ tlg_hs_request(tlg *g, const char *method, const char *url, const hs_hdr *hdrs,
 	struct curl_slist *hl = NULL;
 	CURL *h;
 	CURLcode cc;
-	gbuf line = {0};
+	tli_buf line = {0};
 
 	memset(r, 0, sizeof(*r));
 	if ((h = curl_get(g)) == NULL) {
@@ -116,11 +116,12 @@ tlg_hs_request(tlg *g, const char *method, const char *url, const hs_hdr *hdrs,
 	}
 	for (size_t i = 0; i < nhdrs; i++) {
 		struct curl_slist *n;
-		line.n = 0;
-		gbuf_str(&line, hdrs[i].name);
-		gbuf_str(&line, ": ");
-		gbuf_str(&line, hdrs[i].value);
-		if (line.oom || (n = curl_slist_append(hl, line.p)) == NULL) {
+		tli_buf_reset(&line);
+		tli_buf_puts(&line, hdrs[i].name);
+		tli_buf_puts(&line, ": ");
+		tli_buf_puts(&line, hdrs[i].value);
+		if (line.oom ||
+		    (n = curl_slist_append(hl, tli_buf_str(&line))) == NULL) {
 			break;
 		}
 		hl = n;
@@ -130,7 +131,7 @@ tlg_hs_request(tlg *g, const char *method, const char *url, const hs_hdr *hdrs,
 		struct curl_slist *n = curl_slist_append(hl, "Expect:");
 		hl = n != NULL ? n : hl;
 	}
-	gbuf_free(&line);
+	tli_buf_fini(&line);
 	curl_easy_setopt(h, CURLOPT_URL, url);
 	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
@@ -170,6 +171,6 @@ tlg_hs_request(tlg *g, const char *method, const char *url, const hs_hdr *hdrs,
 void
 tlg_hs_resp_free(hs_resp *r)
 {
-	gbuf_free(&r->body);
-	gbuf_free(&r->headers);
+	tli_buf_fini(&r->body);
+	tli_buf_fini(&r->headers);
 }

@@ -1,117 +1,44 @@
 /*
- * The gateway's HTTP front (libmicrohttpd with poll event-loop threads):
- * routing of the client-server API to the delayed-event endpoints
- * (api.c), the caller's authentication, /versions and /capabilities
- * augmentation, and the pass-through of every other request to the
- * homeserver.
+ * The gateway's HTTP front: its route table (every endpoint of the
+ * client-server API it serves, declared once, served through the HTTP
+ * module tlhttp), its replies, the caller's authentication, /versions and
+ * /capabilities augmentation, and the pass-through of every other request
+ * to the homeserver.
  *
- * A request is routed on its first call, when only the headers are in:
- * the raw URI comes from the URI log callback (libmicrohttpd would
- * otherwise unescape the path, and "%2F" in a room or state key matters).
- * Errors that need no body and no blocking check are answered there,
- * before the body is read; otherwise the body is collected up to its
- * limit and the request is handled on the last call.
- *
- * The event-loop threads never block. Checks that may block (whoami, a
- * repeated transaction id) wait for the last call. There a restart of a
- * known event starts tl_move_async with the connection suspended and the
- * completion resumes it; every other request is handed, suspended, to a
- * worker thread (the pool grows to the number of requests in progress, so
- * slow requests do not hold up each other), which makes the response and
- * resumes the connection. The resumed request is called again and queues
- * the response made for it.
+ * What is served where (tlhttp.h tells the life of a request): CORS
+ * preflights of our requests and parameters of ours on an endpoint that
+ * is not ours are answered on the event loop; checks that may block
+ * (whoami, a repeated transaction id) run on a worker. A restart of a
+ * known event by its path is one tl_move_async with the connection
+ * suspended, whose completion answers or hands the request to a worker.
  */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
-#include <errno.h>
 #include <jansson.h>
-#include <microhttpd.h>
-#include <netdb.h>
-#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
-
-#include "gw.h"
 
 #include "api.h"
 
-/* event-loop threads of the daemon */
-#define HTTP_LOOPS 2
+#define PFX "/_matrix/client/"
+#define VERSIONS "/_matrix/client/versions"
+#define UNSTABLE "/_matrix/client/unstable/org.matrix.msc4140/delayed_events"
+#define STABLE "/_matrix/client/v1/delayed_events"
+#define ROOM "/_matrix/client/{v}/rooms/{room}"
 
 /* ---- replies ---- */
-
-/* A response is made for the request (on any thread) and queued by the
- * event loop: at once, or when the suspended connection was resumed. */
-static enum MHD_Result
-keep_resp(struct MHD_Connection *conn, greq *r, struct MHD_Response *resp,
-    unsigned status)
-{
-	(void) conn;
-	if (r->resp != NULL) {
-		MHD_destroy_response(r->resp);
-	}
-	r->resp = resp;
-	r->resp_status = status;
-	r->responded = true;
-	return MHD_YES;
-}
-
-/* On the event loop: queue the response made for r (none: close). */
-static enum MHD_Result
-flush_resp(struct MHD_Connection *conn, greq *r)
-{
-	enum MHD_Result rv;
-
-	if (r->resp == NULL) {
-		return MHD_NO;
-	}
-	rv = MHD_queue_response(conn, r->resp_status, r->resp);
-	MHD_destroy_response(r->resp);
-	r->resp = NULL;
-	return rv;
-}
-
-static enum MHD_Result
-send_resp(struct MHD_Connection *conn, greq *r, int status, const char *ctype,
-    const void *body, size_t len, int64_t retry_ms)
-{
-	struct MHD_Response *resp;
-
-	resp = MHD_create_response_from_buffer(
-	    len, (void *) body, MHD_RESPMEM_MUST_COPY);
-	if (resp == NULL) {
-		r->failed = true;
-		return MHD_NO;
-	}
-	if (ctype != NULL) {
-		MHD_add_response_header(resp, "Content-Type", ctype);
-	}
-	MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
-	MHD_add_response_header(resp, "Access-Control-Allow-Methods",
-	    "GET, POST, PUT, DELETE, OPTIONS");
-	MHD_add_response_header(resp, "Access-Control-Allow-Headers",
-	    "X-Requested-With, Content-Type, Authorization");
-	if (retry_ms > 0) {
-		char s[32];
-		snprintf(
-		    s, sizeof(s), "%lld", (long long) (retry_ms + 999) / 1000);
-		MHD_add_response_header(resp, "Retry-After", s);
-	}
-	return keep_resp(conn, r, resp, (unsigned) status);
-}
 
 void
 tlg_out_err(gout *o, int status, const char *code, const char *msg)
 {
 	o->status = status;
-	o->body.n = 0;
-	gbuf_str(&o->body, "{\"errcode\":");
-	gbuf_jstr(&o->body, code, strlen(code));
-	gbuf_str(&o->body, ",\"error\":");
-	gbuf_jstr(&o->body, msg, strlen(msg));
-	gbuf_str(&o->body, "}");
+	tli_buf_reset(&o->body);
+	tli_buf_puts(&o->body, "{\"errcode\":");
+	tlh_json_str(&o->body, code, strlen(code));
+	tli_buf_puts(&o->body, ",\"error\":");
+	tlh_json_str(&o->body, msg, strlen(msg));
+	tli_buf_puts(&o->body, "}");
 }
 
 void
@@ -119,257 +46,148 @@ tlg_out_limited(gout *o, int64_t ms)
 {
 	o->status = 429;
 	o->retry_ms = ms;
-	o->body.n = 0;
-	gbuf_fmt(&o->body,
+	tli_buf_reset(&o->body);
+	tli_buf_printf(&o->body,
 	    "{\"errcode\":\"M_LIMIT_EXCEEDED\",\"error\":\"Too many "
 	    "requests\",\"retry_after_ms\":%lld}",
 	    (long long) ms);
 }
 
-static enum MHD_Result
-send_out(struct MHD_Connection *conn, greq *r, gout *o)
+/* Make the reply of o (freed). */
+static void
+send_out(tlh_req *q, gout *o)
 {
-	enum MHD_Result rv;
-
 	if (o->body.oom) {
 		tlg_out_err(o, 500, "M_UNKNOWN", "out of memory");
 	}
-	rv = send_resp(conn, r, o->status, "application/json", o->body.p,
-	    o->body.n, o->retry_ms);
-	gbuf_free(&o->body);
-	return rv;
+	if (tlh_reply(q, o->status, "application/json", o->body.data,
+	        o->body.len, 0) == TL_OK &&
+	    o->retry_ms > 0) {
+		char s[32];
+		snprintf(s, sizeof(s), "%lld",
+		    (long long) (o->retry_ms + 999) / 1000);
+		tlh_reply_header(q, "Retry-After", s);
+	}
+	tli_buf_fini(&o->body);
+}
+
+static void
+send_err(tlh_req *q, int status, const char *code, const char *msg)
+{
+	gout o = {0};
+
+	tlg_out_err(&o, status, code, msg);
+	send_out(q, &o);
+}
+
+/* The module's own refusals, in the Matrix form. */
+static void
+on_error(tlh_req *q, tlh_error e, void *arg)
+{
+	static const struct {
+		int status;
+		const char *code, *msg;
+	} m[] = {
+	    [TLH_E_TARGET] = {400, "M_UNRECOGNIZED", "Unrecognized request"},
+	    [TLH_E_METHOD] = {405, "M_UNRECOGNIZED", "Unrecognized request"},
+	    [TLH_E_TOO_LARGE] = {413, "M_TOO_LARGE", "Request too large"},
+	    [TLH_E_STOPPING] = {503, "M_UNKNOWN", "The gateway is stopping"},
+	    [TLH_E_NO_REPLY] = {500, "M_UNKNOWN", "Internal error"},
+	    [TLH_E_NOT_FOUND] = {404, "M_UNRECOGNIZED", "Unrecognized request"},
+	};
+
+	(void) arg;
+	send_err(q, m[e].status, m[e].code, m[e].msg);
 }
 
 /* ---- the request ---- */
 
-const char *
-tlg_query_get(const greq *r, const char *name, char *out, size_t cap)
+static greq *
+req_of(tlh_req *q)
 {
-	const char *q = r->query;
-	size_t nl = strlen(name);
+	greq *r = tlh_req_state(q);
+	const gep *ep = tlh_req_route_data(q);
 
-	while (*q != '\0') {
-		const char *amp = strchr(q, '&');
-		size_t len = amp ? (size_t) (amp - q) : strlen(q);
-		if (len > nl && strncmp(q, name, nl) == 0 && q[nl] == '=') {
-			size_t vl = len - nl - 1;
-			long dl;
-			if (vl >= cap) {
-				return NULL;
-			}
-			memcpy(out, q + nl + 1, vl);
-			out[vl] = '\0';
-			dl = tlg_urldec(out, vl);
-			return dl < 0 ? NULL : out;
+	if (r->hr == NULL) {
+		r->hr = q;
+		if (ep != NULL) {
+			r->state = ep->state;
+			r->has_txn = ep->has_txn;
+			r->stable = ep->stable;
 		}
-		if (len == nl && strncmp(q, name, nl) == 0) {
-			out[0] = '\0';
-			return out;
-		}
-		q += len + (amp ? 1 : 0);
 	}
-	return NULL;
+	return r;
 }
 
-static bool
-has_msc4140_param(const greq *r)
+static void
+req_fini(tlh_req *q, void *arg)
 {
-	const char *q = r->query;
+	greq *r = tlh_req_state(q);
 
-	while ((q = strstr(q, "org.matrix.msc4140.")) != NULL) {
-		if (q == r->query || q[-1] == '&') {
+	(void) arg;
+	free(r->skey);
+}
+
+gstr
+tlg_param(const greq *r, const char *name)
+{
+	gstr v = {"", 0};
+	const char *p = tlh_req_param(r->hr, name, &v.n);
+
+	if (p != NULL) {
+		v.p = p;
+	}
+	return v;
+}
+
+/* A query parameter of ours (org.matrix.msc4140.*). */
+static bool
+has_msc4140_param(const tlh_req *q)
+{
+	const char *query = tlh_req_query(q), *p = query;
+
+	while ((p = strstr(p, "org.matrix.msc4140.")) != NULL) {
+		if (p == query || p[-1] == '&') {
 			return true;
 		}
-		q++;
+		p++;
 	}
 	return false;
 }
 
+/* path is prefix or below it */
 static bool
-seg_is(const greq *r, int i, const char *s)
+under(const char *path, const char *prefix)
 {
-	return i < r->nseg && strcmp(r->segs[i], s) == 0;
-}
+	size_t n = strlen(prefix);
 
-/* Split and decode the path. Returns false on a bad escape. */
-static bool
-split_path(greq *r)
-{
-	char *p = r->segbuf;
-
-	if (*p != '/') {
-		return false;
-	}
-	p++;
-	while (r->nseg < MAXSEG) {
-		char *sl = strchr(p, '/');
-		long n;
-		if (sl != NULL) {
-			*sl = '\0';
-		}
-		if ((n = tlg_urldec(p, strlen(p))) < 0) {
-			return false;
-		}
-		r->segs[r->nseg] = p;
-		r->seglen[r->nseg++] = (size_t) n;
-		if (sl == NULL) {
-			return true;
-		}
-		p = sl + 1;
-	}
-	return false; /* too deep for us: the homeserver's business */
-}
-
-static route
-route_of(greq *r, const char *method, bool stable)
-{
-	bool get = strcmp(method, "GET") == 0;
-	bool post = strcmp(method, "POST") == 0;
-	bool put = strcmp(method, "PUT") == 0;
-	bool ours = has_msc4140_param(r);
-	size_t ul = strlen(UNSTABLE);
-	bool unst = strncmp(r->path, UNSTABLE, ul) == 0 &&
-	    (r->path[ul] == '\0' || r->path[ul] == '/');
-	bool cv;
-
-	if (strcmp(r->path, "/_matrix/client/versions") == 0) {
-		return get ? R_VERSIONS : R_PROXY;
-	}
-	if (!unst && strncmp(r->path, PFX, strlen(PFX)) != 0) {
-		return R_PROXY;
-	}
-	/* CORS preflights of our requests are ours to answer (browsers
-	 * send them for every schedule and management call) */
-	if ((unst || ours) && strcmp(method, "OPTIONS") == 0) {
-		return R_OPTIONS;
-	}
-	if ((r->segbuf = strdup(r->path)) == NULL || !split_path(r)) {
-		return unst || ours ? R_BAD_PARAM : R_PROXY;
-	}
-	if (stable && seg_is(r, 2, "v1") && seg_is(r, 3, "delayed_events")) {
-		r->idseg = 4;
-		if (get && r->nseg == 4) {
-			return R_ST_LIST;
-		}
-		return post && r->nseg == 6 ? R_MANAGE_PATH : R_BAD_PARAM;
-	}
-	r->idseg = 5;
-	if (unst) {
-		if (get && r->nseg == 5) {
-			return R_LIST;
-		}
-		if (get && r->nseg == 6) {
-			return R_GET_ONE;
-		}
-		if (post && r->nseg == 6) {
-			return R_MANAGE_BODY;
-		}
-		if (post && r->nseg == 7) {
-			return R_MANAGE_PATH;
-		}
-		return R_BAD_PARAM;
-	}
-	/* /_matrix/client/{v3,r0}/... */
-	cv = seg_is(r, 2, "v3") || seg_is(r, 2, "r0");
-	if (cv && get && r->nseg == 4 && seg_is(r, 3, "capabilities")) {
-		return R_CAPS;
-	}
-	if (ours && cv && seg_is(r, 3, "rooms") && r->nseg >= 7 &&
-	    ((put && seg_is(r, 5, "send") && r->nseg == 8) ||
-	        (post && seg_is(r, 5, "send") && r->nseg == 7) ||
-	        (put && seg_is(r, 5, "state") &&
-	            (r->nseg == 7 || r->nseg == 8)))) {
-		r->state = seg_is(r, 5, "state");
-		r->has_txn = !r->state && r->nseg == 8;
-		return R_SCHEDULE;
-	}
-	if (stable && put && seg_is(r, 2, "v3") && seg_is(r, 3, "rooms") &&
-	    seg_is(r, 5, "delayed_event") && r->nseg == 8) {
-		r->stable = true;
-		r->has_txn = true;
-		return R_SCHEDULE;
-	}
-	return ours ? R_BAD_PARAM : R_PROXY;
-}
-
-static void
-req_free(greq *r)
-{
-	if (r == NULL) {
-		return;
-	}
-	free(r->uri);
-	free(r->path);
-	free(r->segbuf);
-	free(r->skey);
-	gbuf_free(&r->body);
-	if (r->resp != NULL) {
-		MHD_destroy_response(r->resp);
-	}
-	free(r);
+	return strncmp(path, prefix, n) == 0 &&
+	    (path[n] == '\0' || path[n] == '/');
 }
 
 /* ---- the caller ---- */
 
-static void
-client_ip(tlg *g, struct MHD_Connection *conn, greq *r)
-{
-	const union MHD_ConnectionInfo *ci;
-
-	snprintf(r->ip, sizeof(r->ip), "?");
-	if (g->c.trust_forwarded) {
-		const char *xff = MHD_lookup_connection_value(
-		    conn, MHD_HEADER_KIND, "X-Forwarded-For");
-		if (xff != NULL && *xff != '\0') {
-			const char *last = strrchr(xff, ',');
-			last = last ? last + 1 : xff;
-			while (*last == ' ') {
-				last++;
-			}
-			snprintf(r->ip, sizeof(r->ip), "%s", last);
-			return;
-		}
-	}
-	ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-	if (ci == NULL || ci->client_addr == NULL) {
-		return;
-	}
-	if (ci->client_addr->sa_family == AF_INET) {
-		inet_ntop(AF_INET,
-		    &((const struct sockaddr_in *) (const void *)
-		            ci->client_addr)
-		         ->sin_addr,
-		    r->ip, sizeof(r->ip));
-	} else if (ci->client_addr->sa_family == AF_INET6) {
-		inet_ntop(AF_INET6,
-		    &((const struct sockaddr_in6 *) (const void *)
-		            ci->client_addr)
-		         ->sin6_addr,
-		    r->ip, sizeof(r->ip));
-	}
-}
-
 static const char *
-token_of(struct MHD_Connection *conn, greq *r, char *buf, size_t cap)
+token_of(tlh_req *q, char *buf, size_t cap)
 {
-	const char *h =
-	    MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+	const char *h = tlh_req_header(q, "Authorization");
 
 	if (h != NULL && strncasecmp(h, "Bearer ", 7) == 0) {
 		return h + 7;
 	}
-	return tlg_query_get(r, "access_token", buf, cap);
+	return tlh_query_get(tlh_req_query(q), "access_token", buf, cap);
 }
 
 static bool
 auth_cached(tlg *g, const char *tok, greq *r)
 {
-	gauth *a = &g->auth[tlg_hash64(tok, strlen(tok), 5) % TLG_AUTH_SLOTS];
+	gauth *a =
+	    &g->auth[tli_hash64_mixed(tok, strlen(tok), 5) % TLG_AUTH_SLOTS];
 	bool hit = false;
 
 	pthread_mutex_lock(&g->auth_mtx);
 	if (a->token != NULL && strcmp(a->token, tok) == 0 &&
-	    a->until > tlg_mono_ms()) {
+	    a->until > tli_mono_ms()) {
 		snprintf(r->user, sizeof(r->user), "%s", a->user);
 		snprintf(r->device, sizeof(r->device), "%s", a->device);
 		hit = true;
@@ -381,7 +199,8 @@ auth_cached(tlg *g, const char *tok, greq *r)
 static void
 auth_store(tlg *g, const char *tok, const greq *r)
 {
-	gauth *a = &g->auth[tlg_hash64(tok, strlen(tok), 5) % TLG_AUTH_SLOTS];
+	gauth *a =
+	    &g->auth[tli_hash64_mixed(tok, strlen(tok), 5) % TLG_AUTH_SLOTS];
 	char *t = strdup(tok), *u = strdup(r->user), *d = strdup(r->device);
 
 	if (t == NULL || u == NULL || d == NULL) {
@@ -397,19 +216,19 @@ auth_store(tlg *g, const char *tok, const greq *r)
 	a->token = t;
 	a->user = u;
 	a->device = d;
-	a->until = tlg_mono_ms() + g->c.whoami_cache_ms;
+	a->until = tli_mono_ms() + g->c.whoami_cache_ms;
 	pthread_mutex_unlock(&g->auth_mtx);
 }
 
-/* Who is calling: true with r->user set, or false with o filled (401 from
- * the homeserver verbatim, or 401 M_MISSING_TOKEN). */
-bool
-tlg_authenticate(tlg *g, struct MHD_Connection *conn, greq *r, gout *o)
+/* Who is calling (whoami, cached): true with r->user set, or false with o
+ * filled (401 from the homeserver verbatim, or 401 M_MISSING_TOKEN). */
+static bool
+authenticate(tlg *g, greq *r, gout *o)
 {
 	char qbuf[1024], authz[1100];
-	const char *tok = token_of(conn, r, qbuf, sizeof(qbuf));
+	const char *tok = token_of(r->hr, qbuf, sizeof(qbuf));
 	hs_resp hr;
-	gbuf url = {0};
+	tli_buf url = {0};
 	json_t *j;
 
 	if (tok == NULL || *tok == '\0') {
@@ -427,23 +246,24 @@ tlg_authenticate(tlg *g, struct MHD_Connection *conn, greq *r, gout *o)
 	}
 	snprintf(authz, sizeof(authz), "Bearer %s", tok);
 	hs_hdr h[] = {{"Authorization", authz}};
-	gbuf_str(&url, g->c.homeserver);
-	gbuf_str(&url, "/_matrix/client/v3/account/whoami");
-	if (tlg_hs_request(g, "GET", url.p, h, 1, NULL, 0, &hr) != 0) {
-		gbuf_free(&url);
+	tli_buf_puts(&url, g->c.homeserver);
+	tli_buf_puts(&url, "/_matrix/client/v3/account/whoami");
+	if (tlg_hs_request(g, "GET", tli_buf_str(&url), h, 1, NULL, 0, &hr) !=
+	    0) {
+		tli_buf_fini(&url);
 		tlg_out_err(
 		    o, 502, "M_UNKNOWN", "The homeserver did not answer");
 		return false;
 	}
-	gbuf_free(&url);
+	tli_buf_fini(&url);
 	if (hr.status != 200) {
 		o->status = (int) hr.status;
-		o->body.n = 0;
-		gbuf_add(&o->body, hr.body.p, hr.body.n);
+		tli_buf_reset(&o->body);
+		tli_buf_append(&o->body, hr.body.data, hr.body.len);
 		tlg_hs_resp_free(&hr);
 		return false;
 	}
-	j = json_loadb(hr.body.p ? hr.body.p : "", hr.body.n, 0, NULL);
+	j = json_loadb(tli_buf_str(&hr.body), hr.body.len, 0, NULL);
 	tlg_hs_resp_free(&hr);
 	if (!json_is_string(json_object_get(j, "user_id"))) {
 		json_decref(j);
@@ -470,25 +290,23 @@ typedef struct hdr_ctx {
 	char xff[128];
 } hdr_ctx;
 
-static enum MHD_Result
-collect_hdr(void *arg, enum MHD_ValueKind kind, const char *k, const char *v)
+static void
+collect_hdr(const char *k, const char *v, void *arg)
 {
 	static const char *hop[] = {"host", "connection", "content-length",
 	    "transfer-encoding", "expect", "keep-alive", "upgrade", "te",
 	    "proxy-connection", "x-forwarded-for", NULL};
 	hdr_ctx *c = arg;
 
-	(void) kind;
 	for (int i = 0; hop[i] != NULL; i++) {
 		if (strcasecmp(k, hop[i]) == 0) {
-			return MHD_YES;
+			return;
 		}
 	}
 	if (c->n < sizeof(c->h) / sizeof(c->h[0]) - 1) {
 		c->h[c->n].name = k;
-		c->h[c->n++].value = v ? v : "";
+		c->h[c->n++].value = v;
 	}
-	return MHD_YES;
 }
 
 static bool
@@ -504,61 +322,11 @@ hop_header(const char *k, size_t n)
 	return false;
 }
 
-/* Forward the request; on a JSON answer to versions / capabilities,
- * patch (json_t) it with fn. */
-static enum MHD_Result
-proxy(tlg *g, struct MHD_Connection *conn, greq *r, const char *method,
-    void (*fn)(tlg *, json_t *))
+/* The homeserver's headers onto the reply made, but the hop-by-hop ones. */
+static void
+copy_headers(tlh_req *q, const char *p)
 {
-	hdr_ctx hc = {0};
-	gbuf url = {0}, patched = {0};
-	struct MHD_Response *resp;
-	enum MHD_Result rv;
-	hs_resp hr;
-	const char *body;
-	size_t blen;
-
-	MHD_get_connection_values(conn, MHD_HEADER_KIND, collect_hdr, &hc);
-	snprintf(hc.xff, sizeof(hc.xff), "%s", r->ip);
-	hc.h[hc.n].name = "X-Forwarded-For";
-	hc.h[hc.n++].value = hc.xff;
-	gbuf_str(&url, g->c.homeserver);
-	gbuf_str(&url, r->uri);
-	if (url.oom ||
-	    tlg_hs_request(g, method, url.p, hc.h, hc.n,
-	        r->body.n ? r->body.p : NULL, r->body.n, &hr) != 0) {
-		gout o = {0};
-		gbuf_free(&url);
-		tlg_out_err(
-		    &o, 502, "M_UNKNOWN", "The homeserver did not answer");
-		return send_out(conn, r, &o);
-	}
-	gbuf_free(&url);
-	body = hr.body.p ? hr.body.p : "";
-	blen = hr.body.n;
-	if (fn != NULL && hr.status == 200) {
-		json_t *j = json_loadb(body, blen, 0, NULL);
-		if (json_is_object(j)) {
-			char *s;
-			fn(g, j);
-			if ((s = json_dumps(j, JSON_COMPACT)) != NULL) {
-				gbuf_str(&patched, s);
-				free(s);
-				body = patched.p;
-				blen = patched.n;
-			}
-		}
-		json_decref(j);
-	}
-	resp = MHD_create_response_from_buffer(
-	    blen, (void *) body, MHD_RESPMEM_MUST_COPY);
-	if (resp == NULL) {
-		tlg_hs_resp_free(&hr);
-		gbuf_free(&patched);
-		r->failed = true;
-		return MHD_NO;
-	}
-	for (const char *p = hr.headers.p; p != NULL && *p != '\0';) {
+	while (*p != '\0') {
 		const char *eol = strstr(p, "\r\n"), *colon;
 		size_t len = eol ? (size_t) (eol - p) : strlen(p);
 		char name[128], value[2048];
@@ -576,7 +344,7 @@ proxy(tlg *g, struct MHD_Connection *conn, greq *r, const char *method,
 				name[colon - p] = '\0';
 				memcpy(value, v, vl);
 				value[vl] = '\0';
-				MHD_add_response_header(resp, name, value);
+				tlh_reply_header(q, name, value);
 			}
 		}
 		if (eol == NULL) {
@@ -584,10 +352,58 @@ proxy(tlg *g, struct MHD_Connection *conn, greq *r, const char *method,
 		}
 		p = eol + 2;
 	}
-	rv = keep_resp(conn, r, resp, (unsigned) hr.status);
+}
+
+/* Forward the request; on a JSON answer to versions / capabilities,
+ * patch (json_t) it with fn. */
+static void
+proxy(tlg *g, tlh_req *q, void (*fn)(tlg *, json_t *))
+{
+	hdr_ctx hc = {0};
+	tli_buf url = {0}, patched = {0};
+	hs_resp hr;
+	size_t blen;
+	const char *body = tlh_req_body(q, &blen);
+
+	tlh_req_each_header(q, collect_hdr, &hc);
+	snprintf(hc.xff, sizeof(hc.xff), "%s", tlh_req_ip(q));
+	hc.h[hc.n].name = "X-Forwarded-For";
+	hc.h[hc.n++].value = hc.xff;
+	tli_buf_puts(&url, g->c.homeserver);
+	tli_buf_puts(&url, tlh_req_uri(q));
+	if (url.oom ||
+	    tlg_hs_request(g, tlh_req_method(q), tli_buf_str(&url), hc.h, hc.n,
+	        blen ? body : NULL, blen, &hr) != 0) {
+		gout o = {0};
+		tli_buf_fini(&url);
+		tlg_out_err(
+		    &o, 502, "M_UNKNOWN", "The homeserver did not answer");
+		send_out(q, &o);
+		return;
+	}
+	tli_buf_fini(&url);
+	body = tli_buf_str(&hr.body);
+	blen = hr.body.len;
+	if (fn != NULL && hr.status == 200) {
+		json_t *j = json_loadb(body, blen, 0, NULL);
+		char *s;
+		if (json_is_object(j)) {
+			fn(g, j);
+			if ((s = json_dumps(j, JSON_COMPACT)) != NULL) {
+				tli_buf_puts(&patched, s);
+				free(s);
+				body = tli_buf_str(&patched);
+				blen = patched.len;
+			}
+		}
+		json_decref(j);
+	}
+	if (tlh_reply(q, (int) hr.status, NULL, body, blen, TLH_REPLY_BARE) ==
+	    TL_OK) {
+		copy_headers(q, tli_buf_str(&hr.headers));
+	}
 	tlg_hs_resp_free(&hr);
-	gbuf_free(&patched);
-	return rv;
+	tli_buf_fini(&patched);
 }
 
 static void
@@ -617,490 +433,267 @@ patch_caps(tlg *g, json_t *j)
 	        "max_scheduled", (json_int_t) g->c.max_scheduled));
 }
 
-/* ---- libmicrohttpd callbacks ---- */
-
-static void *
-on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
-{
-	greq *r = calloc(1, sizeof(*r));
-	const char *q;
-
-	(void) cls;
-	(void) conn;
-	if (r == NULL) {
-		return NULL;
-	}
-	r->uri = strdup(uri);
-	q = strchr(uri, '?');
-	r->path = q ? strndup(uri, (size_t) (q - uri)) : strdup(uri);
-	if (r->uri == NULL || r->path == NULL) {
-		req_free(r);
-		return NULL;
-	}
-	r->query = q ? strchr(r->uri, '?') + 1 : "";
-	return r;
-}
-
-static void
-on_done(void *cls, struct MHD_Connection *conn, void **req_cls,
-    enum MHD_RequestTerminationCode toe)
-{
-	greq *r = *req_cls;
-
-	(void) cls;
-	(void) conn;
-	(void) toe;
-	req_free(r);
-	*req_cls = NULL;
-}
-
-static size_t
-no_unescape(void *cls, struct MHD_Connection *c, char *s)
-{
-	(void) cls;
-	(void) c;
-	return strlen(s);
-}
-
-/* The checks that need only the headers and never block; false with o
- * filled when they answer. The ones that may block are deferred to the
- * last call (head_checks). */
+/* The authentication hook: who is calling. Management takes a token when
+ * one comes (the user's rate limit then applies) but needs none. */
 static bool
-first_call(
-    tlg *g, struct MHD_Connection *conn, greq *r, const char *method, gout *o)
-{
-	const char *cl;
-
-	client_ip(g, conn, r);
-	/* Only origin-form targets: "@host/..." or an absolute URL would
-	 * send the pass-through elsewhere than the homeserver. */
-	if (r->uri[0] != '/') {
-		tlg_out_err(o, 400, "M_UNRECOGNIZED", "Unrecognized request");
-		return false;
-	}
-	r->rt = route_of(r, method, g->c.stable);
-	r->limit = r->rt == R_PROXY || r->rt == R_VERSIONS || r->rt == R_CAPS
-	    ? g->c.proxy_max_body
-	    : g->c.max_body;
-	cl = MHD_lookup_connection_value(
-	    conn, MHD_HEADER_KIND, "Content-Length");
-	if (cl != NULL && strtoull(cl, NULL, 10) > r->limit) {
-		tlg_out_err(o, 413, "M_TOO_LARGE", "Request too large");
-		return false;
-	}
-	switch (r->rt) {
-	case R_BAD_PARAM:
-		tlg_out_err(o, 400, "M_UNRECOGNIZED", "Unrecognized request");
-		return false;
-	case R_OPTIONS:
-		o->status = 200;
-		gbuf_str(&o->body, "{}");
-		return false;
-	case R_SCHEDULE:
-	case R_LIST:
-	case R_GET_ONE:
-	case R_ST_LIST:
-		r->head_deferred = true;
-		return true;
-	case R_MANAGE_PATH:
-	case R_MANAGE_BODY: {
-		char qbuf[1024];
-		const char *tok = token_of(conn, r, qbuf, sizeof(qbuf));
-		r->head_deferred = tok != NULL && *tok != '\0';
-		return true;
-	}
-	default:
-		return true;
-	}
-}
-
-/* The deferred header checks (on a worker); false with o filled when they
- * answer. */
-static bool
-head_checks(tlg *g, struct MHD_Connection *conn, greq *r, gout *o)
-{
-	switch (r->rt) {
-	case R_SCHEDULE:
-		return tlg_schedule_head(g, conn, r, o);
-	case R_LIST:
-	case R_GET_ONE:
-	case R_ST_LIST:
-		return tlg_authenticate(g, conn, r, o);
-	case R_MANAGE_PATH:
-	case R_MANAGE_BODY:
-		/* with a token, the rate limit is the user's */
-		if (tlg_authenticate(g, conn, r, o)) {
-			int64_t wait = tlg_rate_take(g, "user", r->user,
-			    g->c.mgmt_rate * 4, g->c.mgmt_burst * 4);
-			if (wait > 0) {
-				tlg_out_limited(o, wait);
-				return false;
-			}
-		}
-		o->body.n = 0;
-		o->status = 0;
-		return true;
-	default:
-		return true;
-	}
-}
-
-/* The request once its body is in (on a worker): makes r->resp. */
-static void
-handle(tlg *g, struct MHD_Connection *conn, greq *r)
+on_auth(tlh_req *q, bool optional, void *arg)
 {
 	gout o = {0};
 
-	if (r->head_deferred && !head_checks(g, conn, r, &o)) {
-		send_out(conn, r, &o);
-		return;
+	if (authenticate(arg, req_of(q), &o) || optional) {
+		tli_buf_fini(&o.body);
+		return true;
 	}
-	gbuf_free(&o.body);
-	memset(&o, 0, sizeof(o));
-	switch (r->rt) {
-	case R_VERSIONS:
-		proxy(g, conn, r, r->method, patch_versions);
-		return;
-	case R_CAPS:
-		proxy(g, conn, r, r->method, patch_caps);
-		return;
-	case R_PROXY:
-		if (r->too_large) {
-			tlg_out_err(
-			    &o, 413, "M_TOO_LARGE", "Request too large");
-			send_out(conn, r, &o);
-			return;
-		}
-		proxy(g, conn, r, r->method, NULL);
-		return;
-	case R_SCHEDULE:
-		tlg_schedule_body(g, r, &o);
-		break;
-	case R_MANAGE_PATH:
-		tlg_manage_path(g, r, &o);
-		break;
-	case R_MANAGE_BODY:
-		tlg_manage_body(g, r, &o);
-		break;
-	case R_LIST:
-		tlg_list_scheduled(g, r, &o);
-		break;
-	case R_GET_ONE:
-		tlg_get_one(g, r, &o);
-		break;
-	case R_ST_LIST:
-		tlg_stable_list(g, r, &o);
-		break;
-	default:
-		tlg_out_err(&o, 400, "M_UNRECOGNIZED", "Unrecognized request");
-		break;
-	}
+	send_out(q, &o);
+	return false;
+}
+
+/* ---- the endpoints ---- */
+
+/* An endpoint of api.c (the route's data) makes o. */
+static void
+on_endpoint(tlh_req *q, void *arg)
+{
+	const gep *ep = tlh_req_route_data(q);
+	gout o = {0};
+
+	ep->fn(arg, req_of(q), &o);
 	if (o.status == 0) {
 		tlg_out_err(&o, 500, "M_UNKNOWN", "Internal error");
 	}
-	send_out(conn, r, &o);
-}
-
-/* ---- suspended requests and the workers ---- */
-
-/* Workers are started when a request finds none idle (up to
- * HW_MAX_THREADS) and stay until the gateway stops. */
-#define HW_MAX_THREADS 1024
-
-struct ghttp {
-	pthread_mutex_t mtx;
-	pthread_cond_t cv;      /* work queued, or stopping */
-	pthread_cond_t idle_cv; /* no request suspended any more */
-	greq *head, *tail;      /* waiting for a worker */
-	pthread_t *tids;
-	int nthreads, idle;
-	int suspended; /* connections suspended by us */
-	bool draining; /* stopping: suspend no more connections */
-	bool stop;     /* workers: leave once the queue is empty */
-};
-
-static void
-hw_resumed(ghttp *h)
-{
-	pthread_mutex_lock(&h->mtx);
-	if (--h->suspended == 0) {
-		pthread_cond_broadcast(&h->idle_cv);
-	}
-	pthread_mutex_unlock(&h->mtx);
-}
-
-/* Resume r's connection; r may be gone once this returns. */
-static void
-resume(tlg *g, greq *r)
-{
-	MHD_resume_connection(r->conn);
-	hw_resumed(g->http);
-}
-
-static void *
-hw_main(void *arg)
-{
-	tlg *g = arg;
-	ghttp *h = g->http;
-
-	pthread_mutex_lock(&h->mtx);
-	for (;;) {
-		greq *r;
-		while (h->head == NULL && !h->stop) {
-			pthread_cond_wait(&h->cv, &h->mtx);
-		}
-		if ((r = h->head) == NULL) {
-			break;
-		}
-		if ((h->head = r->wnext) == NULL) {
-			h->tail = NULL;
-		}
-		r->wnext = NULL;
-		h->idle--;
-		pthread_mutex_unlock(&h->mtx);
-		handle(g, r->conn, r);
-		resume(g, r);
-		pthread_mutex_lock(&h->mtx);
-		h->idle++;
-	}
-	h->idle--;
-	pthread_mutex_unlock(&h->mtx);
-	return NULL;
-}
-
-/* Hand a suspended request to a worker. */
-static void
-hw_queue(tlg *g, greq *r)
-{
-	ghttp *h = g->http;
-	bool none;
-
-	pthread_mutex_lock(&h->mtx);
-	r->wnext = NULL;
-	if (h->tail != NULL) {
-		h->tail->wnext = r;
-	} else {
-		h->head = r;
-	}
-	h->tail = r;
-	if (h->idle == 0 && h->nthreads < HW_MAX_THREADS) {
-		pthread_t *t =
-		    realloc(h->tids, sizeof(*t) * (size_t) (h->nthreads + 1));
-		if (t != NULL) {
-			h->tids = t;
-			if (pthread_create(&t[h->nthreads], NULL, hw_main, g) ==
-			    0) {
-				h->nthreads++;
-				h->idle++;
-			}
-		}
-	}
-	none = h->nthreads == 0;
-	if (none) {
-		/* no worker could be started: answer here */
-		h->head = h->tail = NULL;
-	} else {
-		pthread_cond_signal(&h->cv);
-	}
-	pthread_mutex_unlock(&h->mtx);
-	if (none) {
-		handle(g, r->conn, r);
-		resume(g, r);
-	}
-}
-
-/* Suspend r's connection; false while the gateway stops. */
-static bool
-hw_suspend(tlg *g, struct MHD_Connection *conn, greq *r)
-{
-	ghttp *h = g->http;
-
-	pthread_mutex_lock(&h->mtx);
-	if (h->draining) {
-		pthread_mutex_unlock(&h->mtx);
-		return false;
-	}
-	h->suspended++;
-	pthread_mutex_unlock(&h->mtx);
-	r->conn = conn;
-	MHD_suspend_connection(conn);
-	return true;
+	send_out(q, &o);
 }
 
 static void
 restart_done(void *arg, int err)
 {
 	greq *r = arg;
-	tlg *g = r->gw;
 	gout o = {0};
 
-	if (tlg_restart_fast_result(g, r, err, &o)) {
-		send_out(r->conn, r, &o);
-		resume(g, r);
+	if (tlg_restart_fast_result(r->gw, r, err, &o)) {
+		send_out(r->hr, &o);
+	} else {
+		tli_buf_fini(&o.body);
+	}
+	tlh_async_done(r->hr);
+}
+
+/* A restart by the path without a token: one asynchronous move. */
+static int
+manage_fast(tlh_req *q, void *arg)
+{
+	char qbuf[1024];
+	const char *tok = token_of(q, qbuf, sizeof(qbuf));
+	greq *r = req_of(q);
+	gout o = {0};
+	int rv;
+
+	if (tok != NULL && *tok != '\0') {
+		return TLH_FAST_NO; /* the user's rate limit needs whoami */
+	}
+	r->gw = arg;
+	rv = tlg_restart_fast(arg, r, &o, restart_done);
+	if (rv == TLH_FAST_ANSWERED) {
+		send_out(q, &o);
+	} else {
+		tli_buf_fini(&o.body);
+	}
+	return rv;
+}
+
+/* CORS preflights of our requests are ours to answer (browsers send them
+ * for every schedule and management call). */
+static bool
+on_pre(tlh_req *q, void *arg)
+{
+	const char *path = tlh_req_path(q);
+
+	(void) arg;
+	if (strcmp(tlh_req_method(q), "OPTIONS") != 0 ||
+	    strcmp(path, VERSIONS) == 0 ||
+	    !(under(path, UNSTABLE) ||
+	        (strncmp(path, PFX, strlen(PFX)) == 0 &&
+	            has_msc4140_param(q)))) {
+		return true;
+	}
+	tlh_reply(q, 200, "application/json", "{}", 2, 0);
+	return false;
+}
+
+/* Requests for the homeserver may be large. */
+static bool
+proxy_head(tlh_req *q, void *arg)
+{
+	tlg *g = arg;
+
+	tlh_req_set_body_max(q, g->c.proxy_max_body);
+	return true;
+}
+
+/* What no route serves: refused when it is meant for us (our paths, our
+ * parameters), else passed on. */
+static bool
+fallback_head(tlh_req *q, void *arg)
+{
+	tlg *g = arg;
+	const char *path = tlh_req_path(q);
+
+	if (strncmp(path, PFX, strlen(PFX)) == 0 && strcmp(path, VERSIONS) &&
+	    (under(path, UNSTABLE) || has_msc4140_param(q) ||
+	        (g->c.stable && under(path, STABLE)))) {
+		send_err(q, 400, "M_UNRECOGNIZED", "Unrecognized request");
+		return false;
+	}
+	return proxy_head(q, arg);
+}
+
+static void
+on_proxy(tlh_req *q, void *arg)
+{
+	if (tlh_req_body_over(q)) {
+		send_err(q, 413, "M_TOO_LARGE", "Request too large");
 		return;
 	}
-	gbuf_free(&o.body);
-	hw_queue(g, r); /* the long way decides */
+	proxy(arg, q, NULL);
 }
 
-static enum MHD_Result
-on_request(void *cls, struct MHD_Connection *conn, const char *url,
-    const char *method, const char *version, const char *upload,
-    size_t *upload_size, void **req_cls)
+static void
+on_versions(tlh_req *q, void *arg)
 {
-	tlg *g = cls;
-	greq *r = *req_cls;
-	gout o = {0};
-
-	(void) url;
-	(void) version;
-	if (r == NULL) {
-		return MHD_NO;
-	}
-	if (r->resp != NULL || r->failed) {
-		return flush_resp(conn, r); /* resumed with its response */
-	}
-	if (!r->started) {
-		r->started = true;
-		r->gw = g;
-		snprintf(r->method, sizeof(r->method), "%s", method);
-		if (!first_call(g, conn, r, method, &o)) {
-			send_out(conn, r, &o);
-			return flush_resp(conn, r);
-		}
-		gbuf_free(&o.body);
-		return MHD_YES;
-	}
-	if (*upload_size > 0) {
-		if (!r->responded && !r->too_large) {
-			if (r->body.n + *upload_size > r->limit) {
-				r->too_large = true;
-				gbuf_free(&r->body);
-			} else {
-				gbuf_add(&r->body, upload, *upload_size);
-			}
-		}
-		*upload_size = 0;
-		return MHD_YES;
-	}
-	if (r->responded) {
-		return MHD_YES;
-	}
-	if (!hw_suspend(g, conn, r)) {
-		tlg_out_err(&o, 503, "M_UNKNOWN", "The gateway is stopping");
-		send_out(conn, r, &o);
-		return flush_resp(conn, r);
-	}
-	if (r->rt == R_MANAGE_PATH && !r->head_deferred) {
-		switch (tlg_restart_fast(g, r, &o, restart_done)) {
-		case TLG_FAST_STARTED:
-			gbuf_free(&o.body);
-			return MHD_YES;
-		case TLG_FAST_ANSWERED:
-			send_out(conn, r, &o);
-			resume(g, r);
-			return MHD_YES;
-		default:
-			gbuf_free(&o.body);
-			break;
-		}
-	}
-	hw_queue(g, r);
-	return MHD_YES;
+	proxy(arg, q, patch_versions);
 }
+
+static void
+on_caps(tlh_req *q, void *arg)
+{
+	proxy(arg, q, patch_caps);
+}
+
+/* /_matrix/client/{v3,r0}/... */
+static bool
+client_v(const tlh_req *q, void *arg)
+{
+	const char *v = tlh_req_param(q, "v", NULL);
+
+	(void) arg;
+	return v != NULL && (strcmp(v, "v3") == 0 || strcmp(v, "r0") == 0);
+}
+
+/* Scheduling in the unstable form: a send or state event with our
+ * parameters. */
+static bool
+scheduling(const tlh_req *q, void *arg)
+{
+	return client_v(q, arg) && has_msc4140_param(q);
+}
+
+#define EP(f, ...) (&(const gep){.fn = f, __VA_ARGS__})
+
+/* THE ROUTE TABLE: every endpoint of the gateway, once. Body limit 0 is
+ * max_body; proxy_head raises it to proxy_max_body. Endpoints marked
+ * stable are served only with `stable = true`. */
+static const tlh_route routes[] = {
+    {"GET", VERSIONS, 0, TLH_OTHERS_FALLBACK, NULL, proxy_head, NULL,
+        on_versions, NULL},
+    {"GET", "/_matrix/client/{v}/capabilities", 0, TLH_OTHERS_FALLBACK,
+        client_v, proxy_head, NULL, on_caps, NULL},
+    /* scheduling, unstable form */
+    {"PUT", ROOM "/send/{type}/{txn}", 0, TLH_AUTH, scheduling, NULL, NULL,
+        on_endpoint, EP(tlg_schedule, .has_txn = true)},
+    {"POST", ROOM "/send/{type}", 0, TLH_AUTH, scheduling, NULL, NULL,
+        on_endpoint, EP(tlg_schedule)},
+    {"PUT", ROOM "/state/{type}", 0, TLH_AUTH, scheduling, NULL, NULL,
+        on_endpoint, EP(tlg_schedule, .state = true)},
+    {"PUT", ROOM "/state/{type}/{skey}", 0, TLH_AUTH, scheduling, NULL, NULL,
+        on_endpoint, EP(tlg_schedule, .state = true)},
+    /* management and lists, unstable form */
+    {"GET", UNSTABLE, 0, TLH_AUTH, NULL, NULL, NULL, on_endpoint,
+        EP(tlg_list_scheduled)},
+    {"GET", UNSTABLE "/{id}", 0, TLH_AUTH, NULL, NULL, NULL, on_endpoint,
+        EP(tlg_get_one)},
+    {"POST", UNSTABLE "/{id}", 0, TLH_AUTH_OPTIONAL, NULL, NULL, NULL,
+        on_endpoint, EP(tlg_manage_body)},
+    {"POST", UNSTABLE "/{id}/{action}", 0, TLH_AUTH_OPTIONAL, NULL, NULL,
+        manage_fast, on_endpoint, EP(tlg_manage_path)},
+    /* the stable form */
+    {"PUT", "/_matrix/client/v3/rooms/{room}/delayed_event/{type}/{txn}", 0,
+        TLH_AUTH, NULL, NULL, NULL, on_endpoint,
+        EP(tlg_schedule, .stable = true, .has_txn = true)},
+    {"GET", STABLE, 0, TLH_AUTH, NULL, NULL, NULL, on_endpoint,
+        EP(tlg_stable_list, .stable = true)},
+    {"POST", STABLE "/{id}/{action}", 0, TLH_AUTH_OPTIONAL, NULL, NULL,
+        manage_fast, on_endpoint, EP(tlg_manage_path, .stable = true)},
+    /* everything else: the homeserver's */
+    {"*", NULL, 0, 0, NULL, fallback_head, NULL, on_proxy, NULL},
+};
 
 /* ---- start and stop ---- */
 
-static int
-bind_addr(const char *listen, struct sockaddr_storage *ss, bool *v6)
-{
-	char host[256], port[16];
-	const char *colon = strrchr(listen, ':');
-	struct addrinfo hints, *res = NULL;
-	size_t hl;
+static const char *const cors[] = {"Access-Control-Allow-Origin", "*",
+    "Access-Control-Allow-Methods", "GET, POST, PUT, DELETE, OPTIONS",
+    "Access-Control-Allow-Headers",
+    "X-Requested-With, Content-Type, Authorization", NULL};
 
-	if (colon == NULL || strlen(colon + 1) >= sizeof(port)) {
-		return -1;
+static int
+routes_add(tlg *g)
+{
+	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+		const gep *ep = routes[i].data;
+		int rv;
+		if (ep != NULL && ep->stable && !g->c.stable) {
+			continue;
+		}
+		if ((rv = tlh_route_add(g->http, &routes[i])) != TL_OK) {
+			return rv;
+		}
 	}
-	hl = (size_t) (colon - listen);
-	if (hl >= sizeof(host)) {
-		return -1;
+	return TL_OK;
+}
+
+static void
+ready_file_write(const tlg *g)
+{
+	char tmp[600];
+	FILE *f;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", g->c.ready_file);
+	if ((f = fopen(tmp, "w")) != NULL) {
+		fprintf(f, "%s\n", g->url);
+		fclose(f);
+		rename(tmp, g->c.ready_file);
 	}
-	memcpy(host, listen, hl);
-	host[hl] = '\0';
-	if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
-		memmove(host, host + 1, hl - 2);
-		host[hl - 2] = '\0';
-	}
-	snprintf(port, sizeof(port), "%s", colon + 1);
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-	if (getaddrinfo(host[0] ? host : NULL, port, &hints, &res) != 0) {
-		return -1;
-	}
-	memcpy(ss, res->ai_addr, res->ai_addrlen);
-	*v6 = res->ai_family == AF_INET6;
-	freeaddrinfo(res);
-	return 0;
 }
 
 int
 tlg_http_start(tlg *g)
 {
-	struct sockaddr_storage ss;
-	const union MHD_DaemonInfo *di;
-	unsigned flags =
-	    MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME;
-	ghttp *h;
-	bool v6 = false;
-	char host[256];
-	const char *colon;
+	tlh_config cfg = {
+	    .listen = g->c.listen,
+	    .body_max = g->c.max_body,
+	    .trust_forwarded = g->c.trust_forwarded,
+	    .headers = cors,
+	    .req_size = sizeof(greq),
+	    .req_fini = req_fini,
+	    .pre = on_pre,
+	    .auth = on_auth,
+	    .error = on_error,
+	    .arg = g,
+	};
+	int rv;
 
-	memset(&ss, 0, sizeof(ss));
-	if (bind_addr(g->c.listen, &ss, &v6) != 0) {
-		tlg_log("error", "G004", "bad listen address %s", g->c.listen);
+	if (tlh_server_alloc(&g->http, &cfg) != TL_OK ||
+	    routes_add(g) != TL_OK) {
 		return -1;
 	}
-	if (v6) {
-		flags |= MHD_USE_IPv6;
-	}
-	if ((h = calloc(1, sizeof(*h))) == NULL) {
+	if ((rv = tlh_server_start(g->http)) != TL_OK) {
+		tli_log("msc4140", TLI_LOG_ERROR, "G004", "%s %s",
+		    rv == TL_EINVAL ? "bad listen address" : "cannot listen on",
+		    g->c.listen);
 		return -1;
 	}
-	pthread_mutex_init(&h->mtx, NULL);
-	pthread_cond_init(&h->cv, NULL);
-	pthread_cond_init(&h->idle_cv, NULL);
-	g->http = h;
-	g->httpd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, g,
-	    MHD_OPTION_THREAD_POOL_SIZE, (unsigned) HTTP_LOOPS,
-	    MHD_OPTION_SOCK_ADDR, (struct sockaddr *) &ss,
-	    MHD_OPTION_URI_LOG_CALLBACK, on_uri, g, MHD_OPTION_NOTIFY_COMPLETED,
-	    on_done, g, MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, g,
-	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) 300,
-	    MHD_OPTION_CONNECTION_LIMIT, (unsigned) 2000, MHD_OPTION_END);
-	if (g->httpd == NULL) {
-		tlg_log("error", "G004", "cannot listen on %s", g->c.listen);
-		return -1;
-	}
-	di = MHD_get_daemon_info(g->httpd, MHD_DAEMON_INFO_BIND_PORT);
-	colon = strrchr(g->c.listen, ':');
-	snprintf(host, sizeof(host), "%.*s", (int) (colon - g->c.listen),
-	    g->c.listen);
-	if (host[0] == '\0' || strcmp(host, "0.0.0.0") == 0) {
-		snprintf(host, sizeof(host), "127.0.0.1");
-	}
-	snprintf(g->url, sizeof(g->url), "http://%s:%u", host,
-	    di != NULL ? (unsigned) di->port : 0);
+	snprintf(g->url, sizeof(g->url), "%s", tlh_server_url(g->http));
 	if (g->c.ready_file[0] != '\0') {
-		char tmp[600];
-		FILE *f;
-		snprintf(tmp, sizeof(tmp), "%s.tmp", g->c.ready_file);
-		if ((f = fopen(tmp, "w")) != NULL) {
-			fprintf(f, "%s\n", g->url);
-			fclose(f);
-			rename(tmp, g->c.ready_file);
-		}
+		ready_file_write(g);
 	}
 	return 0;
 }
@@ -1108,34 +701,6 @@ tlg_http_start(tlg *g)
 void
 tlg_http_stop(tlg *g)
 {
-	ghttp *h = g->http;
-
-	if (h == NULL) {
-		return;
-	}
-	/* every suspended connection must be resumed before the daemon
-	 * stops: refuse new work, wait for the work in progress */
-	pthread_mutex_lock(&h->mtx);
-	h->draining = true;
-	while (h->suspended > 0) {
-		pthread_cond_wait(&h->idle_cv, &h->mtx);
-	}
-	pthread_mutex_unlock(&h->mtx);
-	if (g->httpd != NULL) {
-		MHD_stop_daemon(g->httpd);
-		g->httpd = NULL;
-	}
-	pthread_mutex_lock(&h->mtx);
-	h->stop = true;
-	pthread_cond_broadcast(&h->cv);
-	pthread_mutex_unlock(&h->mtx);
-	for (int i = 0; i < h->nthreads; i++) {
-		pthread_join(h->tids[i], NULL);
-	}
-	free(h->tids);
-	pthread_mutex_destroy(&h->mtx);
-	pthread_cond_destroy(&h->cv);
-	pthread_cond_destroy(&h->idle_cv);
-	free(h);
+	tlh_server_free(g->http);
 	g->http = NULL;
 }

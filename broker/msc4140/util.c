@@ -1,177 +1,17 @@
 /*
- * Small pieces of the gateway: logging, byte buffers with JSON and URL
- * encoding, hashing, random delay ids, clocks, the stored event format
- * (see gw.h) and the token-bucket rate limits.
+ * Small pieces of the gateway: UTF-8 checks, random delay ids, the owner
+ * name of a user, the stored event format (see gw.h) and the token-bucket
+ * rate limits. Logging, buffers, clocks and hashing come from tlbase, URL
+ * and JSON string encoding from the HTTP module.
  */
 #define _GNU_SOURCE
-#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <time.h>
 
 #include "gw.h"
-
-void
-tlg_log(const char *level, const char *id, const char *fmt, ...)
-{
-	char msg[1024], stamp[32];
-	struct tm tm;
-	time_t t;
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	t = time(NULL);
-	gmtime_r(&t, &tm);
-	strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &tm);
-	fprintf(stderr, "%s msc4140 %s %s %s\n", stamp, level, id, msg);
-}
-
-/* ---- buffers ---- */
-
-void
-gbuf_add(gbuf *b, const void *p, size_t n)
-{
-	if (b->oom) {
-		return;
-	}
-	if (b->n + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 256;
-		char *np;
-		while (cap < b->n + n + 1) {
-			cap *= 2;
-		}
-		if ((np = realloc(b->p, cap)) == NULL) {
-			b->oom = true;
-			return;
-		}
-		b->p = np;
-		b->cap = cap;
-	}
-	if (n > 0) {
-		memcpy(b->p + b->n, p, n);
-	}
-	b->n += n;
-	b->p[b->n] = '\0';
-}
-
-void
-gbuf_str(gbuf *b, const char *s)
-{
-	gbuf_add(b, s, strlen(s));
-}
-
-void
-gbuf_fmt(gbuf *b, const char *fmt, ...)
-{
-	char tmp[512];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-	va_end(ap);
-	if (n < 0) {
-		return;
-	}
-	if ((size_t) n < sizeof(tmp)) {
-		gbuf_add(b, tmp, (size_t) n);
-		return;
-	}
-	char *big = malloc((size_t) n + 1);
-	if (big == NULL) {
-		b->oom = true;
-		return;
-	}
-	va_start(ap, fmt);
-	vsnprintf(big, (size_t) n + 1, fmt, ap);
-	va_end(ap);
-	gbuf_add(b, big, (size_t) n);
-	free(big);
-}
-
-void
-gbuf_jstr(gbuf *b, const char *s, size_t n)
-{
-	gbuf_add(b, "\"", 1);
-	for (size_t i = 0; i < n; i++) {
-		unsigned char ch = (unsigned char) s[i];
-		if (ch == '"' || ch == '\\') {
-			gbuf_add(b, "\\", 1);
-			gbuf_add(b, &s[i], 1);
-		} else if (ch < 0x20) {
-			gbuf_fmt(b, "\\u%04x", ch);
-		} else {
-			gbuf_add(b, &s[i], 1);
-		}
-	}
-	gbuf_add(b, "\"", 1);
-}
-
-void
-gbuf_free(gbuf *b)
-{
-	free(b->p);
-	memset(b, 0, sizeof(*b));
-}
-
-void
-gbuf_urlenc(gbuf *b, const char *s, size_t n)
-{
-	static const char hex[] = "0123456789ABCDEF";
-
-	for (size_t i = 0; i < n; i++) {
-		unsigned char ch = (unsigned char) s[i];
-		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		    (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' ||
-		    ch == '.' || ch == '~') {
-			gbuf_add(b, &s[i], 1);
-		} else {
-			char e[3] = {'%', hex[ch >> 4], hex[ch & 15]};
-			gbuf_add(b, e, 3);
-		}
-	}
-}
-
-static int
-hexval(char c)
-{
-	if (c >= '0' && c <= '9') {
-		return c - '0';
-	}
-	if (c >= 'a' && c <= 'f') {
-		return c - 'a' + 10;
-	}
-	if (c >= 'A' && c <= 'F') {
-		return c - 'A' + 10;
-	}
-	return -1;
-}
-
-long
-tlg_urldec(char *s, size_t n)
-{
-	size_t o = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		if (s[i] == '%') {
-			int hi, lo;
-			if (i + 2 >= n || (hi = hexval(s[i + 1])) < 0 ||
-			    (lo = hexval(s[i + 2])) < 0) {
-				return -1;
-			}
-			s[o++] = (char) (hi * 16 + lo);
-			i += 2;
-		} else {
-			s[o++] = s[i];
-		}
-	}
-	s[o] = '\0';
-	return (long) o;
-}
 
 bool
 tlg_utf8_ok(const char *s, size_t n)
@@ -217,23 +57,6 @@ tlg_utf8_ok(const char *s, size_t n)
 	return true;
 }
 
-uint64_t
-tlg_hash64(const void *p, size_t n, uint64_t seed)
-{
-	const unsigned char *s = p;
-	uint64_t h = 0xcbf29ce484222325ULL ^ seed;
-
-	for (size_t i = 0; i < n; i++) {
-		h ^= s[i];
-		h *= 0x100000001b3ULL;
-	}
-	/* a final mix so that close inputs spread over the table */
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	return h;
-}
-
 int
 tlg_random_id(char *out, size_t nbytes)
 {
@@ -264,22 +87,6 @@ tlg_random_id(char *out, size_t nbytes)
 	return 0;
 }
 
-int64_t
-tlg_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int64_t
-tlg_mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 void
 tlg_owner(const char *user, char *out, size_t cap)
 {
@@ -291,8 +98,8 @@ tlg_owner(const char *user, char *out, size_t cap)
 		return;
 	}
 	snprintf(out, cap, "#%016llx%016llx",
-	    (unsigned long long) tlg_hash64(user, n, 1),
-	    (unsigned long long) tlg_hash64(user, n, 2));
+	    (unsigned long long) tli_hash64_mixed(user, n, 1),
+	    (unsigned long long) tli_hash64_mixed(user, n, 2));
 }
 
 /* ---- the stored event ---- */
@@ -308,6 +115,62 @@ to_i64(gstr v)
 	memcpy(tmp, v.p, v.n);
 	tmp[v.n] = '\0';
 	return strtoll(tmp, NULL, 10);
+}
+
+/* The lines of the stored form: where each value goes. */
+#define EV_STR(name, f)                     \
+	{                                   \
+		name, offsetof(gev, f), 's' \
+	}
+#define EV_NUM(name, f)                     \
+	{                                   \
+		name, offsetof(gev, f), 'n' \
+	}
+static const struct {
+	const char *name;
+	size_t off;
+	char kind; /* 's' a gstr, 'n' an int64_t, 'i' an int */
+} ev_fields[] = {
+    EV_STR("user", user),
+    EV_STR("room", room),
+    EV_STR("type", type),
+    EV_STR("skey", skey),
+    EV_STR("query", query),
+    EV_NUM("delay", delay),
+    EV_NUM("fin", fin),
+    EV_NUM("since", since),
+    EV_STR("outcome", outcome),
+    EV_STR("reason", reason),
+    EV_STR("event_id", event_id),
+    {"status", offsetof(gev, status), 'i'},
+};
+
+static void
+ev_field(gev *e, gstr k, gstr v, int64_t *errlen)
+{
+	char *base = (char *) e;
+
+	if (k.n == 6 && memcmp(k.p, "errlen", 6) == 0) {
+		*errlen = to_i64(v);
+		return;
+	}
+	for (size_t i = 0; i < sizeof(ev_fields) / sizeof(ev_fields[0]); i++) {
+		const char *f = ev_fields[i].name;
+		if (strlen(f) != k.n || memcmp(k.p, f, k.n) != 0) {
+			continue;
+		}
+		if (ev_fields[i].kind == 's') {
+			memcpy(base + ev_fields[i].off, &v, sizeof(v));
+		} else if (ev_fields[i].kind == 'n') {
+			int64_t x = to_i64(v);
+			memcpy(base + ev_fields[i].off, &x, sizeof(x));
+		} else {
+			int x = (int) to_i64(v);
+			memcpy(base + ev_fields[i].off, &x, sizeof(x));
+		}
+		e->state = e->state || ev_fields[i].off == offsetof(gev, skey);
+		return;
+	}
 }
 
 int
@@ -338,36 +201,7 @@ tlg_ev_parse(gev *e, const void *body, size_t len)
 		}
 		k = (gstr){p, (size_t) (tab - p)};
 		v = (gstr){tab + 1, (size_t) (nl - tab - 1)};
-#define KEY(s) (k.n == sizeof(s) - 1 && memcmp(k.p, s, k.n) == 0)
-		if (KEY("user")) {
-			e->user = v;
-		} else if (KEY("room")) {
-			e->room = v;
-		} else if (KEY("type")) {
-			e->type = v;
-		} else if (KEY("skey")) {
-			e->skey = v;
-			e->state = true;
-		} else if (KEY("query")) {
-			e->query = v;
-		} else if (KEY("delay")) {
-			e->delay = to_i64(v);
-		} else if (KEY("fin")) {
-			e->fin = to_i64(v);
-		} else if (KEY("since")) {
-			e->since = to_i64(v);
-		} else if (KEY("outcome")) {
-			e->outcome = v;
-		} else if (KEY("reason")) {
-			e->reason = v;
-		} else if (KEY("event_id")) {
-			e->event_id = v;
-		} else if (KEY("status")) {
-			e->status = (int) to_i64(v);
-		} else if (KEY("errlen")) {
-			errlen = to_i64(v);
-		}
-#undef KEY
+		ev_field(e, k, v, &errlen);
 		p = nl + 1;
 	}
 	if (errlen < 0 || errlen > end - p) {
@@ -380,17 +214,17 @@ tlg_ev_parse(gev *e, const void *body, size_t len)
 }
 
 static void
-line(gbuf *b, const char *k, gstr v)
+line(tli_buf *b, const char *k, gstr v)
 {
-	gbuf_str(b, k);
-	gbuf_add(b, "\t", 1);
-	gbuf_add(b, v.p, v.n);
-	gbuf_add(b, "\n", 1);
+	tli_buf_puts(b, k);
+	tli_buf_append(b, "\t", 1);
+	tli_buf_append(b, v.p, v.n);
+	tli_buf_append(b, "\n", 1);
 }
 
 /* The event lines (no magic, no terminating empty line). */
 void
-tlg_ev_header(gbuf *b, const gev *e)
+tlg_ev_header(tli_buf *b, const gev *e)
 {
 	line(b, "user", e->user);
 	line(b, "room", e->room);
@@ -398,7 +232,7 @@ tlg_ev_header(gbuf *b, const gev *e)
 	if (e->state) {
 		line(b, "skey", e->skey);
 	}
-	gbuf_fmt(b, "delay\t%lld\n", (long long) e->delay);
+	tli_buf_printf(b, "delay\t%lld\n", (long long) e->delay);
 	if (e->query.n > 0) {
 		line(b, "query", e->query);
 	}
@@ -409,7 +243,8 @@ tlg_ev_header(gbuf *b, const gev *e)
 static grate *
 rate_slot(tlg *g, const char *kind, const char *key)
 {
-	uint64_t h = tlg_hash64(key, strlen(key), tlg_hash64(kind, 1, 7));
+	uint64_t h =
+	    tli_hash64_mixed(key, strlen(key), tli_hash64_mixed(kind, 1, 7));
 	grate *r = &g->rate[h % TLG_RATE_SLOTS];
 
 	/* A collision takes the slot over: the table forgets, never blocks
@@ -426,7 +261,7 @@ int64_t
 tlg_rate_take(
     tlg *g, const char *kind, const char *key, double rate, double burst)
 {
-	int64_t now = tlg_mono_ms(), wait = 0;
+	int64_t now = tli_mono_ms(), wait = 0;
 	grate *r;
 
 	if (!g->c.rate_limits) {
@@ -458,7 +293,7 @@ tlg_rate_take(
 void
 tlg_storm_miss(tlg *g, const char *ip)
 {
-	int64_t now = tlg_mono_ms();
+	int64_t now = tli_mono_ms();
 	grate *r;
 
 	if (!g->c.rate_limits) {
@@ -480,7 +315,7 @@ tlg_storm_miss(tlg *g, const char *ip)
 int64_t
 tlg_storm_blocked(tlg *g, const char *ip)
 {
-	int64_t now = tlg_mono_ms(), left = 0;
+	int64_t now = tli_mono_ms(), left = 0;
 	grate *r;
 
 	if (!g->c.rate_limits) {

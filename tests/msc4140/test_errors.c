@@ -509,3 +509,23 @@ Test(errors, only_paths_are_passed_through)
 	}
 	gw_stop(&e);
 }
+
+Test(errors, another_method_on_our_endpoints_is_405)
+{
+	gw_env e;
+	gw_resp r;
+
+	gw_start(&e, "gw-405", false, NULL);
+	r = gw_req("GET", e.gw, UNSTABLE "/AAAAAAAA/cancel", "tok_alice", NULL);
+	gw_expect(r, 405, "M_UNRECOGNIZED");
+	cr_assert(
+	    strstr(r.headers, "Allow: POST\r\n") != NULL, "%s", r.headers);
+	gw_resp_free(&r);
+	r = gw_req("DELETE", e.gw, UNSTABLE "/AAAAAAAA", "tok_alice", NULL);
+	gw_expect(r, 405, "M_UNRECOGNIZED");
+	cr_assert(
+	    strstr(r.headers, "Allow: GET, POST\r\n") != NULL, "%s", r.headers);
+	gw_resp_free(&r);
+	nothing_changed(&e);
+	gw_stop(&e);
+}

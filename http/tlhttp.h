@@ -1,0 +1,198 @@
+/*
+ * tlhttp: the HTTP layer an adapter (the MSC4140 gateway, a timer service)
+ * serves its routes through, and the text helpers of an HTTP front.
+ * Built on tlbase only; an adapter links it beside the public SDK.
+ *
+ * An adapter declares its routes in one table (tlh_route: method(s), path
+ * pattern, body limit, authentication, handlers) and registers each entry
+ * once with tlh_route_add; a fallback takes every request no route
+ * matches. The server owns the rest: libmicrohttpd event loops, reading
+ * the body up to the route's limit (413), 405 with an Allow header for a
+ * known path asked with another method, the worker threads blocking work
+ * runs on while the connection is suspended, the asynchronous completion
+ * path, the authentication hook, connection limits and timeouts.
+ *
+ * The life of a request. On the event loop, when only the headers are in:
+ * the target must be origin-form ("/..."; else error TLH_E_TARGET), the
+ * server's `pre` hook may answer (CORS preflights), the path is matched
+ * (405, a route, or the fallback), the route's `head` hook may answer or
+ * change the body limit, and a Content-Length over the limit answers 413
+ * whatever was answered before. Then the body is read (a longer body is
+ * dropped and tlh_req_body_over says so: the handler decides when to
+ * answer 413). With the body in, the connection is suspended: the route's
+ * `fast` hook may answer at once or start asynchronous work that ends
+ * with tlh_async_done; otherwise a worker runs the authentication hook
+ * (routes with TLH_AUTH or TLH_AUTH_OPTIONAL) and the handler, which
+ * makes the reply. Every reply is made once (tlh_reply) and queued by the
+ * event loop when the connection resumes.
+ */
+#ifndef TL_HTTP_TLHTTP_H
+#define TL_HTTP_TLHTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "timeline/errors.h" /* TL_OK and the codes returned here */
+
+typedef struct tlh_server tlh_server;
+typedef struct tlh_req tlh_req;
+
+/* ---- routes ---- */
+
+/* On a worker, with the body in: makes the reply (tlh_reply). */
+typedef void (*tlh_handler_fn)(tlh_req *req, void *arg);
+/* On the event loop, headers only, never blocking: false when it made the
+ * reply. */
+typedef bool (*tlh_head_fn)(tlh_req *req, void *arg);
+/* On the event loop with the body in and the connection suspended. */
+enum {
+	TLH_FAST_NO = 0,   /* go on to a worker */
+	TLH_FAST_ANSWERED, /* the reply is made */
+	TLH_FAST_STARTED,  /* asynchronous work will call tlh_async_done */
+};
+typedef int (*tlh_fast_fn)(tlh_req *req, void *arg);
+/* Whether a route applies to this request beyond its path and method
+ * (a query parameter, say; the route's parameters are readable); a route
+ * that does not apply is not there. */
+typedef bool (*tlh_when_fn)(const tlh_req *req, void *arg);
+
+enum {
+	TLH_AUTH = 1 << 0,          /* the auth hook must accept the caller */
+	TLH_AUTH_OPTIONAL = 1 << 1, /* the auth hook runs; it may accept none */
+	/* other methods on this path go to the fallback instead of 405 (a
+	 * path the adapter only augments and otherwise passes on) */
+	TLH_OTHERS_FALLBACK = 1 << 2,
+};
+
+typedef struct tlh_route {
+	/* "GET", or several: "PUT|POST"; "*" any */
+	const char *methods;
+	/* literal segments and captured parameters, each a whole segment:
+	 * "/timers/{id}". Captured values are percent-decoded, literal
+	 * segments compared decoded. NULL: the fallback. */
+	const char *pattern;
+	uint64_t body_max; /* 0: the server's default */
+	unsigned flags;    /* TLH_AUTH... */
+	tlh_when_fn when;  /* NULL: always */
+	tlh_head_fn head;  /* NULL: none */
+	tlh_fast_fn fast;  /* NULL: none */
+	tlh_handler_fn handler;
+	const void *data; /* for the handlers: tlh_req_route_data */
+} tlh_route;
+
+/* Adds one route (copied; the pattern is parsed now). Routes are tried in
+ * the order added; the first whose pattern matches the path names the
+ * resource, and among the routes with that same pattern the first that
+ * takes the method serves it. TL_OK, TL_EINVAL (bad pattern or methods) or
+ * TL_ENOMEM. Before tlh_server_start only. */
+int tlh_route_add(tlh_server *s, const tlh_route *r);
+
+/* ---- the server ---- */
+
+/* The server's own refusals, answered through the error hook. */
+typedef enum tlh_error {
+	TLH_E_TARGET,    /* 400: not an origin-form request target */
+	TLH_E_METHOD,    /* 405: known path, other method (Allow is added) */
+	TLH_E_TOO_LARGE, /* 413: Content-Length over the route's limit */
+	TLH_E_STOPPING,  /* 503: the server is stopping */
+	TLH_E_NO_REPLY,  /* 500: a handler made no reply */
+	TLH_E_NOT_FOUND, /* 404: no route and no fallback */
+} tlh_error;
+
+typedef struct tlh_config {
+	const char *listen;      /* "HOST:PORT", "[V6]:PORT"; port 0: any */
+	unsigned loops;          /* event-loop threads; 0: 2 */
+	unsigned conn_limit;     /* 0: 2000 */
+	unsigned conn_timeout_s; /* idle connections; 0: 300 */
+	uint64_t body_max;       /* the default body limit; 0: 64 KiB */
+	bool trust_forwarded;    /* client address from X-Forwarded-For */
+	/* headers added to every reply made without TLH_REPLY_BARE (CORS) */
+	const char *const *headers; /* name, value, ..., NULL */
+	size_t req_size;            /* bytes of adapter state per request */
+	void (*req_fini)(tlh_req *req, void *arg); /* frees that state */
+	/* first call, before routing; false when it made the reply */
+	tlh_head_fn pre;
+	/* who is calling (on a worker): true to go on (optional: also with
+	 * no caller), false when it made the reply */
+	bool (*auth)(tlh_req *req, bool optional, void *arg);
+	/* the server's refusals; NULL: {"error":"..."} */
+	void (*error)(tlh_req *req, tlh_error e, void *arg);
+	void *arg; /* for every hook and handler */
+} tlh_config;
+
+/* A server, not yet listening; cfg is copied (headers and listen are
+ * referenced and must outlive it). TL_OK or TL_ENOMEM. */
+int tlh_server_alloc(tlh_server **out, const tlh_config *cfg);
+/* Listens and serves. TL_OK, TL_EINVAL (bad listen address) or TL_ECONN
+ * (cannot listen). */
+int tlh_server_start(tlh_server *s);
+/* "http://HOST:PORT" as listened on (127.0.0.1 for a wildcard). */
+const char *tlh_server_url(const tlh_server *s);
+/* Stops: refuses new work (503), waits for the requests in progress,
+ * stops the loops and the workers, frees. NULL is fine. */
+void tlh_server_free(tlh_server *s);
+
+/* ---- the request (valid until its reply is queued) ---- */
+
+const char *tlh_req_method(const tlh_req *req);
+const char *tlh_req_uri(const tlh_req *req);   /* raw, as received */
+const char *tlh_req_path(const tlh_req *req);  /* raw, before '?' */
+const char *tlh_req_query(const tlh_req *req); /* raw, after '?', or "" */
+const char *tlh_req_ip(const tlh_req *req);    /* the caller, or "?" */
+/* A header's value or NULL. */
+const char *tlh_req_header(const tlh_req *req, const char *name);
+/* Calls fn for every request header, in order. */
+void tlh_req_each_header(const tlh_req *req,
+    void (*fn)(const char *name, const char *value, void *arg), void *arg);
+/* A captured parameter of the route's pattern, decoded (NUL-terminated;
+ * len may be NULL); NULL when the pattern has no such name. */
+const char *tlh_req_param(const tlh_req *req, const char *name, size_t *len);
+/* The i-th captured parameter (NULL past the last). */
+const char *tlh_req_param_at(
+    const tlh_req *req, size_t i, const char **name, size_t *len);
+/* The body read so far (NUL-terminated), and whether it was over the
+ * route's limit (then it was dropped). */
+const char *tlh_req_body(const tlh_req *req, size_t *len);
+bool tlh_req_body_over(const tlh_req *req);
+/* Changes the body limit (a head hook, before the body is read). */
+void tlh_req_set_body_max(tlh_req *req, uint64_t max);
+/* The data of the route serving the request (NULL for the fallback's). */
+const void *tlh_req_route_data(const tlh_req *req);
+/* The adapter's per-request state (cfg.req_size bytes, zeroed). */
+void *tlh_req_state(tlh_req *req);
+
+/* ---- replies ---- */
+
+enum {
+	TLH_REPLY_BARE = 1 << 0, /* without the server's common headers */
+};
+/* Makes the reply (once per request): status, the body (copied), a
+ * Content-Type unless ctype is NULL. TL_OK or TL_ENOMEM (then the
+ * connection is closed). */
+int tlh_reply(tlh_req *req, int status, const char *ctype, const void *body,
+    size_t len, unsigned flags);
+/* Adds a header to the reply made. */
+void tlh_reply_header(tlh_req *req, const char *name, const char *value);
+bool tlh_replied(const tlh_req *req);
+/* The end of the work a fast hook started (any thread): the reply made is
+ * sent, or without one the request goes on to a worker. */
+void tlh_async_done(tlh_req *req);
+
+/* ---- text (text.c) ---- */
+
+/* A JSON string literal (quotes included) of n bytes of UTF-8. */
+void tlh_json_str(tli_buf *b, const char *s, size_t n);
+/* Percent-encode for a URL path segment or query value. */
+void tlh_url_enc(tli_buf *b, const char *s, size_t n);
+/* Decode %XX in place (NUL-terminated after); returns the new length or -1
+ * on a bad escape. */
+long tlh_url_dec(char *s, size_t n);
+/* The decoded value of parameter name in a raw query string ("a=1&b")
+ * into out; "" for a bare name; NULL when absent, too long or badly
+ * escaped. */
+const char *tlh_query_get(
+    const char *query, const char *name, char *out, size_t cap);
+
+#endif
