@@ -62,10 +62,10 @@ sync_name(const tlb_conf *c)
 	}
 }
 
-int tlb_run(int argc, char **argv);
+int tlb_run(const tlb_conf *conf);
 
 int
-tlb_run(int argc, char **argv)
+tlb_run(const tlb_conf *conf)
 {
 	tlb_broker *b = tli_zalloc(sizeof(*b));
 	tli_store_opts so;
@@ -75,11 +75,7 @@ tlb_run(int argc, char **argv)
 	if (b == NULL) {
 		return 1;
 	}
-	tlb_conf_defaults(&b->conf);
-	if ((rv = tlb_conf_load(&b->conf, argc, argv)) != 0) {
-		tli_free(b);
-		return rv;
-	}
+	b->conf = *conf;
 	/* Every thread started from here on inherits the blocked signals;
 	 * the main thread waits for them. */
 	sigemptyset(&sigs);
