@@ -16,8 +16,20 @@
 
 #define LINE_MAX_LEN 4096
 
-static const char *const bool_on[] = {"on", "yes", "true", "1", NULL};
-static const char *const bool_off[] = {"off", "no", "false", "0", NULL};
+/* The spellings of a boolean. */
+static const struct {
+	const char *word;
+	bool v;
+} bool_words_v[] = {
+    {"on", true},
+    {"off", false},
+    {"yes", true},
+    {"no", false},
+    {"true", true},
+    {"false", false},
+    {"1", true},
+    {"0", false},
+};
 
 static int fail(char *msg, size_t cap, int rv, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -60,17 +72,6 @@ static const char *
 item_name(const tli_conf_item *it)
 {
 	return it->name != NULL ? it->name : it->flag;
-}
-
-static bool
-in_list(const char *const *l, const char *s)
-{
-	for (; *l != NULL; l++) {
-		if (strcmp(*l, s) == 0) {
-			return true;
-		}
-	}
-	return false;
 }
 
 /* Stores x (already within the item's bounds) in a field of 1 to 8
@@ -158,6 +159,21 @@ parse_int(
 	    "%s must be a whole number from %lld to %lld%s, not \"%s\"",
 	    item_name(it), (long long) it->lo, (long long) it->hi,
 	    (it->flags & TLI_CONF_OFF) != 0 ? " or off" : "", v);
+}
+
+static int
+parse_bool(
+    const tli_conf_item *it, const char *v, bool *out, char *msg, size_t cap)
+{
+	for (size_t i = 0; i < sizeof(bool_words_v) / sizeof(bool_words_v[0]);
+	     i++) {
+		if (strcmp(v, bool_words_v[i].word) == 0) {
+			*out = bool_words_v[i].v;
+			return TLI_CONF_OK;
+		}
+	}
+	return fail(msg, cap, TLI_CONF_EVALUE, "%s must be %s, not \"%s\"",
+	    item_name(it), bool_words(it), v);
 }
 
 static int
@@ -253,13 +269,7 @@ apply(const tli_conf_item *it, void *obj, const char *v, char *msg, size_t cap)
 		}
 		return rv;
 	case TLI_CONF_BOOL:
-		if (in_list(bool_on, v) || in_list(bool_off, v)) {
-			*(bool *) field = in_list(bool_on, v);
-			return TLI_CONF_OK;
-		}
-		return fail(msg, cap, TLI_CONF_EVALUE,
-		    "%s must be %s, not \"%s\"", item_name(it), bool_words(it),
-		    v);
+		return parse_bool(it, v, (bool *) field, msg, cap);
 	case TLI_CONF_DOUBLE:
 		if ((rv = parse_double(it, v, &d, msg, cap)) == TLI_CONF_OK) {
 			memcpy(field, &d, sizeof(d));
@@ -614,6 +624,16 @@ tli_conf_help(const tli_conf_table *t, tli_buf *b)
 		tli_buf_puts(b, "\n");
 	}
 	return b->oom ? TL_ENOMEM : TL_OK;
+}
+
+void
+tli_conf_usage(const tli_conf_table *t, FILE *f)
+{
+	tli_buf b = TLI_BUF_INIT;
+
+	tli_conf_help(t, &b);
+	fputs(tli_buf_str(&b), f);
+	tli_buf_fini(&b);
 }
 
 /* Text for a Markdown cell: '|' escaped. */

@@ -20,6 +20,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "buf.h"
 
@@ -128,6 +129,9 @@ int tli_conf_cmdline(const tli_conf_table *t, void *obj, int argc, char **argv,
 
 /* "usage: ..." and one line per flag. TL_OK or TL_ENOMEM. */
 int tli_conf_help(const tli_conf_table *t, tli_buf *b);
+/* tli_conf_help written to f (stdout for --help, stderr after a usage
+ * error). */
+void tli_conf_usage(const tli_conf_table *t, FILE *f);
 /* The Markdown reference table of the settings. TL_OK or TL_ENOMEM. */
 int tli_conf_markdown(const tli_conf_table *t, tli_buf *b);
 

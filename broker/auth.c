@@ -167,40 +167,27 @@ set_hash(
 static int
 list_room(const tli_conf_item *it, int n, char *msg, size_t cap)
 {
-	if (n >= TLB_AUTH_MAX_LIST) {
+	if (n >= it->max) {
 		snprintf(msg, cap, "at most %d %s entries per principal",
-		    TLB_AUTH_MAX_LIST, it->name);
+		    it->max, it->name);
 		return TLI_CONF_EVALUE;
 	}
 	return TLI_CONF_OK;
 }
 
+/* group and produce: one more pattern in the item's list. */
 static int
-add_group(
+add_pattern(
     void *obj, const tli_conf_item *it, const char *v, char *msg, size_t cap)
 {
-	tlb_principal *p = obj;
+	int *n = (int *) ((char *) obj + it->count_off);
+	tlb_pat *pats = (tlb_pat *) ((char *) obj + it->off);
 	int rv;
 
-	if ((rv = list_room(it, p->ngroups, msg, cap)) == TLI_CONF_OK &&
-	    (rv = set_pat(&p->groups[p->ngroups], v, strlen(v), "group", msg,
-	         cap)) == TLI_CONF_OK) {
-		p->ngroups++;
-	}
-	return rv;
-}
-
-static int
-add_produce(
-    void *obj, const tli_conf_item *it, const char *v, char *msg, size_t cap)
-{
-	tlb_principal *p = obj;
-	int rv;
-
-	if ((rv = list_room(it, p->nproduce, msg, cap)) == TLI_CONF_OK &&
-	    (rv = set_pat(&p->produce[p->nproduce], v, strlen(v),
-	         "produce topic", msg, cap)) == TLI_CONF_OK) {
-		p->nproduce++;
+	if ((rv = list_room(it, *n, msg, cap)) == TLI_CONF_OK &&
+	    (rv = set_pat(&pats[*n], v, strlen(v), it->name, msg, cap)) ==
+	        TLI_CONF_OK) {
+		(*n)++;
 	}
 	return rv;
 }
@@ -277,68 +264,7 @@ principal_start(void *ctx, const char *name, void **obj, char *msg, size_t cap)
 #define F(f) TLI_CONF_FIELD(tlb_principal, f)
 
 static const tli_conf_item creds_items[] = {
-    {.name = "token_sha256",
-        .type = TLI_CONF_FUNC,
-        .parse = set_hash,
-        .metavar = "64 hex digits",
-        .help = "the SHA-256 of the principal's token",
-        .doc = "The SHA-256 of the principal's token (`timelined "
-               "--hash-token` makes it). Required. No two principals may "
-               "share a token. The last line wins."},
-    {.name = "group",
-        .type = TLI_CONF_FUNC,
-        .flags = TLI_CONF_REPEAT,
-        .max = TLB_AUTH_MAX_LIST,
-        .parse = add_group,
-        .metavar = "NAME",
-        .help = "a producer group the principal may act as",
-        .doc = "A producer group the principal may act as (create, move, "
-               "delete, get, list)."},
-    {.name = "produce",
-        .type = TLI_CONF_FUNC,
-        .flags = TLI_CONF_REPEAT,
-        .max = TLB_AUTH_MAX_LIST,
-        .parse = add_produce,
-        .metavar = "TOPIC",
-        .help = "a topic the principal may create messages in",
-        .doc = "A topic in which the principal may create, move and "
-               "delete messages."},
-    {.name = "consume",
-        .type = TLI_CONF_FUNC,
-        .flags = TLI_CONF_REPEAT,
-        .max = TLB_AUTH_MAX_LIST,
-        .parse = add_consume,
-        .metavar = "TOPIC:CONSUMER_ID",
-        .help = "a topic and consumer id the principal may consume as",
-        .doc = "The principal may subscribe to TOPIC as CONSUMER_ID and "
-               "extend, release and delete (acknowledge) the leases of "
-               "that consumer id."},
-    {.name = "admin",
-        .type = TLI_CONF_BOOL,
-        F(admin),
-        .def = "no",
-        .help = "topic create/delete, dead letters",
-        .doc = "Topic create and delete, dead-letter list and kick. Admin "
-               "rights do not include acting as any group or consumer: "
-               "list those too if needed."},
-    {.name = "max_inflight_creates",
-        .type = TLI_CONF_INT,
-        F(max_inflight_creates),
-        .lo = 0,
-        .hi = INT64_MAX,
-        .def = "0",
-        .help = "creates in flight per producer group; 0 = no limit",
-        .doc = "Creates in flight per producer group; 0 = no limit. See "
-               "[limits](#4-limits-per-producer-group)."},
-    {.name = "max_scheduled",
-        .type = TLI_CONF_INT,
-        F(max_scheduled),
-        .lo = 0,
-        .hi = INT64_MAX,
-        .def = "0",
-        .help = "scheduled messages per producer group; 0 = no limit",
-        .doc = "Scheduled messages per producer group; 0 = no limit. See "
-               "[limits](#4-limits-per-producer-group)."},
+#include "credentials.def"
 };
 
 #undef F

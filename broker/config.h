@@ -10,7 +10,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include "conf.h"
 #include "store.h"
@@ -46,14 +45,12 @@ typedef struct tlb_conf {
 
 /* What the command line asked for besides running the broker. */
 #define TLB_CONF_RUN 0
-#define TLB_CONF_HELP 1       /* -h, --help: print tlb_conf_help */
+#define TLB_CONF_HELP 1       /* -h, --help: print the usage */
 #define TLB_CONF_HASH_TOKEN 2 /* --hash-token: tlb_auth_hash_stdin */
 
 /* Every setting of timelined, once. */
 extern const tli_conf_table tlb_conf_table;
 
-/* The defaults (zeroes, then the table's defaults). */
-void tlb_conf_defaults(tlb_conf *c);
 /* The defaults, the configuration files (-c), then the flags; then the
  * checks that relate settings. *action gets TLB_CONF_RUN, _HELP or
  * _HASH_TOKEN. Returns 0, or the exit status with one sentence in err
@@ -61,7 +58,5 @@ void tlb_conf_defaults(tlb_conf *c);
  * command line (print the usage too). */
 int tlb_conf_load(
     tlb_conf *c, int argc, char **argv, int *action, char *err, size_t cap);
-/* The --help text into f. */
-void tlb_conf_help(FILE *f);
 
 #endif

@@ -22,12 +22,12 @@ main(int argc, char **argv)
 	if (rv != 0) {
 		fprintf(stderr, "timelined: %s\n", err);
 		if (rv == 2) {
-			tlb_conf_help(stderr);
+			tli_conf_usage(&tlb_conf_table, stderr);
 		}
 		return rv;
 	}
 	if (action == TLB_CONF_HELP) {
-		tlb_conf_help(stdout);
+		tli_conf_usage(&tlb_conf_table, stdout);
 		return 0;
 	}
 	if (action == TLB_CONF_HASH_TOKEN) {

@@ -6,18 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "buf.h"
 #include "msc4140.h"
-
-static void
-usage(FILE *f)
-{
-	tli_buf b = TLI_BUF_INIT;
-
-	tli_conf_help(&tlg_conf_table, &b);
-	fputs(tli_buf_str(&b), f);
-	tli_buf_fini(&b);
-}
 
 /* The settings: defaults, the -c file, then --broker and --listen. Returns
  * -1 to go on, or the exit status. */
@@ -34,19 +23,19 @@ configure(tlg_conf *c, int argc, char **argv)
 	if (rv != TLI_CONF_OK) {
 		fprintf(stderr, "tl-msc4140: %s\n", err);
 		if (rv == TLI_CONF_EUSAGE) {
-			usage(stderr);
+			tli_conf_usage(&tlg_conf_table, stderr);
 		}
 		return rv == TLI_CONF_EUSAGE ? 2 : 1;
 	}
 	if (cli.action == TLG_CONF_HELP) {
-		usage(stdout);
+		tli_conf_usage(&tlg_conf_table, stdout);
 		return 0;
 	}
 	if (cli.nfiles == 0) {
 		fprintf(stderr,
 		    "tl-msc4140: give one configuration file, -c "
 		    "FILE\n");
-		usage(stderr);
+		tli_conf_usage(&tlg_conf_table, stderr);
 		return 2;
 	}
 	if (cli.action == TLG_CONF_PRINT_REGISTRATION) {

@@ -627,6 +627,26 @@ cmd_put(args *a)
 	return TLCTL_OK;
 }
 
+/* The checks of a command on one message (get, move, delete): TOPIC and
+ * ID, only the allowed options; what names the operation for failures
+ * ("moving 'ID' in topic 'T'"). */
+static int
+message_cmd(args *a, const char *name, const char *const *allowed,
+    const char *doing, const char *prep, char *what, size_t cap)
+{
+	char wants[64];
+	int rv;
+
+	snprintf(wants, sizeof(wants), "%s wants TOPIC and ID.", name);
+	if ((rv = need_pos(a, 3, wants)) != 0 ||
+	    (rv = opts_allow(a, allowed)) != 0) {
+		return rv;
+	}
+	snprintf(what, cap, "%s '%s' %s topic '%s'", doing, a->pos[2], prep,
+	    a->pos[1]);
+	return TLCTL_OK;
+}
+
 static int
 cmd_get(args *a)
 {
@@ -636,12 +656,10 @@ cmd_get(args *a)
 	char ts[40], created[40], what[300];
 	int rv;
 
-	if ((rv = need_pos(a, 3, "get wants TOPIC and ID.")) != 0 ||
-	    (rv = opts_allow(a, none)) != 0) {
+	if ((rv = message_cmd(a, "get", none, "looking up", "in", what,
+	         sizeof(what))) != 0) {
 		return rv;
 	}
-	snprintf(what, sizeof(what), "looking up '%s' in topic '%s'", a->pos[2],
-	    a->pos[1]);
 	CONNECT(a, c);
 	if ((rv = tl_get(c, a->pos[1], a->pos[2], &m)) != TL_OK) {
 		return fail(a, rv, what);
@@ -745,13 +763,11 @@ cmd_move(args *a)
 	char what[300];
 	int rv;
 
-	if ((rv = need_pos(a, 3, "move wants TOPIC and ID.")) != 0 ||
-	    (rv = opts_allow(a, allowed)) != 0 ||
+	if ((rv = message_cmd(a, "move", allowed, "moving", "in", what,
+	         sizeof(what))) != 0 ||
 	    (rv = opt_when(a, &ts, &rel)) != 0) {
 		return rv;
 	}
-	snprintf(what, sizeof(what), "moving '%s' in topic '%s'", a->pos[2],
-	    a->pos[1]);
 	CONNECT(a, c);
 	rv = tl_move(c, a->pos[1], group != NULL ? group : "tlctl", a->pos[2],
 	    0, ts, rel, &ver);
@@ -771,12 +787,10 @@ cmd_delete(args *a)
 	char what[300];
 	int rv;
 
-	if ((rv = need_pos(a, 3, "delete wants TOPIC and ID.")) != 0 ||
-	    (rv = opts_allow(a, allowed)) != 0) {
+	if ((rv = message_cmd(a, "delete", allowed, "deleting", "from", what,
+	         sizeof(what))) != 0) {
 		return rv;
 	}
-	snprintf(what, sizeof(what), "deleting '%s' from topic '%s'", a->pos[2],
-	    a->pos[1]);
 	CONNECT(a, c);
 	rv = tl_delete(
 	    c, a->pos[1], group != NULL ? group : "tlctl", a->pos[2], 0);

@@ -54,86 +54,7 @@ static const char *const levels[] = {"low", "mid", "high", NULL};
 #define F(f) TLI_CONF_FIELD(tconf, f)
 
 static const tli_conf_item items[] = {
-    {.flag = "config",
-        .short_flag = 'c',
-        .type = TLI_CONF_INCLUDE,
-        .metavar = "FILE",
-        .help = "read FILE"},
-    {.name = "name",
-        .flag = "name",
-        .short_flag = 'n',
-        .type = TLI_CONF_STR,
-        .flags = TLI_CONF_OFF,
-        F(name),
-        .def = "dflt",
-        .metavar = "NAME",
-        .help = "a short name"},
-    {.name = "ms",
-        .alias = "millis",
-        .flag = "ms-flag",
-        .type = TLI_CONF_INT,
-        .flags = TLI_CONF_OFF,
-        F(ms),
-        .lo = 1,
-        .hi = 86400000,
-        .def = "500",
-        .metavar = "MS",
-        .help = "a duration"},
-    {.name = "small",
-        .type = TLI_CONF_INT,
-        F(small),
-        .lo = 0,
-        .hi = 4000000000LL,
-        .def = "7",
-        .help = "a uint32"},
-    {.name = "neg",
-        .type = TLI_CONF_INT,
-        F(neg),
-        .lo = -10,
-        .hi = INT64_MAX,
-        .def = "-3",
-        .help = "an int32"},
-    {.name = "on", .type = TLI_CONF_BOOL, F(on), .def = "on", .help = "a flag"},
-    {.name = "yes",
-        .type = TLI_CONF_BOOL,
-        F(yes),
-        .def = "no",
-        .help = "a yes/no flag"},
-    {.name = "rate",
-        .type = TLI_CONF_DOUBLE,
-        F(rate),
-        .dhi = 100,
-        .def = "2.5",
-        .help = "a rate"},
-    {.name = "level",
-        .flag = "level",
-        .type = TLI_CONF_ENUM,
-        F(level),
-        .names = levels,
-        .def = "mid",
-        .metavar = "LEVEL",
-        .help = "a level"},
-    {.name = "item",
-        .flag = "item",
-        .short_flag = 'i',
-        .type = TLI_CONF_LIST,
-        TLI_CONF_LISTOF(tconf, list, nlist),
-        .def = "first",
-        .metavar = "X",
-        .help = "repeatable"},
-    {.name = "every",
-        .flag = "every",
-        .type = TLI_CONF_FUNC,
-        .parse = set_every,
-        .def = "every:5",
-        .metavar = "every:N|off",
-        .help = "custom syntax",
-        .doc = "A custom *syntax*."},
-    {.flag = "help",
-        .short_flag = 'h',
-        .type = TLI_CONF_ACTION,
-        .action = 7,
-        .help = "print this"},
+#include "test_conf.def"
 };
 
 static const tli_conf_table table = {
@@ -223,8 +144,10 @@ Test(conf, defaults_go_through_the_parsers)
 	cr_assert_str_eq(c.list[0], "first");
 }
 
-Test(conf, strings_and_their_length)
+Test(conf, values_of_every_type)
 {
+	static const char *on[] = {"on", "yes", "true", "1"};
+	static const char *off[] = {"off", "no", "false", "0"};
 	tconf c;
 
 	fresh(&c);
@@ -232,73 +155,66 @@ Test(conf, strings_and_their_length)
 	cr_assert_str_eq(c.name, "1234567");
 	good_value(&c, "name", "off");
 	cr_assert_str_eq(c.name, "", "off empties an OFF string");
-	bad_value("name", "12345678", "name must be at most 7 bytes");
-}
-
-Test(conf, integers_bounds_widths_and_off)
-{
-	tconf c;
-
-	fresh(&c);
 	good_value(&c, "ms", "86400000");
 	cr_assert_eq(c.ms, 86400000);
 	good_value(&c, "ms", "off");
-	cr_assert_eq(c.ms, 0);
+	cr_assert_eq(c.ms, 0, "off is 0 for an OFF integer");
 	good_value(&c, "small", "4000000000");
 	cr_assert_eq(c.small, 4000000000u, "a uint32 field holds it");
 	good_value(&c, "neg", "-10");
 	cr_assert_eq(c.neg, -10, "an int32 field keeps its sign");
-	bad_value("ms", "abc",
-	    "ms must be a whole number from 1 to 86400000 or off, not \"abc\"");
-	bad_value("ms", "0", "from 1 to 86400000");
-	bad_value("ms", "86400001", "from 1 to 86400000");
-	bad_value("ms", "5x", "not \"5x\"");
-	bad_value("ms", "", "not \"\"");
-	bad_value("neg", "-11", "neg must be a whole number >= -10, not");
-	bad_value("small", "99999999999999999999", "small must be");
-}
-
-Test(conf, booleans_in_every_spelling)
-{
-	static const char *on[] = {"on", "yes", "true", "1"};
-	static const char *off[] = {"off", "no", "false", "0"};
-	tconf c;
-
-	fresh(&c);
 	for (int i = 0; i < 4; i++) {
 		good_value(&c, "on", off[i]);
 		cr_assert(!c.on, "%s", off[i]);
 		good_value(&c, "on", on[i]);
 		cr_assert(c.on, "%s", on[i]);
 	}
-	bad_value("on", "maybe", "on must be on or off, not \"maybe\"");
-	bad_value("yes", "maybe", "yes must be yes or no, not \"maybe\"");
-}
-
-Test(conf, doubles_and_bounds)
-{
-	tconf c;
-
-	fresh(&c);
 	good_value(&c, "rate", "0.25");
 	cr_assert_float_eq(c.rate, 0.25, 1e-9);
-	good_value(&c, "rate", "100");
-	bad_value("rate", "0", "rate must be a positive number up to 100");
-	bad_value("rate", "100.5", "rate must be");
-	bad_value("rate", "fast", "not \"fast\"");
-}
-
-Test(conf, enums_name_their_choices)
-{
-	tconf c;
-
-	fresh(&c);
 	good_value(&c, "level", "high");
 	cr_assert_eq(c.level, 2);
 	good_value(&c, "level", "low");
 	cr_assert_eq(c.level, 0);
-	bad_value(
-	    "level", "max", "level must be low, mid or high, not \"max\"");
+	good_value(&c, "every", "every:9");
+	cr_assert_eq(c.every, 9, "a custom parser");
+	good_value(&c, "every", "off");
+	cr_assert_eq(c.every, 0);
+	good_value(&c, "millis", "42");
+	cr_assert_eq(c.ms, 42, "the alias");
+	good_value(&c, "ms-flag", "43");
+	cr_assert_eq(c.ms, 43, "the flag's name");
+}
+
+Test(conf, bad_values_say_which_setting_and_why)
+{
+	static const struct {
+		const char *key, *value, *want;
+	} bad[] = {
+	    {"name", "12345678", "name must be at most 7 bytes"},
+	    {"ms", "abc",
+	        "ms must be a whole number from 1 to 86400000 or off, not "
+	        "\"abc\""},
+	    {"ms", "0", "from 1 to 86400000"},
+	    {"ms", "86400001", "from 1 to 86400000"},
+	    {"ms", "5x", "not \"5x\""},
+	    {"ms", "", "not \"\""},
+	    {"neg", "-11", "neg must be a whole number >= -10, not"},
+	    {"small", "99999999999999999999", "small must be"},
+	    {"on", "maybe", "on must be on or off, not \"maybe\""},
+	    {"yes", "maybe", "yes must be yes or no, not \"maybe\""},
+	    {"rate", "0", "rate must be a positive number up to 100"},
+	    {"rate", "100.5", "rate must be"},
+	    {"rate", "fast", "not \"fast\""},
+	    {"level", "max", "level must be low, mid or high, not \"max\""},
+	    {"every", "sometimes", "every must be every:N or off"},
+	    {"item", "123456789", "item must be at most 7 bytes"},
+	    {"colour", "red", "unknown setting \"colour\""},
+	    {"help", "x", "unknown setting \"help\""},
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		bad_value(bad[i].key, bad[i].value, bad[i].want);
+	}
 }
 
 Test(conf, lists_collect_up_to_their_size)
@@ -316,31 +232,6 @@ Test(conf, lists_collect_up_to_their_size)
 	bad_value("item", "123456789", "item must be at most 7 bytes");
 	tli_conf_finish(&table, &c);
 	cr_assert_eq(c.nlist, 3, "a given list keeps no default");
-}
-
-Test(conf, custom_parsers)
-{
-	tconf c;
-
-	fresh(&c);
-	good_value(&c, "every", "every:9");
-	cr_assert_eq(c.every, 9);
-	good_value(&c, "every", "off");
-	cr_assert_eq(c.every, 0);
-	bad_value("every", "sometimes", "every must be every:N or off");
-}
-
-Test(conf, keys_aliases_and_flag_names)
-{
-	tconf c;
-
-	fresh(&c);
-	good_value(&c, "millis", "42");
-	cr_assert_eq(c.ms, 42, "the alias");
-	good_value(&c, "ms-flag", "43");
-	cr_assert_eq(c.ms, 43, "the flag's name");
-	bad_value("colour", "red", "unknown setting \"colour\"");
-	bad_value("help", "x", "unknown setting \"help\"");
 }
 
 Test(conf, files_comments_blanks_and_spaces)
