@@ -656,8 +656,8 @@ md_values(const tli_conf_item *it, tli_buf *b)
 
 	switch (it->type) {
 	case TLI_CONF_STR:
-		tli_buf_printf(
-		    b, "text, at most %zu bytes%s", it->size - 1, off);
+		tli_buf_printf(b, "text, at most %zu bytes%s%s", it->size - 1,
+		    *off != '\0' ? "," : "", off);
 		break;
 	case TLI_CONF_INT:
 		if (it->hi == INT64_MAX) {

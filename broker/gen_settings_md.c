@@ -2,9 +2,9 @@
  * Generates the settings references in the docs from the settings tables:
  * between "<!-- BEGIN settings NAME ... -->" and "<!-- END settings NAME
  * -->" in each file it writes the Markdown table of NAME (timelined:
- * broker/config.c, msc4140: broker/msc4140/conf.c, credentials:
- * broker/auth.c). With --check it rewrites nothing and fails when a file
- * differs from what it would write, so the docs cannot drift from the
+ * broker/config.def, msc4140: broker/msc4140/conf.def, credentials:
+ * broker/credentials.def). With --check it rewrites nothing and fails when a
+ * file differs from what it would write, so the docs cannot drift from the
  * tables (the docs_settings_md ctest runs it).
  */
 #include <stdio.h>
