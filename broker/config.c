@@ -26,6 +26,7 @@ set_durability(
 	(void) it;
 	if (strcmp(v, "always") == 0 || strcmp(v, "none") == 0) {
 		c->sync_mode = v[0] == 'a' ? TLI_SYNC_ALWAYS : TLI_SYNC_NONE;
+		c->sync_interval_ms = 100; /* the store's default, unused */
 		return TLI_CONF_OK;
 	}
 	if (strncmp(v, "interval:", 9) == 0) {
