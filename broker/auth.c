@@ -18,7 +18,6 @@
  */
 #include <ctype.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +25,7 @@
 #include "auth.h"
 #include "broker.h"
 #include "base.h"
+#include "conf.h"
 #include "htab.h"
 #include "timeline/errors.h"
 
@@ -110,297 +110,235 @@ tlb_auth_rele(tlb_auth *a)
 
 /* ---- the file ---- */
 
-typedef struct parser {
-	const char *path;
-	int line;
-	char *err;
+/* What the loader holds while a file is read: the table being filled. */
+typedef struct creds_load {
+	tlb_auth *a;
 	size_t cap;
-} parser;
-
-static int perr(parser *ps, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+} creds_load;
 
 static int
-perr(parser *ps, const char *fmt, ...)
-{
-	char msg[300];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	snprintf(ps->err, ps->cap, "%s:%d: %s", ps->path, ps->line, msg);
-	return TL_EINVAL;
-}
-
-static int
-set_pat(parser *ps, tlb_pat *p, const char *v, size_t n, const char *what)
+set_pat(tlb_pat *p, const char *v, size_t n, const char *what, char *msg,
+    size_t cap)
 {
 	const char *star = memchr(v, '*', n);
 
 	if (n == 0 || n > TL_MAX_NAME_LEN) {
-		return perr(
-		    ps, "%s must be 1 to %d characters", what, TL_MAX_NAME_LEN);
+		snprintf(msg, cap, "%s must be 1 to %d characters", what,
+		    TL_MAX_NAME_LEN);
+		return TLI_CONF_EVALUE;
 	}
 	if (star != NULL && star != v + n - 1) {
-		return perr(ps, "%s: '*' may only end a name", what);
+		snprintf(msg, cap, "%s: '*' may only end a name", what);
+		return TLI_CONF_EVALUE;
 	}
 	memcpy(p->s, v, n);
 	p->s[n] = '\0';
-	return TL_OK;
+	return TLI_CONF_OK;
 }
 
 static int
-set_hash(parser *ps, tlb_principal *p, const char *v)
+set_hash(
+    void *obj, const tli_conf_item *it, const char *v, char *msg, size_t cap)
 {
+	tlb_principal *p = obj;
+
+	(void) it;
 	if (strlen(v) != TLP_SHA256_HEX) {
-		return perr(ps,
+		snprintf(msg, cap,
 		    "token_sha256 must be %d hex digits (timelined "
 		    "--hash-token makes it)",
 		    TLP_SHA256_HEX);
+		return TLI_CONF_EVALUE;
 	}
 	for (int i = 0; i < TLP_SHA256_LEN; i++) {
 		unsigned x;
 		if (!isxdigit((unsigned char) v[2 * i]) ||
 		    !isxdigit((unsigned char) v[2 * i + 1]) ||
 		    sscanf(v + 2 * i, "%2x", &x) != 1) {
-			return perr(ps, "token_sha256 is not hex");
+			snprintf(msg, cap, "token_sha256 is not hex");
+			return TLI_CONF_EVALUE;
 		}
 		p->hash[i] = (uint8_t) x;
 	}
 	p->has_hash = true;
-	return TL_OK;
+	return TLI_CONF_OK;
 }
 
+/* A repeatable pattern key: room for one more entry in *n? */
 static int
-set_u64(parser *ps, uint64_t *dst, const char *v, const char *what)
+list_room(const tli_conf_item *it, int n, char *msg, size_t cap)
 {
-	char *end;
-	unsigned long long x;
-
-	errno = 0;
-	x = strtoull(v, &end, 10);
-	if (errno != 0 || end == v || *end != '\0' || v[0] == '-') {
-		return perr(
-		    ps, "%s must be a number >= 0, not \"%s\"", what, v);
+	if (n >= it->max) {
+		snprintf(msg, cap, "at most %d %s entries per principal",
+		    it->max, it->name);
+		return TLI_CONF_EVALUE;
 	}
-	*dst = x;
-	return TL_OK;
+	return TLI_CONF_OK;
 }
 
+/* group and produce: one more pattern in the item's list. */
 static int
-list_room(parser *ps, int n, const char *what)
+add_pattern(
+    void *obj, const tli_conf_item *it, const char *v, char *msg, size_t cap)
 {
-	if (n >= TLB_AUTH_MAX_LIST) {
-		return perr(ps, "at most %d %s entries per principal",
-		    TLB_AUTH_MAX_LIST, what);
-	}
-	return TL_OK;
-}
-
-static int
-apply(parser *ps, tlb_principal *p, const char *k, const char *v)
-{
+	int *n = (int *) ((char *) obj + it->count_off);
+	tlb_pat *pats = (tlb_pat *) ((char *) obj + it->off);
 	int rv;
 
-	if (strcmp(k, "token_sha256") == 0) {
-		return set_hash(ps, p, v);
+	if ((rv = list_room(it, *n, msg, cap)) == TLI_CONF_OK &&
+	    (rv = set_pat(&pats[*n], v, strlen(v), it->name, msg, cap)) ==
+	        TLI_CONF_OK) {
+		(*n)++;
 	}
-	if (strcmp(k, "group") == 0) {
-		if ((rv = list_room(ps, p->ngroups, "group")) != TL_OK) {
-			return rv;
-		}
-		return set_pat(
-		    ps, &p->groups[p->ngroups++], v, strlen(v), "group");
-	}
-	if (strcmp(k, "produce") == 0) {
-		if ((rv = list_room(ps, p->nproduce, "produce")) != TL_OK) {
-			return rv;
-		}
-		return set_pat(ps, &p->produce[p->nproduce++], v, strlen(v),
-		    "produce topic");
-	}
-	if (strcmp(k, "consume") == 0) {
-		const char *colon = strchr(v, ':');
-		tlb_consume *c;
-
-		if ((rv = list_room(ps, p->nconsume, "consume")) != TL_OK) {
-			return rv;
-		}
-		if (colon == NULL) {
-			return perr(ps,
-			    "consume must be TOPIC:CONSUMER_ID (each exact, "
-			    "prefix* or *)");
-		}
-		c = &p->consume[p->nconsume++];
-		if ((rv = set_pat(ps, &c->topic, v, (size_t) (colon - v),
-		         "consume topic")) != TL_OK) {
-			return rv;
-		}
-		return set_pat(ps, &c->consumer, colon + 1, strlen(colon + 1),
-		    "consumer id");
-	}
-	if (strcmp(k, "admin") == 0) {
-		if (strcmp(v, "yes") == 0 || strcmp(v, "true") == 0) {
-			p->admin = true;
-		} else if (strcmp(v, "no") == 0 || strcmp(v, "false") == 0) {
-			p->admin = false;
-		} else {
-			return perr(ps, "admin must be yes or no");
-		}
-		return TL_OK;
-	}
-	if (strcmp(k, "max_inflight_creates") == 0) {
-		return set_u64(ps, &p->max_inflight_creates, v, k);
-	}
-	if (strcmp(k, "max_scheduled") == 0) {
-		return set_u64(ps, &p->max_scheduled, v, k);
-	}
-	return perr(ps, "unknown key \"%s\"", k);
+	return rv;
 }
 
-/* "[principal NAME]" */
+/* "TOPIC:CONSUMER_ID" */
 static int
-section(parser *ps, tlb_auth *a, size_t *cap, char *s)
+add_consume(
+    void *obj, const tli_conf_item *it, const char *v, char *msg, size_t cap)
 {
-	size_t n = strlen(s);
-	char *name;
+	tlb_principal *p = obj;
+	const char *colon = strchr(v, ':');
+	tlb_consume *c = &p->consume[p->nconsume];
+	int rv;
+
+	if ((rv = list_room(it, p->nconsume, msg, cap)) != TLI_CONF_OK) {
+		return rv;
+	}
+	if (colon == NULL) {
+		snprintf(msg, cap,
+		    "consume must be TOPIC:CONSUMER_ID (each exact, prefix* or "
+		    "*)");
+		return TLI_CONF_EVALUE;
+	}
+	if ((rv = set_pat(&c->topic, v, (size_t) (colon - v), "consume topic",
+	         msg, cap)) == TLI_CONF_OK &&
+	    (rv = set_pat(&c->consumer, colon + 1, strlen(colon + 1),
+	         "consumer id", msg, cap)) == TLI_CONF_OK) {
+		p->nconsume++;
+	}
+	return rv;
+}
+
+/* "[principal NAME]": a new principal, unique by name. */
+static int
+principal_start(void *ctx, const char *name, void **obj, char *msg, size_t cap)
+{
+	creds_load *ld = ctx;
+	tlb_auth *a = ld->a;
 	tlb_principal *p;
 
-	if (s[n - 1] != ']' || strncmp(s, "[principal", 10) != 0 ||
-	    (s[10] != ' ' && s[10] != '\t')) {
-		return perr(ps, "expected [principal NAME]");
-	}
-	s[n - 1] = '\0';
-	name = tlb_trim(s + 10);
 	if (*name == '\0' || strlen(name) > TL_MAX_NAME_LEN) {
-		return perr(ps,
+		snprintf(msg, cap,
 		    "a principal needs a name of 1 to %d characters",
 		    TL_MAX_NAME_LEN);
+		return TLI_CONF_EVALUE;
 	}
 	for (size_t i = 0; i < a->n; i++) {
 		if (strcmp(a->v[i].name, name) == 0) {
-			return perr(ps, "principal %s appears twice", name);
+			snprintf(msg, cap, "principal %s appears twice", name);
+			return TLI_CONF_EVALUE;
 		}
 	}
 	if (a->n == TLB_AUTH_MAX_PRINCIPALS) {
-		return perr(
-		    ps, "at most %d principals", TLB_AUTH_MAX_PRINCIPALS);
+		snprintf(
+		    msg, cap, "at most %d principals", TLB_AUTH_MAX_PRINCIPALS);
+		return TLI_CONF_EVALUE;
 	}
-	if (a->n == *cap) {
-		size_t nc = *cap ? *cap * 2 : 8;
-		tlb_principal *nv = tli_alloc(sizeof(*nv) * nc);
+	if (a->n == ld->cap) {
+		size_t nc = ld->cap ? ld->cap * 2 : 8;
+		tlb_principal *nv = tli_realloc(a->v, sizeof(*nv) * nc);
 		if (nv == NULL) {
-			return TL_ENOMEM;
+			return TLI_CONF_ENOMEM;
 		}
-		if (a->n > 0) {
-			memcpy(nv, a->v, sizeof(*nv) * a->n);
-		}
-		tli_free(a->v);
 		a->v = nv;
-		*cap = nc;
+		ld->cap = nc;
 	}
 	p = &a->v[a->n++];
 	memset(p, 0, sizeof(*p));
 	snprintf(p->name, sizeof(p->name), "%s", name);
-	return TL_OK;
+	*obj = p;
+	return TLI_CONF_OK;
 }
+
+#define F(f) TLI_CONF_FIELD(tlb_principal, f)
+
+static const tli_conf_item creds_items[] = {
+#include "credentials.def"
+};
+
+#undef F
+
+const tli_conf_table tlb_creds_table = {
+    .prog = "timelined",
+    .noun = "key",
+    .section = "principal",
+    .section_doc = "Starts a principal. NAME (1–128 bytes) appears in "
+                   "logs and refusals; it is not a secret. Unique in the "
+                   "file.",
+    .section_start = principal_start,
+    .items = creds_items,
+    .nitems = sizeof(creds_items) / sizeof(creds_items[0]),
+};
 
 /* Every principal has a token, and no two share one. */
 static int
-check_table(parser *ps, const tlb_auth *a)
+check_table(const tlb_auth *a, const char *path, char *err, size_t cap)
 {
 	for (size_t i = 0; i < a->n; i++) {
 		if (!a->v[i].has_hash) {
-			return perr(ps, "principal %s has no token_sha256",
+			snprintf(err, cap,
+			    "%s: principal %s has no token_sha256", path,
 			    a->v[i].name);
+			return TL_EINVAL;
 		}
 		for (size_t j = 0; j < i; j++) {
 			if (memcmp(a->v[i].hash, a->v[j].hash,
 			        TLP_SHA256_LEN) == 0) {
-				return perr(ps,
-				    "principals %s and %s have the same token",
-				    a->v[j].name, a->v[i].name);
+				snprintf(err, cap,
+				    "%s: principals %s and %s have the same "
+				    "token",
+				    path, a->v[j].name, a->v[i].name);
+				return TL_EINVAL;
 			}
 		}
 	}
 	return TL_OK;
-}
-
-static int
-parse(parser *ps, FILE *f, tlb_auth *a)
-{
-	char line[1024];
-	size_t cap = 0;
-	int rv;
-
-	while (fgets(line, sizeof(line), f) != NULL) {
-		char *k, *v, *eq, *hash;
-
-		ps->line++;
-		if (strchr(line, '\n') == NULL && !feof(f)) {
-			return perr(ps, "line longer than %d characters",
-			    (int) sizeof(line) - 2);
-		}
-		if ((hash = strchr(line, '#')) != NULL) {
-			*hash = '\0';
-		}
-		k = tlb_trim(line);
-		if (*k == '\0') {
-			continue;
-		}
-		if (*k == '[') {
-			if ((rv = section(ps, a, &cap, k)) != TL_OK) {
-				return rv;
-			}
-			continue;
-		}
-		if ((eq = strchr(k, '=')) == NULL) {
-			return perr(ps, "expected key = value");
-		}
-		if (a->n == 0) {
-			return perr(
-			    ps, "a key before the first [principal NAME]");
-		}
-		*eq = '\0';
-		v = tlb_trim(eq + 1);
-		k = tlb_trim(k);
-		if ((rv = apply(ps, &a->v[a->n - 1], k, v)) != TL_OK) {
-			return rv;
-		}
-	}
-	return check_table(ps, a);
 }
 
 int
 tlb_auth_load(const char *path, tlb_auth **out, char *err, size_t cap)
 {
-	parser ps = {path, 0, err, cap};
-	tlb_auth *a;
-	FILE *f;
+	creds_load ld = {NULL, 0};
 	int rv;
 
-	if ((f = fopen(path, "r")) == NULL) {
-		snprintf(err, cap, "cannot read %s: %s", path, strerror(errno));
-		return TL_EIO;
-	}
-	if ((a = tli_zalloc(sizeof(*a))) == NULL) {
-		fclose(f);
+	if ((ld.a = tli_zalloc(sizeof(*ld.a))) == NULL) {
 		snprintf(err, cap, "out of memory");
 		return TL_ENOMEM;
 	}
-	rv = parse(&ps, f, a);
-	fclose(f);
+	switch (tli_conf_file(&tlb_creds_table, &ld, path, err, cap)) {
+	case TLI_CONF_OK:
+		rv = check_table(ld.a, path, err, cap);
+		break;
+	case TLI_CONF_EIO:
+		rv = TL_EIO;
+		break;
+	case TLI_CONF_ENOMEM:
+		snprintf(err, cap, "out of memory");
+		rv = TL_ENOMEM;
+		break;
+	default:
+		rv = TL_EINVAL;
+		break;
+	}
 	if (rv != TL_OK) {
-		if (rv == TL_ENOMEM) {
-			snprintf(err, cap, "out of memory");
-		}
-		tli_free(a->v);
-		tli_free(a);
+		tli_free(ld.a->v);
+		tli_free(ld.a);
 		return rv;
 	}
-	atomic_store(&a->refs, 1);
-	*out = a;
+	atomic_store(&ld.a->refs, 1);
+	*out = ld.a;
 	return TL_OK;
 }
 

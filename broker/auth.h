@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "conf.h"
 #include "sha256.h"
 #include "timeline/limits.h"
 
@@ -57,6 +58,10 @@ typedef struct tlb_auth {
 	tlb_principal *v;
 	size_t n;
 } tlb_auth;
+
+/* The keys of a principal in the credentials file, once (docs/auth.md's
+ * table is generated from it). */
+extern const tli_conf_table tlb_creds_table;
 
 /* Load a credentials file. On error returns TL_EINVAL (syntax, with the
  * file and line in err) or TL_EIO, and *out is untouched. */

@@ -170,10 +170,10 @@ wait_signals(tlb_broker *b, const sigset_t *sigs, int sig)
 	return sig;
 }
 
-int tlb_run(int argc, char **argv);
+int tlb_run(const tlb_conf *conf);
 
 int
-tlb_run(int argc, char **argv)
+tlb_run(const tlb_conf *conf)
 {
 	tlb_broker *b = tli_zalloc(sizeof(*b));
 	up_stage up;
@@ -183,11 +183,7 @@ tlb_run(int argc, char **argv)
 	if (b == NULL) {
 		return 1;
 	}
-	tlb_conf_defaults(&b->conf);
-	if ((rv = tlb_conf_load(&b->conf, argc, argv)) != 0) {
-		tli_free(b);
-		return rv;
-	}
+	b->conf = *conf;
 	/* Every thread started from here on inherits the blocked signals;
 	 * the main thread waits for them. */
 	sigemptyset(&sigs);

@@ -14,46 +14,11 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "config.h"
 #include "frame.h"
 #include "metrics.h"
 #include "store.h"
 #include "tlb_log.h"
-
-/* ---- configuration ---- */
-
-#define TLB_MAX_LISTEN 8
-#define TLB_MAX_TOPICS 32
-
-typedef struct tlb_conf {
-	char data_dir[512];
-	char listen[TLB_MAX_LISTEN][256];
-	int nlisten;
-	tli_sync_mode sync_mode;
-	int sync_interval_ms;
-	char topics[TLB_MAX_TOPICS][TL_MAX_NAME_LEN + 16]; /* name[:buckets] */
-	int ntopics;
-	char metrics[256]; /* "host:port" or "" for none */
-	char name[64];
-	char ready_file[512];  /* written with the bound URLs when ready */
-	int64_t clock_warn_ms; /* warn when a client's clock is this far off */
-	int64_t window_ms;     /* the dispatcher's near-future window */
-	int64_t idle_ms;       /* close a session silent this long; 0: never */
-	char msc4140[512];     /* MSC4140 gateway configuration file, or "" */
-	/* authentication and TLS (docs/auth.md) */
-	bool auth;             /* auth = on: every session needs a token */
-	char credentials[512]; /* the credentials file */
-	char tls_cert[512];    /* PEM certificate (chain) of tls+tcp:// */
-	char tls_key[512];     /* its PEM private key */
-	char tls_ca[512];      /* CAs that sign client certificates */
-	int tls_client_auth;   /* 0 none, 1 optional, 2 required */
-} tlb_conf;
-
-void tlb_conf_defaults(tlb_conf *c);
-/* Apply a config file, then command-line flags. Returns 0, or prints a
- * clear message and returns 2 (usage) / 1 (bad value). */
-int tlb_conf_load(tlb_conf *c, int argc, char **argv);
-/* Strip blanks and line ends at both ends of s, in place (config files). */
-char *tlb_trim(char *s);
 
 /* ---- the broker ---- */
 

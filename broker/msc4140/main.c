@@ -8,21 +8,45 @@
 
 #include "msc4140.h"
 
-static void
-usage(FILE *f)
+/* The settings: defaults, the -c file, then --broker and --listen. Returns
+ * -1 to go on, or the exit status. */
+static int
+configure(tlg_conf *c, int argc, char **argv)
 {
-	fprintf(f,
-	    "usage: tl-msc4140 -c FILE [--broker URL] [--listen HOST:PORT]\n"
-	    "       tl-msc4140 -c FILE --print-registration\n"
-	    "  -c, --config FILE         the gateway's settings "
-	    "(docs/msc4140.md)\n"
-	    "      --broker URL          the Timeline broker (overrides "
-	    "the file)\n"
-	    "      --listen HOST:PORT    the HTTP address (overrides the "
-	    "file)\n"
-	    "      --print-registration  print the appservice registration "
-	    "YAML\n"
-	    "  -h, --help\n");
+	tli_conf_cli cli;
+	char err[1024];
+	int rv;
+
+	tlg_conf_defaults(c);
+	rv = tli_conf_cmdline(
+	    &tlg_conf_table, c, argc, argv, &cli, err, sizeof(err));
+	if (rv != TLI_CONF_OK) {
+		fprintf(stderr, "tl-msc4140: %s\n", err);
+		if (rv == TLI_CONF_EUSAGE) {
+			tli_conf_usage(&tlg_conf_table, stderr);
+		}
+		return rv == TLI_CONF_EUSAGE ? 2 : 1;
+	}
+	if (cli.action == TLG_CONF_HELP) {
+		tli_conf_usage(&tlg_conf_table, stdout);
+		return 0;
+	}
+	if (cli.nfiles == 0) {
+		fprintf(stderr,
+		    "tl-msc4140: give one configuration file, -c "
+		    "FILE\n");
+		tli_conf_usage(&tlg_conf_table, stderr);
+		return 2;
+	}
+	if (cli.action == TLG_CONF_PRINT_REGISTRATION) {
+		tlg_print_registration(c, stdout);
+		return 0;
+	}
+	if (tlg_conf_verify(c, err, sizeof(err)) != 0) {
+		fprintf(stderr, "tl-msc4140: %s\n", err);
+		return 1;
+	}
+	return -1;
 }
 
 int
@@ -30,47 +54,11 @@ main(int argc, char **argv)
 {
 	tlg_conf c;
 	tlg *g = NULL;
-	const char *file = NULL, *broker = NULL, *listen = NULL;
-	bool print_reg = false;
 	sigset_t sigs;
-	int sig = 0;
+	int rv, sig = 0;
 
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		bool more = i + 1 < argc;
-		if ((strcmp(a, "-c") == 0 || strcmp(a, "--config") == 0) &&
-		    more) {
-			file = argv[++i];
-		} else if (strcmp(a, "--broker") == 0 && more) {
-			broker = argv[++i];
-		} else if (strcmp(a, "--listen") == 0 && more) {
-			listen = argv[++i];
-		} else if (strcmp(a, "--print-registration") == 0) {
-			print_reg = true;
-		} else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-			usage(stdout);
-			return 0;
-		} else {
-			usage(stderr);
-			return 2;
-		}
-	}
-	if (file == NULL) {
-		usage(stderr);
-		return 2;
-	}
-	tlg_conf_defaults(&c);
-	if (tlg_conf_file(&c, file) != 0 ||
-	    (broker != NULL && tlg_conf_set(&c, "broker", broker) != 0) ||
-	    (listen != NULL && tlg_conf_set(&c, "listen", listen) != 0)) {
-		return 1;
-	}
-	if (print_reg) {
-		tlg_print_registration(&c, stdout);
-		return 0;
-	}
-	if (tlg_conf_check(&c) != 0) {
-		return 1;
+	if ((rv = configure(&c, argc, argv)) >= 0) {
+		return rv;
 	}
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGTERM);

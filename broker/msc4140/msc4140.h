@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "conf.h"
+
 typedef struct tlg_conf {
 	char listen[256];     /* HTTP "HOST:PORT" (port 0: any free port) */
 	char homeserver[512]; /* the homeserver's base URL */
@@ -41,12 +43,22 @@ typedef struct tlg_conf {
 	int senders;                    /* sending threads */
 } tlg_conf;
 
+/* What tl-msc4140's command line asked for besides serving. */
+#define TLG_CONF_HELP 1
+#define TLG_CONF_PRINT_REGISTRATION 2
+
+/* Every setting of the gateway, once (and tl-msc4140's flags). */
+extern const tli_conf_table tlg_conf_table;
+
 void tlg_conf_defaults(tlg_conf *c);
-/* One setting by name. Returns 0, or prints why and returns 1. */
-int tlg_conf_set(tlg_conf *c, const char *key, const char *value);
-/* "key = value" lines; # starts a comment. Returns 0 or 1 (printed). */
+/* "key = value" lines; # starts a comment. Returns 0, or 1 with one
+ * sentence in err naming file, line and setting. */
+int tlg_conf_read(tlg_conf *c, const char *path, char *err, size_t cap);
+/* Checks what the gateway cannot run without. Returns 0, or 1 with the
+ * reason in err. */
+int tlg_conf_verify(const tlg_conf *c, char *err, size_t cap);
+/* tlg_conf_read and tlg_conf_verify that print the reason on stderr. */
 int tlg_conf_file(tlg_conf *c, const char *path);
-/* Checks what the gateway cannot run without. Returns 0 or 1 (printed). */
 int tlg_conf_check(const tlg_conf *c);
 /* The appservice registration YAML the homeserver must load. */
 void tlg_print_registration(const tlg_conf *c, FILE *f);

@@ -1,15 +1,18 @@
 /*
- * tlctl's commands: argument parsing (global --url/--token, per-command
- * options), the time and duration syntax, and one function per command
- * that calls the public SDK and prints its result. Every failure is one
- * sentence on err with the error's text, its name and what to do; exit
- * codes are 0 (done), 1 (the operation failed) and 2 (usage).
+ * tlctl's commands: argument parsing with getopt_long (global --url and
+ * --token, per-command options), the time and duration syntax, and one
+ * function per command that calls the public SDK and prints its result.
+ * Every failure is one sentence on err with the error's text, its name and
+ * what to do; exit codes are 0 (done), 1 (the operation failed) and 2
+ * (usage).
  */
 #define _GNU_SOURCE
 #include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -214,63 +217,104 @@ usage(args *a, const char *fmt, const char *what)
 	return TLCTL_USAGE;
 }
 
+/* getopt_long's table: every name of valued[] and flags[]. */
+static void
+longopts_fill(struct option *lo)
+{
+	size_t n = 0;
+
+	for (const char *const *l = valued; *l != NULL; l++) {
+		lo[n++] = (struct option){*l, required_argument, NULL, 0};
+	}
+	for (const char *const *l = flags; *l != NULL; l++) {
+		lo[n++] = (struct option){*l, no_argument, NULL, 0};
+	}
+	lo[n] = (struct option){NULL, 0, NULL, 0};
+}
+
+/* The option as written in argv[i], without "--" and "=value". */
+static void
+written_name(char *name, size_t cap, const char *arg)
+{
+	const char *s = strncmp(arg, "--", 2) == 0 ? arg + 2 : arg;
+
+	snprintf(name, cap, "%.*s", (int) strcspn(s, "="), s);
+}
+
+/* One option getopt_long recognised: keep it where the commands find it. */
+static void
+args_keep(args *a, const struct option *o, const char *val)
+{
+	static const struct {
+		const char *name;
+		size_t off;
+	} globals[] = {
+	    {"url", offsetof(args, url)},
+	    {"token", offsetof(args, token)},
+	    {"tls-ca", offsetof(args, tls_ca)},
+	    {"tls-server-name", offsetof(args, tls_server_name)},
+	    {"tls-cert", offsetof(args, tls_cert)},
+	    {"tls-key", offsetof(args, tls_key)},
+	};
+
+	for (size_t i = 0; i < sizeof(globals) / sizeof(globals[0]); i++) {
+		if (strcmp(o->name, globals[i].name) == 0) {
+			*(const char **) ((char *) a + globals[i].off) = val;
+			return;
+		}
+	}
+	if (strcmp(o->name, "help") == 0) {
+		a->help = true;
+	} else if (a->nopts < MAX_OPTS) {
+		/* o->name is the static name of valued[] or flags[] */
+		a->opts[a->nopts].name = o->name;
+		a->opts[a->nopts].val = val;
+		a->nopts++;
+	}
+}
+
+/* Options (--name VALUE, --name=VALUE) and arguments in any order. A word
+ * that does not start with "--" (such as "-" or "-5") and "--" itself are
+ * arguments; option names are never abbreviated. getopt_long's state is
+ * global: tlctl_main is not reentrant. */
 static int
 args_parse(args *a, int argc, char **argv)
 {
-	for (int i = 1; i < argc; i++) {
-		const char *s = argv[i];
-		char name[64];
-		const char *val = NULL;
-		const char *eq;
+	struct option lo[sizeof(valued) / sizeof(valued[0]) +
+	    sizeof(flags) / sizeof(flags[0])];
+	char name[64];
+	int o, idx;
 
-		if (strncmp(s, "--", 2) != 0 || s[2] == '\0') {
+	longopts_fill(lo);
+	optind = 0; /* glibc: start afresh */
+	opterr = 0;
+	for (;;) {
+		int at = optind == 0 ? 1 : optind; /* the word to read */
+		if (at < argc &&
+		    (strncmp(argv[at], "--", 2) != 0 || argv[at][2] == '\0')) {
+			o = 1; /* an argument, even one getopt would take */
+			optarg = argv[at];
+			optind = at + 1;
+		} else if ((o = getopt_long(argc, argv, "-:", lo, &idx)) ==
+		    -1) {
+			break;
+		}
+		if (o == 1) {
 			if (a->npos == MAX_POS) {
 				return usage(
-				    a, "too many arguments (at '%s').", s);
+				    a, "too many arguments (at '%s').", optarg);
 			}
-			a->pos[a->npos++] = s;
+			a->pos[a->npos++] = optarg;
 			continue;
 		}
-		s += 2;
-		eq = strchr(s, '=');
-		snprintf(name, sizeof(name), "%.*s",
-		    (int) (eq != NULL ? (size_t) (eq - s) : strlen(s)), s);
-		if (in_list(valued, name)) {
-			if (eq != NULL) {
-				val = eq + 1;
-			} else if (i + 1 < argc) {
-				val = argv[++i];
-			} else {
-				return usage(
-				    a, "option --%s needs a value.", name);
-			}
-		} else if (!in_list(flags, name) || eq != NULL) {
+		written_name(name, sizeof(name), argv[at]);
+		if (o == ':') {
+			return usage(a, "option --%s needs a value.", name);
+		}
+		if (o == '?' || strcmp(name, lo[idx].name) != 0) {
 			return usage(a, "unknown option --%s.", name);
 		}
-		if (strcmp(name, "url") == 0) {
-			a->url = val;
-		} else if (strcmp(name, "token") == 0) {
-			a->token = val;
-		} else if (strcmp(name, "tls-ca") == 0) {
-			a->tls_ca = val;
-		} else if (strcmp(name, "tls-server-name") == 0) {
-			a->tls_server_name = val;
-		} else if (strcmp(name, "tls-cert") == 0) {
-			a->tls_cert = val;
-		} else if (strcmp(name, "tls-key") == 0) {
-			a->tls_key = val;
-		} else if (strcmp(name, "help") == 0) {
-			a->help = true;
-		} else if (a->nopts < MAX_OPTS) {
-			/* point at the static option name */
-			const char *const *l = val != NULL ? valued : flags;
-			while (strcmp(*l, name) != 0) {
-				l++;
-			}
-			a->opts[a->nopts].name = *l;
-			a->opts[a->nopts].val = val;
-			a->nopts++;
-		}
+		args_keep(a, &lo[idx], optarg);
 	}
 	return TLCTL_OK;
 }
@@ -325,35 +369,36 @@ opt_u64(args *a, const char *name, uint64_t max, uint64_t *v)
 	return TLCTL_OK;
 }
 
+/* An option read by parse (tlctl_parse_duration or tlctl_parse_time);
+ * wants says what it takes when the value does not parse. */
 static int
-opt_dur(args *a, const char *name, int64_t *v)
+opt_parsed(args *a, const char *name, int (*parse)(const char *, int64_t *),
+    const char *wants, int64_t *v)
 {
 	const char *s = opt_get(a, name);
 
-	if (s != NULL && tlctl_parse_duration(s, v) != 0) {
-		fprintf(a->err,
-		    "tlctl: --%s wants a duration such as 300ms, "
-		    "5s, 2m or 1h, not '%s'.\n",
-		    name, s);
+	if (s != NULL && parse(s, v) != 0) {
+		fprintf(a->err, "tlctl: --%s wants %s, not '%s'.\n", name,
+		    wants, s);
 		return TLCTL_USAGE;
 	}
 	return TLCTL_OK;
 }
 
 static int
+opt_dur(args *a, const char *name, int64_t *v)
+{
+	return opt_parsed(a, name, tlctl_parse_duration,
+	    "a duration such as 300ms, 5s, 2m or 1h", v);
+}
+
+static int
 opt_time(args *a, const char *name, int64_t *v)
 {
-	const char *s = opt_get(a, name);
-
-	if (s != NULL && tlctl_parse_time(s, v) != 0) {
-		fprintf(a->err,
-		    "tlctl: --%s wants UTC milliseconds or an "
-		    "ISO-8601 time such as 2026-11-22T10:00:00Z, not "
-		    "'%s'.\n",
-		    name, s);
-		return TLCTL_USAGE;
-	}
-	return TLCTL_OK;
+	return opt_parsed(a, name, tlctl_parse_time,
+	    "UTC milliseconds or an ISO-8601 time such as "
+	    "2026-11-22T10:00:00Z",
+	    v);
 }
 
 /* --at TIME or --in DURATION, exactly one. */
@@ -582,6 +627,26 @@ cmd_put(args *a)
 	return TLCTL_OK;
 }
 
+/* The checks of a command on one message (get, move, delete): TOPIC and
+ * ID, only the allowed options; what names the operation for failures
+ * ("moving 'ID' in topic 'T'"). */
+static int
+message_cmd(args *a, const char *name, const char *const *allowed,
+    const char *doing, const char *prep, char *what, size_t cap)
+{
+	char wants[64];
+	int rv;
+
+	snprintf(wants, sizeof(wants), "%s wants TOPIC and ID.", name);
+	if ((rv = need_pos(a, 3, wants)) != 0 ||
+	    (rv = opts_allow(a, allowed)) != 0) {
+		return rv;
+	}
+	snprintf(what, cap, "%s '%s' %s topic '%s'", doing, a->pos[2], prep,
+	    a->pos[1]);
+	return TLCTL_OK;
+}
+
 static int
 cmd_get(args *a)
 {
@@ -591,12 +656,10 @@ cmd_get(args *a)
 	char ts[40], created[40], what[300];
 	int rv;
 
-	if ((rv = need_pos(a, 3, "get wants TOPIC and ID.")) != 0 ||
-	    (rv = opts_allow(a, none)) != 0) {
+	if ((rv = message_cmd(a, "get", none, "looking up", "in", what,
+	         sizeof(what))) != 0) {
 		return rv;
 	}
-	snprintf(what, sizeof(what), "looking up '%s' in topic '%s'", a->pos[2],
-	    a->pos[1]);
 	CONNECT(a, c);
 	if ((rv = tl_get(c, a->pos[1], a->pos[2], &m)) != TL_OK) {
 		return fail(a, rv, what);
@@ -615,8 +678,9 @@ cmd_get(args *a)
 	return TLCTL_OK;
 }
 
-static void
-print_entries(args *a, const tl_entry *v, size_t n)
+/* One page of entries (LIST, DLQ_LIST), then frees it. */
+static int
+print_entries(args *a, tl_entry *v, size_t n, bool more)
 {
 	for (size_t i = 0; i < n; i++) {
 		char ts[40];
@@ -624,6 +688,11 @@ print_entries(args *a, const tl_entry *v, size_t n)
 		fprintf(a->out, "%s\t%s\tversion %" PRIu64 "%s\n", v[i].id, ts,
 		    v[i].version, v[i].leased ? "\tleased" : "");
 	}
+	if (more) {
+		fprintf(a->out, "(more)\n");
+	}
+	tl_free(v);
+	return TLCTL_OK;
 }
 
 static int
@@ -651,12 +720,7 @@ cmd_list(args *a)
 	if (rv != TL_OK) {
 		return fail(a, rv, what);
 	}
-	print_entries(a, v, n);
-	if (more) {
-		fprintf(a->out, "(more)\n");
-	}
-	tl_free(v);
-	return TLCTL_OK;
+	return print_entries(a, v, n, more);
 }
 
 static int
@@ -699,13 +763,11 @@ cmd_move(args *a)
 	char what[300];
 	int rv;
 
-	if ((rv = need_pos(a, 3, "move wants TOPIC and ID.")) != 0 ||
-	    (rv = opts_allow(a, allowed)) != 0 ||
+	if ((rv = message_cmd(a, "move", allowed, "moving", "in", what,
+	         sizeof(what))) != 0 ||
 	    (rv = opt_when(a, &ts, &rel)) != 0) {
 		return rv;
 	}
-	snprintf(what, sizeof(what), "moving '%s' in topic '%s'", a->pos[2],
-	    a->pos[1]);
 	CONNECT(a, c);
 	rv = tl_move(c, a->pos[1], group != NULL ? group : "tlctl", a->pos[2],
 	    0, ts, rel, &ver);
@@ -725,12 +787,10 @@ cmd_delete(args *a)
 	char what[300];
 	int rv;
 
-	if ((rv = need_pos(a, 3, "delete wants TOPIC and ID.")) != 0 ||
-	    (rv = opts_allow(a, allowed)) != 0) {
+	if ((rv = message_cmd(a, "delete", allowed, "deleting", "from", what,
+	         sizeof(what))) != 0) {
 		return rv;
 	}
-	snprintf(what, sizeof(what), "deleting '%s' from topic '%s'", a->pos[2],
-	    a->pos[1]);
 	CONNECT(a, c);
 	rv = tl_delete(
 	    c, a->pos[1], group != NULL ? group : "tlctl", a->pos[2], 0);
@@ -861,12 +921,7 @@ cmd_dlq(args *a)
 		if (rv != TL_OK) {
 			return fail(a, rv, what);
 		}
-		print_entries(a, v, n);
-		if (more) {
-			fprintf(a->out, "(more)\n");
-		}
-		tl_free(v);
-		return TLCTL_OK;
+		return print_entries(a, v, n, more);
 	}
 	if (strcmp(sub, "kick") == 0) {
 		int64_t in = 0;

@@ -1,0 +1,62 @@
+/*
+ * The broker's configuration: the tlb_conf struct and its settings table
+ * (config.c), read from defaults, then the -c files, then the flags, by
+ * the one loader of base/conf.h. docs/timelined.md's settings reference
+ * is generated from the table (gen_settings_md).
+ */
+#ifndef TL_BROKER_CONFIG_H
+#define TL_BROKER_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "conf.h"
+#include "store.h"
+#include "timeline/limits.h"
+
+#define TLB_MAX_LISTEN 8
+#define TLB_MAX_TOPICS 32
+
+typedef struct tlb_conf {
+	char data_dir[512];
+	char listen[TLB_MAX_LISTEN][256];
+	int nlisten;
+	tli_sync_mode sync_mode;
+	int sync_interval_ms;
+	char topics[TLB_MAX_TOPICS][TL_MAX_NAME_LEN + 16]; /* name[:buckets] */
+	int ntopics;
+	int log_level;     /* a tli_log_level; main applies it */
+	char metrics[256]; /* "host:port" or "" for none */
+	char name[64];
+	char ready_file[512];  /* written with the bound URLs when ready */
+	int64_t clock_warn_ms; /* warn when a client's clock is this far off */
+	int64_t window_ms;     /* the dispatcher's near-future window */
+	int64_t idle_ms;       /* close a session silent this long; 0: never */
+	char msc4140[512];     /* MSC4140 gateway configuration file, or "" */
+	/* authentication and TLS (docs/auth.md) */
+	bool auth;             /* auth = on: every session needs a token */
+	char credentials[512]; /* the credentials file */
+	char tls_cert[512];    /* PEM certificate (chain) of tls+tcp:// */
+	char tls_key[512];     /* its PEM private key */
+	char tls_ca[512];      /* CAs that sign client certificates */
+	int tls_client_auth;   /* 0 none, 1 optional, 2 required */
+} tlb_conf;
+
+/* What the command line asked for besides running the broker. */
+#define TLB_CONF_RUN 0
+#define TLB_CONF_HELP 1       /* -h, --help: print the usage */
+#define TLB_CONF_HASH_TOKEN 2 /* --hash-token: tlb_auth_hash_stdin */
+
+/* Every setting of timelined, once. */
+extern const tli_conf_table tlb_conf_table;
+
+/* The defaults, the configuration files (-c), then the flags; then the
+ * checks that relate settings. *action gets TLB_CONF_RUN, _HELP or
+ * _HASH_TOKEN. Returns 0, or the exit status with one sentence in err
+ * (naming file, line and setting): 1 for a bad file or value, 2 for a bad
+ * command line (print the usage too). */
+int tlb_conf_load(
+    tlb_conf *c, int argc, char **argv, int *action, char *err, size_t cap);
+
+#endif
