@@ -120,7 +120,6 @@ cons_main(void *arg)
 
 	for (;;) {
 		rc_deliver dv;
-		tlp_item items[TL_MAX_BATCH];
 		rc_results res;
 		int rv;
 		int64_t now = tli_mono_ms();
@@ -144,16 +143,12 @@ cons_main(void *arg)
 		if (rv == 0) {
 			continue;
 		}
-		memset(items, 0, sizeof(items[0]) * dv.d.n);
 		for (size_t i = 0; i < dv.d.n; i++) {
 			many_note(m, &dv, i);
-			items[i].id = dv.d.v[i].id;
-			items[i].version = dv.d.v[i].version;
 		}
 		k->got += (int) dv.d.n;
 		m->total += (int) dv.d.n;
-		rv = rc_batch(
-		    k->c, TLP_OP_ACK, "t", k->name, items, dv.d.n, &res);
+		rv = rc_ack_all(k->c, "t", k->name, &dv, &res);
 		if (rv != TL_OK || res.n != dv.d.n) {
 			m->ack_err += (int) dv.d.n;
 		} else {

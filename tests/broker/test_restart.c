@@ -173,7 +173,6 @@ Test(restart, sigkill_loses_no_acknowledged_create_or_lease)
 	deadline = tli_mono_ms() + 20000;
 	while (seen < need) {
 		rc_deliver dv;
-		tlp_item acks[TL_MAX_BATCH];
 		int rv;
 
 		cr_assert(tli_mono_ms() < deadline,
@@ -185,7 +184,6 @@ Test(restart, sigkill_loses_no_acknowledged_create_or_lease)
 		if (rv == 0) {
 			continue;
 		}
-		memset(acks, 0, sizeof(acks[0]) * dv.d.n);
 		for (size_t j = 0; j < dv.d.n; j++) {
 			int i = idx_of(&dv.d.v[j].id, 's');
 			cr_assert(i >= 0,
@@ -201,11 +199,8 @@ Test(restart, sigkill_loses_no_acknowledged_create_or_lease)
 			} else {
 				extra++; /* in flight at the crash: may exist */
 			}
-			acks[j].id = dv.d.v[j].id;
-			acks[j].version = dv.d.v[j].version;
 		}
-		TL_PASS(rc_batch(
-		    other, TLP_OP_ACK, "t", "other", acks, dv.d.n, &res));
+		TL_PASS(rc_ack_all(other, "t", "other", &dv, &res));
 		for (size_t j = 0; j < res.n; j++) {
 			TL_PASS(res.v[j].err);
 		}
@@ -285,7 +280,6 @@ acker_main(void *arg)
 
 	while (!a->stop) {
 		rc_deliver dv;
-		tlp_item acks[TL_MAX_BATCH];
 		rc_results res;
 		int rv = rc_wait_deliver(a->c, 50, &dv);
 
@@ -298,16 +292,13 @@ acker_main(void *arg)
 			}
 			continue;
 		}
-		memset(acks, 0, sizeof(acks[0]) * dv.d.n);
 		for (size_t j = 0; j < dv.d.n; j++) {
 			int i = idx_of(&dv.d.v[j].id, 'a');
 			if (i >= 0) {
 				a->st[i] = ST_SENT;
 			}
-			acks[j].id = dv.d.v[j].id;
-			acks[j].version = dv.d.v[j].version;
 		}
-		rv = rc_batch(a->c, TLP_OP_ACK, "t", "c", acks, dv.d.n, &res);
+		rv = rc_ack_all(a->c, "t", "c", &dv, &res);
 		if (rv == TL_OK) {
 			for (size_t j = 0; j < res.n; j++) {
 				int i = idx_of(&dv.d.v[j].id, 'a');
@@ -402,7 +393,6 @@ Test(restart, sigterm_during_activity_exits_cleanly_and_resumes)
 	deadline = tli_mono_ms() + 20000;
 	while (delivered < due_left) {
 		rc_deliver dv;
-		tlp_item acks[TL_MAX_BATCH];
 		rc_results res;
 		int rv;
 
@@ -415,18 +405,15 @@ Test(restart, sigterm_during_activity_exits_cleanly_and_resumes)
 		if (rv == 0) {
 			continue;
 		}
-		memset(acks, 0, sizeof(acks[0]) * dv.d.n);
 		for (size_t j = 0; j < dv.d.n; j++) {
 			int i = idx_of(&dv.d.v[j].id, 'a');
 			cr_assert(i >= 0 && i % 2 == 0 && !gone[i],
 			    "unexpected delivery %.*s", (int) dv.d.v[j].id.n,
 			    dv.d.v[j].id.p);
 			gone[i] = 1;
-			acks[j].id = dv.d.v[j].id;
-			acks[j].version = dv.d.v[j].version;
 		}
 		delivered += (int) dv.d.n;
-		TL_PASS(rc_batch(c, TLP_OP_ACK, "t", "c", acks, dv.d.n, &res));
+		TL_PASS(rc_ack_all(c, "t", "c", &dv, &res));
 		for (size_t j = 0; j < res.n; j++) {
 			TL_PASS(res.v[j].err);
 		}

@@ -43,7 +43,7 @@ ab_init(ab_broker *b, const char *tag)
 void
 ab_config(ab_broker *b, const char *extra)
 {
-	tli_buf_reset(&b->proc.settings);
+	tt_proc_conf_reset(&b->proc);
 	tt_proc_set(&b->proc, "data", "%s/data", b->dir);
 	tt_proc_set(&b->proc, "ready_file", "%s", b->proc.ready);
 	tt_proc_set(&b->proc, "topic", "t");

@@ -108,8 +108,11 @@ tt_proc_push(tt_proc *p, const char *arg)
 {
 	cr_assert_lt(
 	    p->argc, TT_PROC_MAXARGS, "%s: too many arguments", p->name);
-	p->argv[p->argc] = strdup(arg);
-	cr_assert_not_null(p->argv[p->argc]);
+	cr_assert_lt(p->arglen + strlen(arg), sizeof(p->argstore),
+	    "%s: arguments too long", p->name);
+	p->argv[p->argc] =
+	    memcpy(p->argstore + p->arglen, arg, strlen(arg) + 1);
+	p->arglen += strlen(arg) + 1;
 	p->argv[++p->argc] = NULL;
 }
 
@@ -122,7 +125,6 @@ tt_proc_init(tt_proc *p, const char *bin, const char *dir, const char *name)
 	snprintf(p->log, sizeof(p->log), "%s/%s.log", dir, name);
 	snprintf(p->ready, sizeof(p->ready), "%s/%s.ready", dir, name);
 	snprintf(p->conf, sizeof(p->conf), "%s/%s.conf", dir, name);
-	tli_buf_init(&p->settings);
 	p->conf_flag = "-c";
 	p->timeout_ms = TT_DEFAULT_TIMEOUT_MS;
 	p->pid = -1;
@@ -142,12 +144,10 @@ tt_proc_fini(tt_proc *p)
 	if (p->pid > 0) {
 		tt_proc_kill(p);
 	}
-	for (int i = 0; i < p->argc; i++) {
-		free(p->argv[i]);
-		p->argv[i] = NULL;
-	}
 	p->argc = 0;
-	tli_buf_fini(&p->settings);
+	p->argv[0] = NULL;
+	p->arglen = 0;
+	p->settings_len = 0;
 }
 
 void
@@ -184,15 +184,28 @@ tt_proc_set(tt_proc *p, const char *key, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(val, sizeof(val), fmt, ap);
 	va_end(ap);
-	tli_buf_printf(&p->settings, "%s = %s\n", key, val);
-	cr_assert(!p->settings.oom);
+	tt_proc_conf_text(p, key);
+	tt_proc_conf_text(p, " = ");
+	tt_proc_conf_text(p, val);
+	tt_proc_conf_text(p, "\n");
 }
 
 void
 tt_proc_conf_text(tt_proc *p, const char *text)
 {
-	tli_buf_puts(&p->settings, text);
-	cr_assert(!p->settings.oom);
+	size_t n = strlen(text);
+
+	cr_assert_lt(p->settings_len + n, sizeof(p->settings),
+	    "%s: settings too long", p->name);
+	memcpy(p->settings + p->settings_len, text, n + 1);
+	p->settings_len += n;
+}
+
+void
+tt_proc_conf_reset(tt_proc *p)
+{
+	p->settings_len = 0;
+	p->settings[0] = '\0';
 }
 
 /* ---- running ---- */
@@ -212,8 +225,8 @@ tt_proc_spawn(tt_proc *p)
 	for (int i = 0; i < p->argc; i++) {
 		argv[argc++] = p->argv[i];
 	}
-	if (p->settings.len > 0) {
-		tt_write_file(p->conf, tli_buf_str(&p->settings));
+	if (p->settings_len > 0) {
+		tt_write_file(p->conf, p->settings);
 		if (p->conf_flag != NULL) {
 			argv[argc++] = (char *) p->conf_flag;
 			argv[argc++] = p->conf;
@@ -335,24 +348,59 @@ tt_proc_kill(tt_proc *p)
 	tt_proc_signal(p, SIGKILL, p->timeout_ms);
 }
 
+/* Send sig and wait until the child reports the state it leads to
+ * (stopped, or continued): the caller's next step sees it in effect. */
+static void
+tt_proc_jobctl(tt_proc *p, int sig, int flag, const char *what)
+{
+	int st;
+
+	cr_assert_gt(p->pid, 0, "%s does not run", p->name);
+	kill(p->pid, sig);
+	for (;;) {
+		pid_t r = waitpid(p->pid, &st, flag);
+
+		if (r < 0 && errno == EINTR) {
+			continue;
+		}
+		cr_assert_eq(
+		    r, p->pid, "%s: waitpid: %s", p->name, strerror(errno));
+		if (WIFEXITED(st) || WIFSIGNALED(st)) {
+			p->pid = -1;
+			tt_proc_dump_log(p);
+			cr_assert_fail("%s ended (wait status 0x%x) instead of "
+			               "being %s",
+			    p->name, st, what);
+		}
+		if ((flag == WUNTRACED && WIFSTOPPED(st)) ||
+		    (flag == WCONTINUED && WIFCONTINUED(st))) {
+			return;
+		}
+	}
+}
+
 void
 tt_proc_pause(tt_proc *p)
 {
-	cr_assert_gt(p->pid, 0, "%s does not run", p->name);
-	kill(p->pid, SIGSTOP);
+	tt_proc_jobctl(p, SIGSTOP, WUNTRACED, "stopped");
 }
 
 void
 tt_proc_resume(tt_proc *p)
 {
-	cr_assert_gt(p->pid, 0, "%s does not run", p->name);
-	kill(p->pid, SIGCONT);
+	tt_proc_jobctl(p, SIGCONT, WCONTINUED, "continued");
 }
 
 int
 tt_proc_stop(tt_proc *p)
 {
-	return tt_proc_signal(p, SIGTERM, p->timeout_ms);
+	int st = tt_proc_signal(p, SIGTERM, p->timeout_ms);
+
+	/* Whoever checks the status, an unclean end shows its log. */
+	if (st != -1 && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+		tt_proc_dump_log(p);
+	}
+	return st;
 }
 
 void
@@ -365,12 +413,10 @@ tt_proc_stop_clean(tt_proc *p)
 	}
 	st = tt_proc_stop(p);
 	if (st == -2) {
-		tt_proc_dump_log(p);
 		cr_assert_fail("%s did not stop within %d ms of SIGTERM",
 		    p->name, p->timeout_ms);
 	}
 	if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
-		tt_proc_dump_log(p);
 		cr_assert_fail(
 		    "%s did not exit cleanly (wait status %d)", p->name, st);
 	}

@@ -10,8 +10,8 @@
  *
  * Every wait has a deadline. A child never outlives the test process
  * (PR_SET_PDEATHSIG), its output is appended to its log, and the log is
- * printed to stderr whenever the launcher fails a test because of the
- * process (exit before ready, not ready in time, unclean stop).
+ * printed to stderr whenever the process ends badly: it exits before it is
+ * ready, is not ready in time, or does not exit with status 0 when stopped.
  */
 #ifndef TL_TESTS_LAUNCH_H
 #define TL_TESTS_LAUNCH_H
@@ -22,7 +22,6 @@
 #include <sys/types.h>
 
 #include "base.h"
-#include "buf.h"
 
 #define TT_PROC_MAXARGS 64
 #define TT_PATH 700
@@ -34,9 +33,14 @@ typedef struct tt_proc {
 	char ready[TT_PATH]; /* DIR/NAME.ready: the ready file */
 	char conf[TT_PATH];  /* DIR/NAME.conf: written from the settings */
 	char addr[TT_PATH];  /* the ready file's first line once ready */
-	char *argv[TT_PROC_MAXARGS + 1]; /* argv[0] is bin; owned */
+	/* The arguments and settings live in the struct, not on the heap,
+	 * so that a test failing half-way leaks nothing. */
+	char *argv[TT_PROC_MAXARGS + 1]; /* argv[0] is bin; into argstore */
 	int argc;
-	tli_buf settings;      /* "key = value\n" lines; empty: no file */
+	char argstore[8192];
+	size_t arglen;
+	char settings[8192]; /* "key = value\n" lines; empty: no file */
+	size_t settings_len;
 	const char *conf_flag; /* passes conf (default "-c"); NULL: not */
 	int timeout_ms;        /* start/stop deadline (default 20000) */
 	bool trunc_log;        /* the next start truncates the log */
@@ -53,7 +57,7 @@ void tt_proc_init(
     tt_proc *p, const char *bin, const char *dir, const char *name);
 /* A timelined in dir: tt_proc_init plus `--ready-file READY`. */
 void tt_proc_timelined(tt_proc *p, const char *dir, const char *name);
-/* Free the arguments and settings; kills the process if it still runs. */
+/* Kill the process if it still runs; forget the arguments and settings. */
 void tt_proc_fini(tt_proc *p);
 
 /* Append one command-line argument (printf format). */
@@ -68,6 +72,8 @@ void tt_proc_set(tt_proc *p, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Append raw configuration text (whole lines). */
 void tt_proc_conf_text(tt_proc *p, const char *text);
+/* Forget the settings given so far. */
+void tt_proc_conf_reset(tt_proc *p);
 
 /* Start the process and return at once (no ready wait). */
 void tt_proc_spawn(tt_proc *p);
@@ -85,10 +91,12 @@ bool tt_proc_alive(tt_proc *p);
 int tt_proc_signal(tt_proc *p, int sig, int timeout_ms);
 /* SIGKILL and reap: a crash. */
 void tt_proc_kill(tt_proc *p);
-/* SIGSTOP / SIGCONT: a process that hangs, then goes on. */
+/* SIGSTOP / SIGCONT: a process that hangs, then goes on. Each returns
+ * once the process is stopped (continued). */
 void tt_proc_pause(tt_proc *p);
 void tt_proc_resume(tt_proc *p);
-/* SIGTERM; returns the wait status (as tt_proc_signal). */
+/* SIGTERM; returns the wait status (as tt_proc_signal) and prints the log
+ * when the process did not exit with status 0. */
 int tt_proc_stop(tt_proc *p);
 /* SIGTERM; fails the test (printing the log) unless the process exits
  * with status 0 within p->timeout_ms. */

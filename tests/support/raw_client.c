@@ -782,6 +782,21 @@ rc_deliver_free(rc_deliver *d)
 	memset(d, 0, sizeof(*d));
 }
 
+int
+rc_ack_all(rc_client *c, const char *topic, const char *consumer,
+    const rc_deliver *dv, rc_results *res)
+{
+	tlp_item acks[TL_MAX_BATCH];
+	size_t n = dv->d.n < TL_MAX_BATCH ? dv->d.n : TL_MAX_BATCH;
+
+	memset(acks, 0, sizeof(acks[0]) * n);
+	for (size_t j = 0; j < n; j++) {
+		acks[j].id = dv->d.v[j].id;
+		acks[j].version = dv->d.v[j].version;
+	}
+	return rc_batch(c, TLP_OP_ACK, topic, consumer, acks, n, res);
+}
+
 /* ---- below the client ---- */
 
 int

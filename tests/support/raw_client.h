@@ -178,6 +178,11 @@ typedef struct rc_deliver {
  * thread (it asserts nothing). */
 int rc_wait_deliver(rc_client *c, int timeout_ms, rc_deliver *out);
 void rc_deliver_free(rc_deliver *d);
+/* ACK every message of a DELIVER (id and version) as `consumer`: the
+ * request's error; on TL_OK *res holds the per-message results (free with
+ * rc_results_free). Asserts nothing, so safe off the main thread. */
+int rc_ack_all(rc_client *c, const char *topic, const char *consumer,
+    const rc_deliver *dv, rc_results *res);
 
 /* ---- below the client ---- */
 
