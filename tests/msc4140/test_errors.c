@@ -8,8 +8,6 @@
  */
 #include "tltest.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include "gw_util.h"
@@ -286,16 +284,10 @@ Test(errors, junk_on_the_socket_does_not_hurt)
 	gw_start(&e, "gw-junk", false, NULL);
 	cr_assert(sscanf(e.gw, "http://127.0.0.1:%d", &port) == 1);
 	for (int i = 0; junk[i] != NULL; i++) {
-		struct sockaddr_in sa;
 		char buf[512];
-		int fd = socket(AF_INET, SOCK_STREAM, 0);
-		cr_assert(fd >= 0);
-		memset(&sa, 0, sizeof(sa));
-		sa.sin_family = AF_INET;
-		sa.sin_port = htons((uint16_t) port);
-		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		int fd = tt_tcp_connect(port);
 		cr_assert(
-		    connect(fd, (struct sockaddr *) &sa, sizeof(sa)) == 0);
+		    fd >= 0, "connect to port %d: %s", port, strerror(errno));
 		cr_assert(write(fd, junk[i], strlen(junk[i])) > 0);
 		shutdown(fd, SHUT_WR);
 		while (read(fd, buf, sizeof(buf)) > 0) {
@@ -462,16 +454,11 @@ Test(errors, only_paths_are_passed_through)
 	gw_start(&e, "gw-target", false, NULL);
 	cr_assert(sscanf(e.gw, "http://127.0.0.1:%d", &port) == 1);
 	for (int i = 0; reqs[i] != NULL; i++) {
-		struct sockaddr_in sa;
 		char buf[512];
 		ssize_t n;
-		int fd = socket(AF_INET, SOCK_STREAM, 0);
-		memset(&sa, 0, sizeof(sa));
-		sa.sin_family = AF_INET;
-		sa.sin_port = htons((uint16_t) port);
-		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		int fd = tt_tcp_connect(port);
 		cr_assert(
-		    connect(fd, (struct sockaddr *) &sa, sizeof(sa)) == 0);
+		    fd >= 0, "connect to port %d: %s", port, strerror(errno));
 		cr_assert(write(fd, reqs[i], strlen(reqs[i])) > 0);
 		struct timeval tv = {5, 0};
 		size_t got = 0;

@@ -81,6 +81,29 @@ tt_read_file(const char *path)
 }
 
 int
+tt_tcp_connect(int port)
+{
+	struct sockaddr_in sa;
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	if (fd < 0) {
+		return -1;
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t) port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) != 0) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+int
 tt_free_port(void)
 {
 	struct sockaddr_in sa;

@@ -124,6 +124,8 @@ void tt_nap_ms(int ms);
 void tt_write_file(const char *path, const char *text);
 /* The whole file, NUL-terminated (malloc'd), or NULL. */
 char *tt_read_file(const char *path);
+/* A TCP connection to 127.0.0.1:port: the fd, or -1 with errno. */
+int tt_tcp_connect(int port);
 /* A free TCP port on 127.0.0.1 (bind 0, read it, close), or -1. */
 int tt_free_port(void);
 

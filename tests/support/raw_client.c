@@ -846,22 +846,13 @@ char *
 rc_http_get(int port, const char *path, int timeout_ms, int *status)
 {
 	int64_t deadline = tli_mono_ms() + timeout_ms;
-	struct sockaddr_in sa;
 	char req[512];
 	char *buf = NULL, *body;
 	size_t len = 0, cap = 0;
 	int fd, n;
 
 	*status = 0;
-	if ((fd = socket(AF_INET, SOCK_STREAM, 0)) < 0) {
-		return NULL;
-	}
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_port = htons((uint16_t) port);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) != 0) {
-		close(fd);
+	if ((fd = tt_tcp_connect(port)) < 0) {
 		return NULL;
 	}
 	n = snprintf(req, sizeof(req),
