@@ -13,6 +13,7 @@
 #include "auth.h"
 #include "sha256.h"
 #include "testutil.h"
+#include "tlcheck.h"
 #include "timeline/errors.h"
 
 static void
@@ -128,7 +129,7 @@ Test(creds, a_file_loads_into_principals, .init = setup, .fini = teardown)
 	              "consume = *:*\n",
 	    &a, err, sizeof(err));
 
-	cr_assert_eq(rv, TL_OK, "%s", err);
+	TL_PASS(rv, "%s", err);
 	cr_assert_eq(a->n, 2);
 	tlp_sha256("abc", 3, h);
 	p = tlb_auth_find(a, h);
@@ -186,7 +187,7 @@ Test(creds, every_error_names_its_line, .init = setup, .fini = teardown)
 		char err[400];
 		int rv = load(bad[i].text, &a, err, sizeof(err));
 
-		cr_assert_eq(rv, TL_EINVAL, "case %zu loaded", i);
+		TL_FAIL(rv, TL_EINVAL, "case %zu loaded", i);
 		cr_assert_null(a, "case %zu", i);
 		cr_assert_not_null(strstr(err, bad[i].want),
 		    "case %zu: \"%s\" lacks \"%s\"", i, err, bad[i].want);
@@ -199,7 +200,7 @@ Test(creds, a_missing_file_is_an_io_error, .init = setup, .fini = teardown)
 	char err[400], path[600];
 
 	snprintf(path, sizeof(path), "%s/none", dir);
-	cr_assert_eq(tlb_auth_load(path, &a, err, sizeof(err)), TL_EIO);
+	TL_FAIL(tlb_auth_load(path, &a, err, sizeof(err)), TL_EIO);
 	cr_assert_null(a);
 	cr_assert_not_null(strstr(err, "cannot read"));
 }
@@ -209,7 +210,7 @@ Test(inflight, counts_per_group_within_the_limit)
 	tlb_inflight *f;
 	uint64_t now;
 
-	cr_assert_eq(tlb_inflight_init(&f), TL_OK);
+	TL_PASS(tlb_inflight_init(&f));
 	cr_assert(tlb_inflight_add(f, "g", 1, 2, 3, &now));
 	cr_assert_eq(now, 0);
 	cr_assert(!tlb_inflight_add(f, "g", 1, 2, 3, &now));

@@ -4,7 +4,10 @@
  * the build is run as a user would); without the token or the CA it fails
  * with exit code 1 and a sentence that says what to pass.
  */
-#include "certs.h"
+#include "tltest.h"
+
+#include <stdarg.h>
+#include "auth_util.h"
 
 /* Run a shell command; its stdout+stderr into *out (malloc'd). Returns
  * the exit code. */
@@ -33,13 +36,30 @@ sh(char **out, const char *cmd)
 
 TestSuite(tlctl_auth, .timeout = 60);
 
+/* Run cmd: it must exit with `code` and print each of the strings that
+ * follow (up to a NULL). */
+static void
+sh_expect(const char *cmd, int code, ...)
+{
+	const char *want;
+	va_list ap;
+	char *o;
+	int rc = sh(&o, cmd);
+
+	cr_assert_eq(rc, code, "%s", o);
+	va_start(ap, code);
+	while ((want = va_arg(ap, const char *)) != NULL) {
+		cr_assert_not_null(strstr(o, want), "%s", o);
+	}
+	va_end(ap);
+	free(o);
+}
+
 Test(tlctl_auth, token_and_tls_options, .init = ab_make_certs,
     .fini = ab_drop_certs)
 {
 	ab_broker b;
 	char extra[3000], creds[400], cmd[3000], tlctl[1024];
-	char *o = NULL;
-	int rc;
 
 	ab_init(&b, "tlctl-auth");
 	snprintf(creds, sizeof(creds),
@@ -50,7 +70,7 @@ Test(tlctl_auth, token_and_tls_options, .init = ab_make_certs,
 	snprintf(extra, sizeof(extra),
 	    "listen = tls+tcp://127.0.0.1:0\nmetrics = off\nauth = on\n"
 	    "credentials = %s\ntls_cert = %s\ntls_key = %s\n",
-	    b.creds, srv_cert, srv_key);
+	    b.creds, ab_cert.srv_cert, ab_cert.srv_key);
 	ab_config(&b, extra);
 	ab_spawn(&b);
 	snprintf(tlctl, sizeof(tlctl), "%s/sdk/tlctl", TL_TEST_BINDIR);
@@ -58,36 +78,25 @@ Test(tlctl_auth, token_and_tls_options, .init = ab_make_certs,
 	snprintf(cmd, sizeof(cmd),
 	    "TIMELINE_TOKEN= TIMELINE_TLS_CA= %s --url %s --token s3cret "
 	    "--tls-ca %s --tls-server-name localhost topic create t2",
-	    tlctl, b.url, ca);
-	rc = sh(&o, cmd);
-	cr_assert_eq(rc, 0, "%s", o);
-	free(o);
+	    tlctl, b.url, ab_cert.ca);
+	sh_expect(cmd, 0, NULL);
 	/* The token from the environment works the same. */
 	snprintf(cmd, sizeof(cmd),
 	    "TIMELINE_TOKEN=s3cret TIMELINE_TLS_CA=%s %s --url %s "
 	    "--tls-server-name localhost put t2 hello --in 1h --group g",
-	    ca, tlctl, b.url);
-	rc = sh(&o, cmd);
-	cr_assert_eq(rc, 0, "%s", o);
-	cr_assert_not_null(strstr(o, "due"), "%s", o);
-	free(o);
+	    ab_cert.ca, tlctl, b.url);
+	sh_expect(cmd, 0, "due", NULL);
 
 	snprintf(cmd, sizeof(cmd),
 	    "TIMELINE_TOKEN= %s --url %s --tls-ca %s --tls-server-name "
 	    "localhost topic list",
-	    tlctl, b.url, ca);
-	rc = sh(&o, cmd);
-	cr_assert_eq(rc, 1, "%s", o);
-	cr_assert_not_null(strstr(o, "not authorised"), "%s", o);
-	cr_assert_not_null(strstr(o, "--token"), "%s", o);
-	free(o);
+	    tlctl, b.url, ab_cert.ca);
+	sh_expect(cmd, 1, "not authorised", "--token", NULL);
 
 	snprintf(cmd, sizeof(cmd),
 	    "TIMELINE_TOKEN= TIMELINE_TLS_CA= %s --url %s --token s3cret "
 	    "topic list",
 	    tlctl, b.url);
-	rc = sh(&o, cmd);
-	cr_assert_eq(rc, 1, "%s", o);
-	free(o);
+	sh_expect(cmd, 1, NULL);
 	ab_stop(&b);
 }

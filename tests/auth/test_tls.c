@@ -7,7 +7,8 @@
  * and a client expecting another server name do not; with client
  * certificates required, only a certificate from the configured CA opens.
  */
-#include "certs.h"
+#include "tltest.h"
+#include "auth_util.h"
 
 static void
 start_tls(ab_broker *b, const char *tag, const char *client_auth)
@@ -31,7 +32,8 @@ start_tls(ab_broker *b, const char *tag, const char *client_auth)
 	    "tls_key = %s\n"
 	    "tls_ca = %s\n"
 	    "tls_client_auth = %s\n",
-	    b->creds, srv_cert, srv_key, ca, client_auth);
+	    b->creds, ab_cert.srv_cert, ab_cert.srv_key, ab_cert.ca,
+	    client_auth);
 	ab_config(b, extra);
 	ab_spawn(b);
 	cr_assert(strncmp(b->url, "tls+tcp://127.0.0.1:", 20) == 0, "bound %s",
@@ -44,9 +46,8 @@ roundtrip(tl_client *c, const char *id)
 {
 	tl_message *m = NULL;
 
-	cr_assert_eq(
-	    tl_put_in(c, "t", "G", id, 60000, "over tls", 8, NULL), TL_OK);
-	cr_assert_eq(tl_get(c, "t", id, &m), TL_OK);
+	TL_PASS(tl_put_in(c, "t", "G", id, 60000, "over tls", 8, NULL));
+	TL_PASS(tl_get(c, "t", id, &m));
 	cr_assert_eq(m->body_len, 8);
 	cr_assert(memcmp(m->body, "over tls", 8) == 0);
 	tl_message_free(m);
@@ -58,39 +59,39 @@ Test(tls, the_listener_takes_only_clients_that_trust_it, .init = ab_make_certs,
     .fini = ab_drop_certs)
 {
 	ab_broker b;
-	ab_tls good = {ca, "localhost", NULL, NULL};
-	ab_tls untrusting = {other_ca, "localhost", NULL, NULL};
-	ab_tls wrong_name = {ca, "not-the-broker.example", NULL, NULL};
+	ab_tls good = {ab_cert.ca, "localhost", NULL, NULL};
+	ab_tls untrusting = {ab_cert.other_ca, "localhost", NULL, NULL};
+	ab_tls wrong_name = {ab_cert.ca, "not-the-broker.example", NULL, NULL};
 	char plain[700];
 	tl_client *c = NULL;
 	int rv;
 
 	start_tls(&b, "tls-listen", "none");
 	rv = ab_open(b.url, "tok-app", &good, &c);
-	cr_assert_eq(rv, TL_OK, "open over TLS: %s", tl_strerror(rv));
+	TL_PASS(rv, "open over TLS");
 	roundtrip(c, "m1");
 	tl_client_close(c);
 
 	/* Not trusting the broker's CA: refused by the client's check. */
 	rv = ab_open(b.url, "tok-app", &untrusting, &c);
-	cr_assert_neq(rv, TL_OK, "a client trusting another CA got in");
+	TL_NOT_OK(rv, "a client trusting another CA got in");
 	cr_assert_null(c);
 	rv = ab_open(b.url, "tok-app", &wrong_name, &c);
-	cr_assert_neq(rv, TL_OK, "a client expecting another name got in");
+	TL_NOT_OK(rv, "a client expecting another name got in");
 	/* No CA at all: the SDK refuses to dial TLS unverified. */
 	{
 		ab_tls none = {NULL, NULL, NULL, NULL};
-		cr_assert_eq(ab_open(b.url, "tok-app", &none, &c), TL_EINVAL);
+		TL_FAIL(ab_open(b.url, "tok-app", &none, &c), TL_EINVAL);
 	}
 	/* Plain tcp to the TLS port: no session. */
-	snprintf(plain, sizeof(plain), "tcp://%s", b.url + 10);
+	snprintf(plain, sizeof(plain), "tcp://%.600s", b.url + 10);
 	rv = ab_open(plain, "tok-app", NULL, &c);
-	cr_assert_neq(rv, TL_OK, "a plain tcp client got in");
+	TL_NOT_OK(rv, "a plain tcp client got in");
 
 	/* The broker is still serving; TLS does not replace the token. */
-	cr_assert_eq(ab_open(b.url, "wrong", &good, &c), TL_ENOTAUTH);
+	TL_FAIL(ab_open(b.url, "wrong", &good, &c), TL_ENOTAUTH);
 	rv = ab_open(b.url, "tok-app", &good, &c);
-	cr_assert_eq(rv, TL_OK, "open after refusals: %s", tl_strerror(rv));
+	TL_PASS(rv, "open after refusals");
 	roundtrip(c, "m2");
 	tl_client_close(c);
 	ab_stop(&b);
@@ -100,20 +101,21 @@ Test(tls, client_certificates_when_required, .init = ab_make_certs,
     .fini = ab_drop_certs)
 {
 	ab_broker b;
-	ab_tls with_cert = {ca, "localhost", cli_cert, cli_key};
-	ab_tls no_cert = {ca, "localhost", NULL, NULL};
-	ab_tls foreign_cert = {ca, "localhost", bad_cert, bad_key};
+	ab_tls with_cert = {
+	    ab_cert.ca, "localhost", ab_cert.cli_cert, ab_cert.cli_key};
+	ab_tls no_cert = {ab_cert.ca, "localhost", NULL, NULL};
+	ab_tls foreign_cert = {
+	    ab_cert.ca, "localhost", ab_cert.bad_cert, ab_cert.bad_key};
 	tl_client *c = NULL;
 	int rv;
 
 	start_tls(&b, "tls-mtls", "required");
 	rv = ab_open(b.url, "tok-app", &no_cert, &c);
-	cr_assert_neq(rv, TL_OK, "a client without a certificate got in");
+	TL_NOT_OK(rv, "a client without a certificate got in");
 	rv = ab_open(b.url, "tok-app", &foreign_cert, &c);
-	cr_assert_neq(rv, TL_OK, "a certificate of another CA got in");
+	TL_NOT_OK(rv, "a certificate of another CA got in");
 	rv = ab_open(b.url, "tok-app", &with_cert, &c);
-	cr_assert_eq(
-	    rv, TL_OK, "open with a client certificate: %s", tl_strerror(rv));
+	TL_PASS(rv, "open with a client certificate");
 	roundtrip(c, "m1");
 	tl_client_close(c);
 	ab_stop(&b);
@@ -121,30 +123,29 @@ Test(tls, client_certificates_when_required, .init = ab_make_certs,
 
 Test(tls, bad_tls_settings_stop_the_broker_at_start)
 {
+	/* Each configuration (%s: the broker's directory), and what the
+	 * broker says about it before it exits with 1. */
+	static const struct {
+		const char *conf, *says;
+	} bad[] = {
+	    {"listen = tls+tcp://127.0.0.1:0\nmetrics = off\n",
+	        "needs tls_cert and tls_key"},
+	    {"listen = tls+tcp://127.0.0.1:0\nmetrics = off\n"
+	     "tls_cert = %1$s/missing.pem\ntls_key = %1$s/missing.key\n",
+	        "cannot read tls_cert"},
+	    {"auth = on\nmetrics = off\n", "auth = on needs credentials"},
+	};
 	ab_broker b;
 	char extra[1000], *log;
 
 	ab_init(&b, "tls-bad");
-	ab_config(&b, "listen = tls+tcp://127.0.0.1:0\nmetrics = off\n");
-	cr_assert_eq(ab_run_expect_exit(&b), 1);
-	log = ab_read(b.log);
-	cr_assert_not_null(
-	    strstr(log, "needs tls_cert and tls_key"), "%s", log);
-	free(log);
-	snprintf(extra, sizeof(extra),
-	    "listen = tls+tcp://127.0.0.1:0\nmetrics = off\n"
-	    "tls_cert = %s/missing.pem\ntls_key = %s/missing.key\n",
-	    b.dir, b.dir);
-	ab_config(&b, extra);
-	cr_assert_eq(ab_run_expect_exit(&b), 1);
-	log = ab_read(b.log);
-	cr_assert_not_null(strstr(log, "cannot read tls_cert"), "%s", log);
-	free(log);
-	ab_config(&b, "auth = on\nmetrics = off\n");
-	cr_assert_eq(ab_run_expect_exit(&b), 1);
-	log = ab_read(b.log);
-	cr_assert_not_null(
-	    strstr(log, "auth = on needs credentials"), "%s", log);
-	free(log);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(extra, sizeof(extra), bad[i].conf, b.dir);
+		ab_config(&b, extra);
+		cr_assert_eq(ab_run_expect_exit(&b), 1);
+		log = ab_read(b.proc.log);
+		cr_assert_not_null(strstr(log, bad[i].says), "%s", log);
+		free(log);
+	}
 	ab_stop(&b);
 }

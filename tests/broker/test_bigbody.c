@@ -3,17 +3,10 @@
  * together exceed what one DELIVER frame should carry are all delivered
  * (in several frames), each with its body intact.
  */
-#include "raw_client.c"
+#include "tltest.h"
+#include "raw_client.h"
 
-static rc_broker B;
-
-static void
-teardown(void)
-{
-	rc_broker_stop(&B);
-}
-
-TestSuite(bigbody, .fini = teardown, .timeout = 60);
+RC_SUITE(bigbody);
 
 static void
 enc_topic(tlp_w *w, const void *arg)
@@ -41,8 +34,7 @@ Test(bigbody, large_bodies_are_all_delivered_intact)
 	rc_broker_start(&B, "big");
 	p = rc_open(B.url, "producer");
 	c = rc_open(B.url, "consumer");
-	cr_assert_eq(
-	    rc_req(p, TLP_OP_TOPIC_CREATE, enc_topic, &t, NULL, NULL), TL_OK);
+	TL_PASS(rc_req(p, TLP_OP_TOPIC_CREATE, enc_topic, &t, NULL, NULL));
 	for (size_t i = 0; i < sizeof(body); i++) {
 		body[i] = (char) ('a' + i % 26);
 	}
@@ -53,19 +45,17 @@ Test(bigbody, large_bodies_are_all_delivered_intact)
 		    .body = body,
 		    .body_len = sizeof(body)};
 	}
-	cr_assert_eq(
-	    rc_batch(p, TLP_OP_CREATE, "big", "g", items, NBIG, &res), TL_OK);
+	TL_PASS(rc_batch(p, TLP_OP_CREATE, "big", "g", items, NBIG, &res));
 	for (size_t i = 0; i < res.n; i++) {
-		cr_assert_eq(res.v[i].err, TL_OK, "create %zu: %s", i,
-		    tl_errname(res.v[i].err));
+		TL_PASS(res.v[i].err, "create %zu", i);
 	}
 	rc_results_free(&res);
 
 	/* Credit for all four at once: one lease batch, more than one
 	 * frame's worth of bodies. */
-	cr_assert_eq(rc_subscribe(c, "big", "w", 30000, NBIG), TL_OK);
-	deadline = rc_now_ms() + 20000;
-	while (got < NBIG && rc_now_ms() < deadline) {
+	TL_PASS(rc_subscribe(c, "big", "w", 30000, NBIG));
+	deadline = tli_wall_ms() + 20000;
+	while (got < NBIG && tli_wall_ms() < deadline) {
 		rc_deliver dv;
 		int rv = rc_wait_deliver(c, 1000, &dv);
 		cr_assert(rv >= 0, "a DELIVER push did not decode");

@@ -5,17 +5,10 @@
  * DLQ_LIST shows it, nothing delivers it any more, and DLQ_KICK puts it
  * back with its delivery count reset, after which it is delivered again.
  */
-#include "raw_client.c"
+#include "tltest.h"
+#include "raw_client.h"
 
-static rc_broker B;
-
-static void
-teardown(void)
-{
-	rc_broker_stop(&B);
-}
-
-TestSuite(deadletter, .fini = teardown, .timeout = 60);
+RC_SUITE(deadletter);
 
 static void
 enc_list(tlp_w *w, const void *arg)
@@ -40,8 +33,8 @@ dlq_list(rc_client *c, const char *topic, const char *id, bool *has)
 	bool more;
 	tlp_r r;
 
-	cr_assert_eq(rc_req(c, TLP_OP_DLQ_LIST, enc_list, &l, &f, &r), TL_OK);
-	cr_assert_eq(tlp_dec_entries(&r, &v, &n, &more), TL_OK);
+	TL_PASS(rc_req(c, TLP_OP_DLQ_LIST, enc_list, &l, &f, &r));
+	TL_PASS(tlp_dec_entries(&r, &v, &n, &more));
 	*has = false;
 	for (size_t i = 0; i < n; i++) {
 		if (v[i].id.n == strlen(id) &&
@@ -72,12 +65,10 @@ Test(deadletter, poison_message_is_dead_lettered_listed_and_kicked_back)
 	rc_broker_start(&B, "dead");
 	p = rc_open(B.url, "producer");
 	c = rc_open(B.url, "consumer");
-	cr_assert_eq(
-	    rc_req(p, TLP_OP_TOPIC_CREATE, enc_topic, &t, NULL, NULL), TL_OK);
-	cr_assert_eq(rc_one(p, TLP_OP_CREATE, "poison", "g", "bad", 0, 0, true,
-	                 "x", &res),
-	    TL_OK);
-	cr_assert_eq(rc_subscribe(c, "poison", "w", 200, 4), TL_OK);
+	TL_PASS(rc_req(p, TLP_OP_TOPIC_CREATE, enc_topic, &t, NULL, NULL));
+	TL_PASS(rc_one(
+	    p, TLP_OP_CREATE, "poison", "g", "bad", 0, 0, true, "x", &res));
+	TL_PASS(rc_subscribe(c, "poison", "w", 200, 4));
 
 	/* Delivered twice (the lease runs out each time), never acked. */
 	for (uint32_t i = 1; i <= 2; i++) {
@@ -90,20 +81,20 @@ Test(deadletter, poison_message_is_dead_lettered_listed_and_kicked_back)
 	}
 	/* The third lease dead-letters it instead. */
 	{
-		int64_t deadline = rc_now_ms() + 10000;
+		int64_t deadline = tli_wall_ms() + 10000;
 		bool dead = false;
-		while (!dead && rc_now_ms() < deadline) {
+		while (!dead && tli_wall_ms() < deadline) {
 			dead = dlq_list(p, "poison", "bad", &has) == 1 && has;
 			if (!dead) {
-				rc_nap_ms(20);
+				tt_nap_ms(20);
 			}
 		}
 		cr_assert(dead, "the message never reached the dead letters");
 	}
-	cr_assert_eq(rc_get(p, "poison", "bad", &m, &f), TL_EDEAD);
+	TL_FAIL(rc_get(p, "poison", "bad", &m, &f), TL_EDEAD);
 	rc_frame_free(f);
 	f = NULL;
-	cr_assert_eq(rc_topic_get(p, "poison", &info), TL_OK);
+	TL_PASS(rc_topic_get(p, "poison", &info));
 	cr_assert_eq(info.dead, 1);
 	cr_assert_eq(info.messages, 0);
 	{
@@ -113,21 +104,19 @@ Test(deadletter, poison_message_is_dead_lettered_listed_and_kicked_back)
 	}
 
 	/* Kicked back: delivered again, its count starting over. */
-	cr_assert_eq(rc_one(p, TLP_OP_DLQ_KICK, "poison", "ops", "bad", 0, 0,
-	                 true, NULL, &res),
-	    TL_OK);
+	TL_PASS(rc_one(p, TLP_OP_DLQ_KICK, "poison", "ops", "bad", 0, 0, true,
+	    NULL, &res));
 	{
 		rc_deliver dv;
 		cr_assert_eq(rc_wait_deliver(c, 10000, &dv), 1,
 		    "the kicked message was not delivered");
 		cr_assert_eq(dv.d.v[0].deliveries, 1);
-		cr_assert_eq(rc_one(c, TLP_OP_ACK, "poison", "w", "bad",
-		                 dv.d.v[0].version, 0, false, NULL, &res),
-		    TL_OK);
+		TL_PASS(rc_one(c, TLP_OP_ACK, "poison", "w", "bad",
+		    dv.d.v[0].version, 0, false, NULL, &res));
 		rc_deliver_free(&dv);
 	}
 	cr_assert_eq(dlq_list(p, "poison", "bad", &has), 0);
-	cr_assert_eq(rc_topic_get(p, "poison", &info), TL_OK);
+	TL_PASS(rc_topic_get(p, "poison", &info));
 	cr_assert_eq(info.dead, 0);
 	cr_assert_eq(info.messages, 0);
 	rc_close(c);

@@ -4,17 +4,10 @@
  * spread over four consumers are each delivered exactly once and never
  * early; a consumer with credit 1 never holds two leases at once.
  */
-#include "raw_client.c"
+#include "tltest.h"
+#include "raw_client.h"
 
-static rc_broker B;
-
-static void
-teardown(void)
-{
-	rc_broker_stop(&B);
-}
-
-TestSuite(delivery, .fini = teardown, .timeout = 60);
+RC_SUITE(delivery);
 
 Test(delivery, scheduled_message_arrives_on_time)
 {
@@ -26,12 +19,11 @@ Test(delivery, scheduled_message_arrives_on_time)
 	rc_broker_start(&B, "e2e-ontime");
 	p = rc_open(B.url, "producer");
 	c = rc_open(B.url, "consumer");
-	cr_assert_eq(rc_subscribe(c, "t", "worker", 30000, 10), TL_OK);
+	TL_PASS(rc_subscribe(c, "t", "worker", 30000, 10));
 
-	due = rc_now_ms() + 300;
-	cr_assert_eq(rc_one(p, TLP_OP_CREATE, "t", "app", "job-1", 0, due,
-	                 false, "payload", &res),
-	    TL_OK);
+	due = tli_wall_ms() + 300;
+	TL_PASS(rc_one(p, TLP_OP_CREATE, "t", "app", "job-1", 0, due, false,
+	    "payload", &res));
 	cr_assert_eq(res.ts, due, "the created message sits at %lld, not %lld",
 	    (long long) res.ts, (long long) due);
 
@@ -128,7 +120,6 @@ cons_main(void *arg)
 
 	for (;;) {
 		rc_deliver dv;
-		tlp_item items[TL_MAX_BATCH];
 		rc_results res;
 		int rv;
 		int64_t now = tli_mono_ms();
@@ -152,16 +143,12 @@ cons_main(void *arg)
 		if (rv == 0) {
 			continue;
 		}
-		memset(items, 0, sizeof(items[0]) * dv.d.n);
 		for (size_t i = 0; i < dv.d.n; i++) {
 			many_note(m, &dv, i);
-			items[i].id = dv.d.v[i].id;
-			items[i].version = dv.d.v[i].version;
 		}
 		k->got += (int) dv.d.n;
 		m->total += (int) dv.d.n;
-		rv = rc_batch(
-		    k->c, TLP_OP_ACK, "t", k->name, items, dv.d.n, &res);
+		rv = rc_ack_all(k->c, "t", k->name, &dv, &res);
 		if (rv != TL_OK || res.n != dv.d.n) {
 			m->ack_err += (int) dv.d.n;
 		} else {
@@ -200,8 +187,7 @@ Test(delivery, ten_thousand_over_four_consumers_exactly_once)
 		k[i].got = 0;
 		snprintf(k[i].name, sizeof(k[i].name), "worker-%d", i);
 		k[i].c = rc_open(B.url, k[i].name);
-		cr_assert_eq(
-		    rc_subscribe(k[i].c, "t", k[i].name, 30000, 64), TL_OK);
+		TL_PASS(rc_subscribe(k[i].c, "t", k[i].name, 30000, 64));
 	}
 	m.deadline_ms = tli_mono_ms() + 45000;
 	for (int i = 0; i < NCONS; i++) {
@@ -211,7 +197,7 @@ Test(delivery, ten_thousand_over_four_consumers_exactly_once)
 	/* Due between 1.5 and 2.5 s from now, in batches of 500. */
 	items = calloc(500, sizeof(*items));
 	cr_assert_not_null(items);
-	base = rc_now_ms() + 1500;
+	base = tli_wall_ms() + 1500;
 	for (int b0 = 0; b0 < MANY; b0 += 500) {
 		char ids[500][8];
 		rc_results res;
@@ -224,13 +210,11 @@ Test(delivery, ten_thousand_over_four_consumers_exactly_once)
 			items[j].body = ids[j];
 			items[j].body_len = 6;
 		}
-		cr_assert_eq(
-		    rc_batch(p, TLP_OP_CREATE, "t", "app", items, 500, &res),
-		    TL_OK);
+		TL_PASS(
+		    rc_batch(p, TLP_OP_CREATE, "t", "app", items, 500, &res));
 		cr_assert_eq(res.n, 500);
 		for (int j = 0; j < 500; j++) {
-			cr_assert_eq(res.v[j].err, TL_OK, "create m%05d: %s",
-			    b0 + j, tl_strerror(res.v[j].err));
+			TL_PASS(res.v[j].err, "create m%05d", b0 + j);
 			cr_assert_eq(res.v[j].ts, m.ts[b0 + j]);
 		}
 		rc_results_free(&res);
@@ -265,7 +249,7 @@ Test(delivery, ten_thousand_over_four_consumers_exactly_once)
 	for (int i = 0; i < NCONS; i++) {
 		cr_assert(k[i].got > 0, "consumer %s got nothing", k[i].name);
 	}
-	cr_assert_eq(rc_topic_get(p, "t", &t), TL_OK);
+	TL_PASS(rc_topic_get(p, "t", &t));
 	cr_assert_eq(t.messages, 0, "the topic still holds %llu messages",
 	    (unsigned long long) t.messages);
 	cr_assert_eq(t.available + t.waiting + t.processing, 0);
@@ -296,13 +280,12 @@ Test(delivery, credit_one_holds_one_lease_at_a_time)
 		items[i].ts = 0;
 		items[i].rel = true; /* due now */
 	}
-	cr_assert_eq(
-	    rc_batch(p, TLP_OP_CREATE, "t", "app", items, 20, &res), TL_OK);
+	TL_PASS(rc_batch(p, TLP_OP_CREATE, "t", "app", items, 20, &res));
 	for (size_t i = 0; i < res.n; i++) {
-		cr_assert_eq(res.v[i].err, TL_OK);
+		TL_PASS(res.v[i].err);
 	}
 	rc_results_free(&res);
-	cr_assert_eq(rc_subscribe(c, "t", "solo", 30000, 1), TL_OK);
+	TL_PASS(rc_subscribe(c, "t", "solo", 30000, 1));
 
 	for (int round = 0; round < 5; round++) {
 		rc_deliver dv;
@@ -324,13 +307,13 @@ Test(delivery, credit_one_holds_one_lease_at_a_time)
 		    "round %d: a second DELIVER arrived while "
 		    "%s was held (credit 1)",
 		    round, id);
-		cr_assert_eq(rc_topic_get(p, "t", &t), TL_OK);
+		TL_PASS(rc_topic_get(p, "t", &t));
 		cr_assert_eq(t.processing, 1, "round %d: %llu leases held",
 		    round, (unsigned long long) t.processing);
 		cr_assert_eq(t.messages, (uint64_t) (20 - round));
-		cr_assert_eq(rc_one(c, TLP_OP_ACK, "t", "solo", id,
-		                 dv.d.v[0].version, 0, false, NULL, &ar),
-		    TL_OK, "round %d: ACK %s failed", round, id);
+		TL_PASS(rc_one(c, TLP_OP_ACK, "t", "solo", id,
+		            dv.d.v[0].version, 0, false, NULL, &ar),
+		    "round %d: ACK %s failed", round, id);
 		rc_deliver_free(&dv);
 	}
 	rc_close(p);

@@ -6,17 +6,10 @@
  * cannot delete or move a message under an active lease, and can once it
  * ran out.
  */
-#include "raw_client.c"
+#include "tltest.h"
+#include "raw_client.h"
 
-static rc_broker B;
-
-static void
-teardown(void)
-{
-	rc_broker_stop(&B);
-}
-
-TestSuite(leases, .fini = teardown, .timeout = 60);
+RC_SUITE(leases);
 
 typedef struct got {
 	char id[16];
@@ -86,13 +79,29 @@ create_due_now(rc_client *p, const char **ids, size_t n)
 		items[i].id = TLP_STR(ids[i]);
 		items[i].rel = true; /* a delay of 0: due now */
 	}
-	cr_assert_eq(
-	    rc_batch(p, TLP_OP_CREATE, "t", "app", items, n, &res), TL_OK);
+	TL_PASS(rc_batch(p, TLP_OP_CREATE, "t", "app", items, n, &res));
 	for (size_t i = 0; i < n; i++) {
-		cr_assert_eq(res.v[i].err, TL_OK, "create %s: %s", ids[i],
-		    tl_strerror(res.v[i].err));
+		TL_PASS(res.v[i].err, "create %s", ids[i]);
 	}
 	rc_results_free(&res);
+}
+
+/* A broker whose producer (*p) created ids, all due now, and a consumer
+ * "alpha" that subscribed with lease_ms and got all of them into out. */
+static rc_client *
+leased_by_alpha(const char *tag, rc_client **p, const char **ids, size_t n,
+    int64_t lease_ms, got *out)
+{
+	rc_client *ca;
+
+	rc_broker_start(&B, tag);
+	*p = rc_open(B.url, "producer");
+	create_due_now(*p, ids, n);
+	ca = rc_open(B.url, "alpha");
+	TL_PASS(rc_subscribe(ca, "t", "alpha", lease_ms, 10));
+	cr_assert_eq(
+	    collect(ca, out, n, 10000), n, "alpha did not get all %zu", n);
+	return ca;
 }
 
 Test(leases, dead_consumer_messages_return_to_another)
@@ -103,18 +112,12 @@ Test(leases, dead_consumer_messages_return_to_another)
 	tlp_result r;
 	tlp_topic t;
 
-	rc_broker_start(&B, "e2e-dead");
-	p = rc_open(B.url, "producer");
-	create_due_now(p, ids, 3);
-
-	ca = rc_open(B.url, "alpha");
-	cr_assert_eq(rc_subscribe(ca, "t", "alpha", 300, 10), TL_OK);
-	cr_assert_eq(collect(ca, a, 3, 10000), 3, "alpha did not get all 3");
+	ca = leased_by_alpha("e2e-dead", &p, ids, 3, 300, a);
 	/* alpha dies without acking. */
 	rc_close(ca);
 
 	cb = rc_open(B.url, "beta");
-	cr_assert_eq(rc_subscribe(cb, "t", "beta", 30000, 10), TL_OK);
+	TL_PASS(rc_subscribe(cb, "t", "beta", 30000, 10));
 	cr_assert_eq(collect(cb, b, 3, 10000), 3,
 	    "alpha's messages did not come back to beta within 10 s");
 	for (int i = 0; i < 3; i++) {
@@ -144,20 +147,19 @@ Test(leases, dead_consumer_messages_return_to_another)
 	/* alpha comes back (new connection) and acks with its old lease:
 	 * beta holds the message now. */
 	ca2 = rc_open(B.url, "alpha-again");
-	cr_assert_eq(rc_one(ca2, TLP_OP_ACK, "t", "alpha", "k1",
-	                 find(a, 3, "k1")->version, 0, false, NULL, &r),
+	TL_FAIL(rc_one(ca2, TLP_OP_ACK, "t", "alpha", "k1",
+	            find(a, 3, "k1")->version, 0, false, NULL, &r),
 	    TL_ELEASED, "alpha's late ACK: %s", tl_strerror(r.err));
-	cr_assert_eq(rc_one(ca2, TLP_OP_ACK, "t", "alpha", "k2",
-	                 find(b, 3, "k2")->version, 0, false, NULL, &r),
+	TL_FAIL(rc_one(ca2, TLP_OP_ACK, "t", "alpha", "k2",
+	            find(b, 3, "k2")->version, 0, false, NULL, &r),
 	    TL_ELEASED, "alpha may not ack beta's lease even with its version");
 
 	for (int i = 0; i < 3; i++) {
-		cr_assert_eq(
-		    rc_one(cb, TLP_OP_ACK, "t", "beta", ids[i],
-		        find(b, 3, ids[i])->version, 0, false, NULL, &r),
-		    TL_OK, "beta's ACK of %s", ids[i]);
+		TL_PASS(rc_one(cb, TLP_OP_ACK, "t", "beta", ids[i],
+		            find(b, 3, ids[i])->version, 0, false, NULL, &r),
+		    "beta's ACK of %s", ids[i]);
 	}
-	cr_assert_eq(rc_topic_get(p, "t", &t), TL_OK);
+	TL_PASS(rc_topic_get(p, "t", &t));
 	cr_assert_eq(t.messages, 0);
 	rc_close(ca2);
 	rc_close(cb);
@@ -177,26 +179,21 @@ Test(leases, extend_keeps_and_release_brings_back_at_time)
 	rc_deliver dv;
 	tlp_r r;
 
-	rc_broker_start(&B, "e2e-extend");
-	p = rc_open(B.url, "producer");
-	create_due_now(p, ids, 1);
-	ca = rc_open(B.url, "alpha");
-	cr_assert_eq(rc_subscribe(ca, "t", "alpha", 500, 10), TL_OK);
-	cr_assert_eq(collect(ca, &a, 1, 10000), 1);
+	ca = leased_by_alpha("e2e-extend", &p, ids, 1, 500, &a);
 
 	/* Extend by 1.5 s from now. */
-	t0 = rc_now_ms();
-	cr_assert_eq(rc_one(ca, TLP_OP_EXTEND, "t", "alpha", "x", a.version,
-	                 1500, true, NULL, &ext),
-	    TL_OK, "extend: %s", tl_strerror(ext.err));
-	t1 = rc_now_ms();
+	t0 = tli_wall_ms();
+	TL_PASS(rc_one(ca, TLP_OP_EXTEND, "t", "alpha", "x", a.version, 1500,
+	            true, NULL, &ext),
+	    "extend: %s", tl_strerror(ext.err));
+	t1 = tli_wall_ms();
 	cr_assert(ext.ts >= t0 + 1500 - 5 && ext.ts <= t1 + 1500 + 5,
 	    "the extended lease ends at %lld, expected %lld..%lld",
 	    (long long) ext.ts, (long long) (t0 + 1500),
 	    (long long) (t1 + 1500));
 	cr_assert(ext.ts > a.lease_until);
 	cr_assert(ext.version > a.version);
-	cr_assert_eq(rc_get(p, "t", "x", &m, &f), TL_OK);
+	TL_PASS(rc_get(p, "t", "x", &m, &f));
 	cr_assert_eq(m.ts, ext.ts, "the message sits at %lld, extend said %lld",
 	    (long long) m.ts, (long long) ext.ts);
 	cr_assert_eq(m.version, ext.version);
@@ -206,10 +203,10 @@ Test(leases, extend_keeps_and_release_brings_back_at_time)
 	/* Another consumer is ready: nothing reaches it (or alpha again)
 	 * until well past the first lease's end. */
 	cb = rc_open(B.url, "beta");
-	cr_assert_eq(rc_subscribe(cb, "t", "beta", 30000, 10), TL_OK);
+	TL_PASS(rc_subscribe(cb, "t", "beta", 30000, 10));
 	both[0] = ca;
 	both[1] = cb;
-	until = a.lease_until + 400 - rc_now_ms();
+	until = a.lease_until + 400 - tli_wall_ms();
 	if (until > 0) {
 		push = rc_wait_push_any(both, 2, 0, (int) until, &which);
 		cr_assert_null(push,
@@ -219,13 +216,13 @@ Test(leases, extend_keeps_and_release_brings_back_at_time)
 		    which ? "beta" : "alpha");
 	}
 	cr_assert(
-	    rc_now_ms() < ext.ts, "the machine is too slow for this test");
+	    tli_wall_ms() < ext.ts, "the machine is too slow for this test");
 
 	/* Release to a point 700 ms ahead: back on the timeline there. */
-	at = rc_now_ms() + 700;
-	cr_assert_eq(rc_one(ca, TLP_OP_RELEASE, "t", "alpha", "x", ext.version,
-	                 at, false, NULL, &rel),
-	    TL_OK, "release: %s", tl_strerror(rel.err));
+	at = tli_wall_ms() + 700;
+	TL_PASS(rc_one(ca, TLP_OP_RELEASE, "t", "alpha", "x", ext.version, at,
+	            false, NULL, &rel),
+	    "release: %s", tl_strerror(rel.err));
 	cr_assert_eq(rel.ts, at);
 	push = rc_wait_push_any(both, 2, TLP_OP_DELIVER, 10000, &which);
 	cr_assert_not_null(
@@ -233,7 +230,7 @@ Test(leases, extend_keeps_and_release_brings_back_at_time)
 	memset(&dv, 0, sizeof(dv));
 	dv.f = push;
 	rc_frame_body(push, &r);
-	cr_assert_eq(tlp_dec_deliver(&r, &dv.d), TL_OK);
+	TL_PASS(tlp_dec_deliver(&r, &dv.d));
 	cr_assert_eq(dv.d.n, 1);
 	cr_assert(dv.d.v[0].id.n == 1 && dv.d.v[0].id.p[0] == 'x');
 	cr_assert(push->rx_us >= at * 1000,
@@ -263,57 +260,56 @@ Test(leases, owner_cannot_delete_or_move_under_active_lease)
 	p = rc_open(B.url, "producer");
 	create_due_now(p, ids, 2);
 	c = rc_open(B.url, "consumer");
-	cr_assert_eq(rc_subscribe(c, "t", "worker", 800, 10), TL_OK);
+	TL_PASS(rc_subscribe(c, "t", "worker", 800, 10));
 	cr_assert_eq(collect(c, g, 2, 10000), 2);
 	lease_end = g[0].lease_until > g[1].lease_until ? g[0].lease_until
 	                                                : g[1].lease_until;
 	/* The consumer goes away so that nobody leases them again. */
 	rc_close(c);
 
-	cr_assert_eq(
+	TL_FAIL(
 	    rc_one(p, TLP_OP_DELETE, "t", "app", "d1", 0, 0, false, NULL, &r),
 	    TL_ELEASED, "owner delete under lease: %s", tl_strerror(r.err));
-	cr_assert_eq(
+	TL_FAIL(
 	    rc_one(p, TLP_OP_MOVE, "t", "app", "d2", 0, 60000, true, NULL, &r),
 	    TL_ELEASED, "owner move under lease: %s", tl_strerror(r.err));
-	cr_assert_eq(rc_one(p, TLP_OP_DELETE, "t", "intruder", "d1", 0, 0,
-	                 false, NULL, &r),
+	TL_FAIL(rc_one(p, TLP_OP_DELETE, "t", "intruder", "d1", 0, 0, false,
+	            NULL, &r),
 	    TL_ENOTOWNER);
-	cr_assert(rc_now_ms() < lease_end,
+	cr_assert(tli_wall_ms() < lease_end,
 	    "the machine is too slow for this "
 	    "test");
 
 	/* Poll: refused while the lease runs, accepted once it ran out. */
 	deadline = tli_mono_ms() + 10000;
 	for (;;) {
-		int64_t before = rc_now_ms();
+		int64_t before = tli_wall_ms();
 		rv = rc_one(
 		    p, TLP_OP_DELETE, "t", "app", "d1", 0, 0, false, NULL, &r);
 		if (rv == TL_OK) {
-			cr_assert(rc_now_ms() >= lease_end,
+			cr_assert(tli_wall_ms() >= lease_end,
 			    "the owner deleted d1 before the lease ended");
 			break;
 		}
-		cr_assert_eq(rv, TL_ELEASED, "delete d1: %s", tl_strerror(rv));
+		TL_FAIL(rv, TL_ELEASED, "delete d1");
 		cr_assert(before < lease_end + 1000,
 		    "d1 still counts as leased 1 s after its lease ended");
 		cr_assert(tli_mono_ms() < deadline);
 		tries++;
-		rc_nap_ms(20);
+		tt_nap_ms(20);
 	}
 	cr_assert(tries > 0);
-	cr_assert_eq(
+	TL_PASS(
 	    rc_one(p, TLP_OP_MOVE, "t", "app", "d2", 0, 60000, true, NULL, &r),
-	    TL_OK, "owner move after the lease ran out: %s",
-	    tl_strerror(r.err));
+	    "owner move after the lease ran out: %s", tl_strerror(r.err));
 	cr_assert(r.ts >= lease_end + 60000);
-	cr_assert_eq(rc_get(p, "t", "d2", &m, &f), TL_OK);
+	TL_PASS(rc_get(p, "t", "d2", &m, &f));
 	cr_assert_eq(m.ts, r.ts);
 	cr_assert_eq(m.consumer.n, 0,
 	    "the moved message still names a "
 	    "lease holder");
 	rc_frame_free(f);
-	cr_assert_eq(rc_get(p, "t", "d1", &m, &f), TL_ENOTFOUND);
+	TL_FAIL(rc_get(p, "t", "d1", &m, &f), TL_ENOTFOUND);
 	rc_close(p);
 }
 
@@ -334,15 +330,15 @@ Test(leases, takeover_tells_the_old_connection)
 	p = rc_open(B.url, "producer");
 	create_due_now(p, ids, 3);
 	c1 = rc_open(B.url, "first");
-	cr_assert_eq(rc_subscribe(c1, "t", "w", 30000, 10), TL_OK);
+	TL_PASS(rc_subscribe(c1, "t", "w", 30000, 10));
 	cr_assert_eq(collect(c1, a, 3, 10000), 3, "first did not get all 3");
 
 	c2 = rc_open(B.url, "second");
-	cr_assert_eq(rc_subscribe(c2, "t", "w", 30000, 10), TL_OK);
+	TL_PASS(rc_subscribe(c2, "t", "w", 30000, 10));
 	f = rc_wait_push(c1, TLP_OP_LEASE_LOST, 5000);
 	cr_assert_not_null(f, "the displaced connection got no LEASE_LOST");
 	rc_frame_body(f, &r);
-	cr_assert_eq(tlp_dec_deliver(&r, &lost), TL_OK);
+	TL_PASS(tlp_dec_deliver(&r, &lost));
 	cr_assert_eq(lost.n, 3, "LEASE_LOST for %zu leases, held 3", lost.n);
 	for (size_t i = 0; i < lost.n; i++) {
 		for (int k = 0; k < 3; k++) {

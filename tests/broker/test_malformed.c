@@ -6,19 +6,14 @@
  * for that connection only: a client connected the whole time keeps
  * working, the broker keeps running and nothing is stored.
  */
-#include "raw_client.c"
+#include "tltest.h"
+#include "raw_client.h"
 
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/un.h>
 
-static rc_broker B;
-
-static void
-teardown(void)
-{
-	rc_broker_stop(&B);
-}
-
-TestSuite(malformed, .fini = teardown, .timeout = 60);
+RC_SUITE(malformed);
 
 /* A frame with any header: returns its length in out. */
 static size_t
@@ -42,18 +37,9 @@ static size_t
 mkhello(uint8_t *out, size_t cap)
 {
 	tli_buf b;
-	tlp_w w;
-	tlp_hello h;
 	size_t n;
 
-	memset(&h, 0, sizeof(h));
-	h.proto = TLP_VERSION;
-	h.name = TLP_STR("attacker");
-	h.client_ms = rc_now_ms();
-	tli_buf_init(&b);
-	tlp_frame_begin(&b, &w, TLP_OP_HELLO, 0, 1);
-	tlp_enc_hello(&w, &h);
-	cr_assert_eq(tlp_frame_end(&b, 0), TL_OK);
+	TL_PASS(rc_hello_frame(&b, "attacker"));
 	cr_assert(b.len <= cap);
 	memcpy(out, b.data, b.len);
 	n = b.len;
@@ -68,7 +54,7 @@ attacker(void)
 	rc_client *x = rc_connect(B.url, 10000);
 
 	cr_assert_not_null(x);
-	cr_assert_eq(rc_hello(x, "attacker", rc_now_ms(), NULL), TL_OK);
+	TL_PASS(rc_hello(x, "attacker", tli_wall_ms(), NULL));
 	return x;
 }
 
@@ -90,7 +76,7 @@ expect_error(rc_client *x, uint32_t reqid, int e1, int e2, const char *what)
 	cr_assert_eq(f->h.reqid, reqid, "%s: reply to request %u, sent %u",
 	    what, f->h.reqid, reqid);
 	rc_frame_body(f, &r);
-	cr_assert_eq(tlp_dec_reply_head(&r, &err, &detail, &nf), TL_OK,
+	TL_PASS(tlp_dec_reply_head(&r, &err, &detail, &nf),
 	    "%s: the reply does not decode", what);
 	cr_assert(err == e1 || err == e2, "%s: error %s (%.*s), expected %s",
 	    what, tl_errname(err), (int) detail.n, detail.p ? detail.p : "",
@@ -141,148 +127,250 @@ still_fine(rc_client *good, const char *after)
 	rc_client *fresh;
 	int st;
 
-	cr_assert_eq(waitpid(B.pid, &st, WNOHANG), 0,
+	cr_assert_eq(waitpid(B.proc.pid, &st, WNOHANG), 0,
 	    "the broker died after: %s", after);
 	snprintf(id, sizeof(id), "g%d", checks++);
-	cr_assert_eq(rc_hello(good, "good", rc_now_ms(), NULL), TL_OK,
+	TL_PASS(rc_hello(good, "good", tli_wall_ms(), NULL),
 	    "HELLO of the good client after: %s", after);
-	cr_assert_eq(rc_one(good, TLP_OP_CREATE, "good", "app", id, 0, 60000,
-	                 true, "fine", &res),
-	    TL_OK, "CREATE of the good client after: %s", after);
-	cr_assert_eq(rc_get(good, "good", id, &m, &f), TL_OK,
+	TL_PASS(rc_one(good, TLP_OP_CREATE, "good", "app", id, 0, 60000, true,
+	            "fine", &res),
+	    "CREATE of the good client after: %s", after);
+	TL_PASS(rc_get(good, "good", id, &m, &f),
 	    "GET of the good client after: %s", after);
 	cr_assert(m.body_len == 4 && memcmp(m.body, "fine", 4) == 0);
 	rc_frame_free(f);
 	fresh = rc_connect(B.url, 10000);
 	cr_assert_not_null(fresh, "no new connection after: %s", after);
-	cr_assert_eq(rc_hello(fresh, "fresh", rc_now_ms(), NULL), TL_OK);
+	TL_PASS(rc_hello(fresh, "fresh", tli_wall_ms(), NULL));
 	rc_close(fresh);
-	cr_assert_eq(rc_topic_get(good, "attack", &t), TL_OK);
+	TL_PASS(rc_topic_get(good, "attack", &t));
 	cr_assert_eq(t.messages, 0, "%llu messages stored after: %s",
 	    (unsigned long long) t.messages, after);
 }
 
-Test(malformed, broken_frames_hurt_only_their_connection)
-{
-	static uint8_t buf[8192];
-	rc_client *good, *x;
-	size_t n;
-	uint32_t seed = 12345;
+/* The broken-frame scenarios: each runs on its own broker with the topics
+ * "attack" and "good" and a good client connected the whole time. */
+static rc_client *good;
+static uint8_t frame_buf[8192];
 
+static void
+attack_setup(void)
+{
 	rc_broker_init(&B, "e2e-malformed");
 	B.topics[B.ntopics++] = "attack";
 	B.topics[B.ntopics++] = "good";
 	rc_broker_spawn(&B, 20000);
 	good = rc_open(B.url, "good");
 	still_fine(good, "nothing");
+}
+
+static void
+attack_teardown(void)
+{
+	rc_close(good);
+	good = NULL;
+	rc_broker_stop(&B);
+}
+
+/* The noise of the random scenarios: one generator, so that each scenario
+ * sends the bytes it sent when they all ran in one sequence. */
+static uint8_t
+noise_byte(uint32_t *seed)
+{
+	*seed = *seed * 1103515245u + 12345u;
+	return (uint8_t) (*seed >> 16);
+}
+
+static uint32_t
+noise_seed(size_t skip)
+{
+	uint32_t seed = 12345;
+
+	while (skip-- > 0) {
+		noise_byte(&seed);
+	}
+	return seed;
+}
+
+#define RANDOM_BYTES 4096
+
+/* A connection that says nothing else, with the wrong first bytes. */
+static rc_client *
+raw_attacker(void)
+{
+	rc_client *x = rc_connect(B.url, 10000);
+
+	cr_assert_not_null(x);
+	return x;
+}
+
+#define ATTACK(name) \
+	Test(malformed, name, .init = attack_setup, .fini = attack_teardown)
+
+ATTACK(a_truncated_frame)
+{
+	rc_client *x = attacker();
+	size_t n;
 
 	/* A frame cut short, then the connection closes. */
-	x = attacker();
-	n = mkframe(buf, TLP_VERSION, TLP_OP_CREATE, 0, 2,
+	n = mkframe(frame_buf, TLP_VERSION, TLP_OP_CREATE, 0, 2,
 	    "\x93\xa6"
 	    "attack",
 	    8);
-	tli_put_be32(buf, 100); /* claims 100 bytes, 16 follow */
-	cr_assert_eq(rc_send_raw(x, buf, n), 0);
+	tli_put_be32(frame_buf, 100); /* claims 100 bytes, 16 follow */
+	cr_assert_eq(rc_send_raw(x, frame_buf, n), 0);
 	rc_close(x);
 	still_fine(good, "a truncated frame");
+}
 
+/* Bytes the broker refuses with an error reply and a hang-up (or only
+ * the hang-up): what it must answer to which request id. */
+typedef struct refusal {
+	uint32_t reqid;
+	int e1, e2;
+	const char *what, *after;
+	bool eof_checked; /* the scenario checks the hang-up once more */
+} refusal;
+
+/* Send n bytes on a fresh connection x, expect the refusal, then check
+ * that nothing else suffered. */
+static void
+refused(rc_client *x, const void *p, size_t n, const refusal *c)
+{
+	cr_assert_eq(rc_send_raw(x, p, n), 0);
+	expect_error_or_hangup(x, c->reqid, c->e1, c->e2, c->what);
+	if (c->eof_checked) {
+		cr_assert(rc_wait_eof(x, 10000));
+	}
+	rc_close(x);
+	still_fine(good, c->after);
+}
+
+ATTACK(an_oversized_length_prefix)
+{
 	/* A length prefix over the limit: error, then hang-up. */
-	x = rc_connect(B.url, 10000);
-	cr_assert_not_null(x);
-	tli_put_be32(buf, 0x7fffffffu);
-	cr_assert_eq(rc_send_raw(x, buf, 4), 0);
-	expect_error_or_hangup(
-	    x, 0, TL_ETOOLARGE, TL_ETOOLARGE, "oversized length");
-	rc_close(x);
-	still_fine(good, "an oversized length prefix");
+	static const uint8_t prefix[] = {0x7f, 0xff, 0xff, 0xff};
+	static const refusal c = {0, TL_ETOOLARGE, TL_ETOOLARGE,
+	    "oversized length", "an oversized length prefix", false};
 
+	refused(raw_attacker(), prefix, sizeof(prefix), &c);
+}
+
+ATTACK(an_undersized_length_prefix)
+{
 	/* A length prefix shorter than a header. */
-	x = rc_connect(B.url, 10000);
-	cr_assert_not_null(x);
-	tli_put_be32(buf, 3);
-	memcpy(buf + 4, "abc", 3);
-	cr_assert_eq(rc_send_raw(x, buf, 7), 0);
-	expect_error_or_hangup(x, 0, TL_EPROTO, TL_EPROTO, "undersized length");
-	cr_assert(rc_wait_eof(x, 10000));
-	rc_close(x);
-	still_fine(good, "an undersized length prefix");
+	static const uint8_t prefix[] = {0, 0, 0, 3, 'a', 'b', 'c'};
+	static const refusal c = {0, TL_EPROTO, TL_EPROTO, "undersized length",
+	    "an undersized length prefix", true};
 
+	refused(raw_attacker(), prefix, sizeof(prefix), &c);
+}
+
+ATTACK(a_wrong_protocol_version)
+{
 	/* Another protocol version: ENOTSUP, then hang-up. */
-	x = rc_connect(B.url, 10000);
-	cr_assert_not_null(x);
-	n = mkhello(buf, sizeof(buf));
-	buf[4] = TLP_VERSION + 1;
-	cr_assert_eq(rc_send_raw(x, buf, n), 0);
-	expect_error_or_hangup(
-	    x, 1, TL_ENOTSUP, TL_ENOTSUP, "wrong protocol version");
-	cr_assert(rc_wait_eof(x, 10000));
-	rc_close(x);
-	still_fine(good, "a wrong protocol version");
+	static const refusal c = {1, TL_ENOTSUP, TL_ENOTSUP,
+	    "wrong protocol version", "a wrong protocol version", true};
+	rc_client *x = raw_attacker();
+	size_t n = mkhello(frame_buf, sizeof(frame_buf));
 
+	frame_buf[4] = TLP_VERSION + 1;
+	refused(x, frame_buf, n, &c);
+}
+
+/* Frames after HELLO that each get an error reply; the connection may
+ * stay. */
+typedef struct bad_frame {
+	uint8_t op, flags;
+	uint32_t reqid;
+	const void *body;
+	size_t blen;
+	int e1, e2;
+	const char *what;
+} bad_frame;
+
+static void
+send_bad_frames(const bad_frame *fr, size_t nfr, const char *after)
+{
+	rc_client *x = attacker();
+
+	for (size_t i = 0; i < nfr; i++) {
+		size_t n = mkframe(frame_buf, TLP_VERSION, fr[i].op,
+		    fr[i].flags, fr[i].reqid, fr[i].body, fr[i].blen);
+
+		cr_assert_eq(rc_send_raw(x, frame_buf, n), 0);
+		expect_error(x, fr[i].reqid, fr[i].e1, fr[i].e2, fr[i].what);
+	}
+	rc_close(x);
+	still_fine(good, after);
+}
+
+ATTACK(an_unknown_operation)
+{
 	/* An unknown operation: ENOTSUP; the connection may stay. */
-	x = attacker();
-	n = mkframe(buf, TLP_VERSION, 60, 0, 7, "\x90", 1);
-	cr_assert_eq(rc_send_raw(x, buf, n), 0);
-	expect_error(x, 7, TL_ENOTSUP, TL_ENOTSUP, "unknown operation");
-	n = mkframe(buf, TLP_VERSION, 255, 0, 8, "\x90", 1);
-	cr_assert_eq(rc_send_raw(x, buf, n), 0);
-	expect_error(x, 8, TL_ENOTSUP, TL_ENOTSUP, "operation 255");
-	rc_close(x);
-	still_fine(good, "an unknown operation");
+	static const bad_frame fr[] = {
+	    {60, 0, 7, "\x90", 1, TL_ENOTSUP, TL_ENOTSUP, "unknown operation"},
+	    {255, 0, 8, "\x90", 1, TL_ENOTSUP, TL_ENOTSUP, "operation 255"},
+	};
 
-	/* A request before HELLO. */
-	x = rc_connect(B.url, 10000);
-	cr_assert_not_null(x);
-	n = mkframe(buf, TLP_VERSION, TLP_OP_TOPIC_LIST, 0, 3, "\x90", 1);
-	cr_assert_eq(rc_send_raw(x, buf, n), 0);
-	expect_error_or_hangup(
-	    x, 3, TL_EPROTO, TL_EPROTO, "request before HELLO");
-	cr_assert(rc_wait_eof(x, 10000));
-	rc_close(x);
-	still_fine(good, "a request before HELLO");
+	send_bad_frames(fr, 2, "an unknown operation");
+}
 
+ATTACK(a_request_before_hello)
+{
+	static const refusal c = {3, TL_EPROTO, TL_EPROTO,
+	    "request before HELLO", "a request before HELLO", true};
+	rc_client *x = raw_attacker();
+	size_t n =
+	    mkframe(frame_buf, TLP_VERSION, TLP_OP_TOPIC_LIST, 0, 3, "\x90", 1);
+
+	refused(x, frame_buf, n, &c);
+}
+
+ATTACK(pushes_from_a_client)
+{
 	/* A client that sends a reply or a push. */
-	x = attacker();
-	n = mkframe(buf, TLP_VERSION, TLP_OP_DELIVER, TLP_F_PUSH, 0, "\x90", 1);
-	cr_assert_eq(rc_send_raw(x, buf, n), 0);
-	expect_error(x, 0, TL_EPROTO, TL_EPROTO, "a push from a client");
-	n = mkframe(buf, TLP_VERSION, TLP_OP_DELIVER, 0, 9, "\x90", 1);
-	cr_assert_eq(rc_send_raw(x, buf, n), 0);
-	expect_error(x, 9, TL_EPROTO, TL_EPROTO, "DELIVER as a request");
-	rc_close(x);
-	still_fine(good, "pushes from a client");
+	static const bad_frame fr[] = {
+	    {TLP_OP_DELIVER, TLP_F_PUSH, 0, "\x90", 1, TL_EPROTO, TL_EPROTO,
+	        "a push from a client"},
+	    {TLP_OP_DELIVER, 0, 9, "\x90", 1, TL_EPROTO, TL_EPROTO,
+	        "DELIVER as a request"},
+	};
+
+	send_bad_frames(fr, 2, "pushes from a client");
+}
+
+ATTACK(random_bytes)
+{
+	static const refusal c = {0, TL_ETOOLARGE, TL_ETOOLARGE, "random bytes",
+	    "random bytes", true};
+	rc_client *x = raw_attacker();
+	uint32_t seed = noise_seed(0);
 
 	/* Random bytes from the first byte on (the first byte makes the
 	 * length prefix exceed the limit, so the answer is deterministic). */
-	x = rc_connect(B.url, 10000);
-	cr_assert_not_null(x);
-	for (size_t i = 0; i < 4096; i++) {
-		seed = seed * 1103515245u + 12345u;
-		buf[i] = (uint8_t) (seed >> 16);
+	for (size_t i = 0; i < RANDOM_BYTES; i++) {
+		frame_buf[i] = noise_byte(&seed);
 	}
-	buf[0] = 0xa5;
-	cr_assert_eq(rc_send_raw(x, buf, 4096), 0);
-	expect_error_or_hangup(
-	    x, 0, TL_ETOOLARGE, TL_ETOOLARGE, "random bytes");
-	cr_assert(rc_wait_eof(x, 10000));
-	rc_close(x);
-	still_fine(good, "random bytes");
+	frame_buf[0] = 0xa5;
+	refused(x, frame_buf, RANDOM_BYTES, &c);
+}
+
+ATTACK(random_bodies)
+{
+	rc_client *x = raw_attacker();
+	uint32_t seed = noise_seed(RANDOM_BYTES);
+	uint8_t noise[200];
+	size_t n;
 
 	/* Random bodies under valid headers: HELLO, then (after a good
 	 * HELLO) CREATE and GET. */
-	x = rc_connect(B.url, 10000);
-	cr_assert_not_null(x);
-	{
-		uint8_t noise[200];
-		for (size_t i = 0; i < sizeof(noise); i++) {
-			seed = seed * 1103515245u + 12345u;
-			noise[i] = (uint8_t) (seed >> 16);
-		}
-		n = mkframe(
-		    buf, TLP_VERSION, TLP_OP_HELLO, 0, 4, noise, sizeof(noise));
+	for (size_t i = 0; i < sizeof(noise); i++) {
+		noise[i] = noise_byte(&seed);
 	}
-	cr_assert_eq(rc_send_raw(x, buf, n), 0);
+	n = mkframe(
+	    frame_buf, TLP_VERSION, TLP_OP_HELLO, 0, 4, noise, sizeof(noise));
+	cr_assert_eq(rc_send_raw(x, frame_buf, n), 0);
 	expect_error_or_hangup(
 	    x, 4, TL_EPROTO, TL_ETOOLARGE, "random HELLO body");
 	cr_assert(rc_wait_eof(x, 10000),
@@ -293,65 +381,56 @@ Test(malformed, broken_frames_hurt_only_their_connection)
 	for (int k = 0; k < 20; k++) {
 		uint8_t body[300];
 		for (size_t i = 0; i < sizeof(body); i++) {
-			seed = seed * 1103515245u + 12345u;
-			body[i] = (uint8_t) (seed >> 16);
+			body[i] = noise_byte(&seed);
 		}
 		body[0] = 0x93; /* a 3-array, as CREATE wants, then noise */
-		n = mkframe(buf, TLP_VERSION,
+		n = mkframe(frame_buf, TLP_VERSION,
 		    k % 2 ? TLP_OP_GET : TLP_OP_CREATE, 0, (uint32_t) (100 + k),
 		    body, sizeof(body));
-		cr_assert_eq(rc_send_raw(x, buf, n), 0);
+		cr_assert_eq(rc_send_raw(x, frame_buf, n), 0);
 		expect_error(x, (uint32_t) (100 + k), TL_EPROTO, TL_ETOOLARGE,
 		    "random body");
 	}
 	rc_close(x);
 	still_fine(good, "random bodies");
+}
 
-	/* A body that is not msgpack at all (0xc1 is never used). */
-	x = attacker();
-	n = mkframe(
-	    buf, TLP_VERSION, TLP_OP_CREATE, 0, 5, "\xc1\xc1\xc1\xc1", 4);
-	cr_assert_eq(rc_send_raw(x, buf, n), 0);
-	expect_error(x, 5, TL_EPROTO, TL_EPROTO, "not msgpack");
-	/* Trailing bytes after a valid body. */
-	n = mkframe(buf, TLP_VERSION, TLP_OP_TOPIC_LIST, 0, 6, "\x90\x90", 2);
-	cr_assert_eq(rc_send_raw(x, buf, n), 0);
-	expect_error(x, 6, TL_EPROTO, TL_EPROTO, "trailing bytes");
-	rc_close(x);
-	still_fine(good, "a body that is not msgpack");
+ATTACK(a_body_that_is_not_msgpack)
+{
+	/* A body that is not msgpack at all (0xc1 is never used), then
+	 * trailing bytes after a valid body. */
+	static const bad_frame fr[] = {
+	    {TLP_OP_CREATE, 0, 5, "\xc1\xc1\xc1\xc1", 4, TL_EPROTO, TL_EPROTO,
+	        "not msgpack"},
+	    {TLP_OP_TOPIC_LIST, 0, 6, "\x90\x90", 2, TL_EPROTO, TL_EPROTO,
+	        "trailing bytes"},
+	};
 
+	send_bad_frames(fr, 2, "a body that is not msgpack");
+}
+
+ATTACK(a_batch_claiming_a_billion_items)
+{
 	/* A batch that claims a billion items (array32 header, a few bytes
-	 * behind it). */
-	x = attacker();
-	{
-		static const uint8_t body[] = {0x93, 0xa6, 'a', 't', 't', 'a',
-		    'c', 'k', 0xa3, 'a', 'p', 'p', 0xdd, 0x3b, 0x9a, 0xca, 0x00,
-		    0x95, 0xa1, 'z', 0x00, 0x00, 0xc2, 0xc0};
-		n = mkframe(
-		    buf, TLP_VERSION, TLP_OP_CREATE, 0, 10, body, sizeof(body));
-		cr_assert_eq(rc_send_raw(x, buf, n), 0);
-		expect_error(x, 10, TL_ETOOLARGE, TL_EPROTO, "a billion items");
-		/* The same claim on a lease-holder batch. */
-		n = mkframe(
-		    buf, TLP_VERSION, TLP_OP_ACK, 0, 11, body, sizeof(body));
-		cr_assert_eq(rc_send_raw(x, buf, n), 0);
-		expect_error(
-		    x, 11, TL_ETOOLARGE, TL_EPROTO, "a billion items (ACK)");
-	}
-	rc_close(x);
-	still_fine(good, "a batch claiming a billion items");
+	 * behind it), on a producer batch and on a lease-holder batch. */
+	static const uint8_t body[] = {0x93, 0xa6, 'a', 't', 't', 'a', 'c', 'k',
+	    0xa3, 'a', 'p', 'p', 0xdd, 0x3b, 0x9a, 0xca, 0x00, 0x95, 0xa1, 'z',
+	    0x00, 0x00, 0xc2, 0xc0};
+	static const bad_frame fr[] = {
+	    {TLP_OP_CREATE, 0, 10, body, sizeof(body), TL_ETOOLARGE, TL_EPROTO,
+	        "a billion items"},
+	    {TLP_OP_ACK, 0, 11, body, sizeof(body), TL_ETOOLARGE, TL_EPROTO,
+	        "a billion items (ACK)"},
+	};
+	tlp_result res;
+	tlp_topic t;
 
+	send_bad_frames(fr, 2, "a batch claiming a billion items");
 	/* And the attacked topic still works for a well-behaved client. */
-	{
-		tlp_result res;
-		tlp_topic t;
-		cr_assert_eq(rc_one(good, TLP_OP_CREATE, "attack", "app", "ok",
-		                 0, 60000, true, NULL, &res),
-		    TL_OK);
-		cr_assert_eq(rc_topic_get(good, "attack", &t), TL_OK);
-		cr_assert_eq(t.messages, 1);
-	}
-	rc_close(good);
+	TL_PASS(rc_one(good, TLP_OP_CREATE, "attack", "app", "ok", 0, 60000,
+	    true, NULL, &res));
+	TL_PASS(rc_topic_get(good, "attack", &t));
+	cr_assert_eq(t.messages, 1);
 }
 
 /* Send bytes on a plain AF_UNIX socket and read everything the broker
@@ -363,18 +442,12 @@ static size_t
 plain_exchange(
     const void *out, size_t n, uint8_t *in, size_t cap, bool *hung_up)
 {
-	struct sockaddr_un sa;
 	int64_t deadline = tli_mono_ms() + 10000;
 	size_t got = 0;
-	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	int fd = rc_unix_connect(B.sock);
 
 	*hung_up = false;
-	cr_assert(fd >= 0);
-	memset(&sa, 0, sizeof(sa));
-	sa.sun_family = AF_UNIX;
-	cr_assert(strlen(B.sock) < sizeof(sa.sun_path));
-	memcpy(sa.sun_path, B.sock, strlen(B.sock) + 1);
-	cr_assert_eq(connect(fd, (struct sockaddr *) &sa, sizeof(sa)), 0);
+	cr_assert(fd >= 0, "connect %s: %s", B.sock, strerror(errno));
 	cr_assert_eq(write(fd, out, n), (ssize_t) n);
 	while (got < cap) {
 		struct pollfd pf = {fd, POLLIN, 0};
@@ -430,7 +503,7 @@ Test(malformed, refusal_is_answered_before_hangup)
 		buf[4] = TLP_VERSION + 1;
 		got = plain_exchange(buf, n, in, sizeof(in), &hung_up);
 		cr_assert(hung_up, "wrong version: the broker did not hang up");
-		cr_assert_eq(first_reply_error(in, got), TL_ENOTSUP,
+		TL_FAIL(first_reply_error(in, got), TL_ENOTSUP,
 		    "wrong version: no TL_ENOTSUP reply before the hang-up "
 		    "(%zu bytes came)",
 		    got);
@@ -439,7 +512,7 @@ Test(malformed, refusal_is_answered_before_hangup)
 		got = plain_exchange(buf, 4, in, sizeof(in), &hung_up);
 		cr_assert(
 		    hung_up, "oversized length: the broker did not hang up");
-		cr_assert_eq(first_reply_error(in, got), TL_ETOOLARGE,
+		TL_FAIL(first_reply_error(in, got), TL_ETOOLARGE,
 		    "oversized length: no TL_ETOOLARGE reply before the "
 		    "hang-up "
 		    "(%zu bytes came)",
@@ -451,7 +524,7 @@ static void
 enc_ping_now(tlp_w *w, const void *arg)
 {
 	(void) arg;
-	tlp_enc_ping(w, rc_now_ms());
+	tlp_enc_ping(w, tli_wall_ms());
 }
 
 /* A client that sends nothing for the idle timeout is closed (its
@@ -467,18 +540,18 @@ Test(malformed, silent_clients_are_closed_after_the_idle_timeout)
 	rc_broker_spawn(&B, 20000);
 	silent = rc_open(B.url, "silent");
 	pinging = rc_open(B.url, "pinging");
-	t0 = rc_now_ms();
-	while (rc_now_ms() - t0 < 1500) {
+	t0 = tli_wall_ms();
+	while (tli_wall_ms() - t0 < 1500) {
 		rc_frame *f = NULL;
-		cr_assert_eq(
+		TL_PASS(
 		    rc_req(pinging, TLP_OP_PING, enc_ping_now, NULL, &f, NULL),
-		    TL_OK, "a pinging client was closed");
+		    "a pinging client was closed");
 		rc_frame_free(f);
-		rc_nap_ms(100);
+		tt_nap_ms(100);
 	}
 	cr_assert(rc_wait_eof(silent, 3000),
 	    "a client silent for 1.5 s was not closed (idle timeout 400 ms)");
-	waited = rc_now_ms() - t0;
+	waited = tli_wall_ms() - t0;
 	cr_assert_geq(waited, 400, "closed before the idle timeout");
 	cr_assert(!rc_wait_eof(pinging, 0), "the pinging client was closed");
 	rc_close(silent);

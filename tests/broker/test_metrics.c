@@ -4,17 +4,10 @@
  * delivery counters and the per-consumer gauges follow what a consumer
  * does.
  */
-#include "raw_client.c"
+#include "tltest.h"
+#include "raw_client.h"
 
-static rc_broker B;
-
-static void
-teardown(void)
-{
-	rc_broker_stop(&B);
-}
-
-TestSuite(metrics, .fini = teardown, .timeout = 60);
+RC_SUITE(metrics);
 
 /* Start the broker with metrics on a free port and wait until /metrics
  * answers 200. */
@@ -24,7 +17,7 @@ start_with_metrics(const char *tag)
 	int64_t deadline;
 
 	rc_broker_init(&B, tag);
-	B.metrics_port = rc_free_port();
+	B.metrics_port = tt_free_port();
 	cr_assert(B.metrics_port > 0);
 	rc_broker_spawn(&B, 20000);
 	deadline = tli_mono_ms() + 10000;
@@ -38,7 +31,7 @@ start_with_metrics(const char *tag)
 		}
 		cr_assert(tli_mono_ms() < deadline,
 		    "no metrics at 127.0.0.1:%d within 10 s", B.metrics_port);
-		rc_nap_ms(20);
+		tt_nap_ms(20);
 	}
 }
 
@@ -86,7 +79,7 @@ wait_sample(const char *prefix, int timeout_ms)
 			cr_assert_fail(
 			    "no sample %s within %d ms", prefix, timeout_ms);
 		}
-		rc_nap_ms(50);
+		tt_nap_ms(50);
 	}
 }
 
@@ -96,11 +89,22 @@ enc_ping(tlp_w *w, const void *arg)
 	tlp_enc_ping(w, *(const int64_t *) arg);
 }
 
+/* The clock offset the broker measured for a session (at most 5 s). */
+static double
+clock_offset(uint64_t session, const char *client)
+{
+	char prefix[256];
+
+	snprintf(prefix, sizeof(prefix),
+	    "timeline_client_clock_offset_ms{session=\"%llu\",client=\"%s\"}",
+	    (unsigned long long) session, client);
+	return wait_sample(prefix, 5000);
+}
+
 Test(metrics, skewed_client_clock_shows_in_metrics)
 {
 	rc_client *skewed, *normal;
 	tlp_hello_rep hs, hn;
-	char prefix[256];
 	double off;
 
 	start_with_metrics("e2e-skew");
@@ -108,42 +112,27 @@ Test(metrics, skewed_client_clock_shows_in_metrics)
 	normal = rc_connect(B.url, 10000);
 	cr_assert_not_null(skewed);
 	cr_assert_not_null(normal);
-	cr_assert_eq(
-	    rc_hello(skewed, "skewed", rc_now_ms() + 3600000, &hs), TL_OK);
-	cr_assert_eq(rc_hello(normal, "normal", rc_now_ms(), &hn), TL_OK);
+	TL_PASS(rc_hello(skewed, "skewed", tli_wall_ms() + 3600000, &hs));
+	TL_PASS(rc_hello(normal, "normal", tli_wall_ms(), &hn));
 	/* The broker answered with its own clock, which is ours. */
-	cr_assert(llabs(hs.broker_ms - rc_now_ms()) < 5000);
+	cr_assert(llabs(hs.broker_ms - tli_wall_ms()) < 5000);
 
-	snprintf(prefix, sizeof(prefix),
-	    "timeline_client_clock_offset_ms{session=\"%llu\",client="
-	    "\"skewed\"}",
-	    (unsigned long long) hs.session_id);
-	off = wait_sample(prefix, 5000);
+	off = clock_offset(hs.session_id, "skewed");
 	cr_assert(off >= 3600000 - 5000 && off <= 3600000 + 5000,
 	    "the skewed client's offset reads %.0f ms, expected about 3600000",
 	    off);
-	snprintf(prefix, sizeof(prefix),
-	    "timeline_client_clock_offset_ms{session=\"%llu\",client="
-	    "\"normal\"}",
-	    (unsigned long long) hn.session_id);
-	off = wait_sample(prefix, 5000);
+	off = clock_offset(hn.session_id, "normal");
 	cr_assert(off >= -5000 && off <= 5000,
 	    "the normal client's offset reads %.0f ms, expected about 0", off);
 
 	/* The clock is measured again on PING: the client fixed its clock. */
 	{
-		int64_t now = rc_now_ms();
+		int64_t now = tli_wall_ms();
 		rc_frame *f;
-		cr_assert_eq(
-		    rc_req(skewed, TLP_OP_PING, enc_ping, &now, &f, NULL),
-		    TL_OK);
+		TL_PASS(rc_req(skewed, TLP_OP_PING, enc_ping, &now, &f, NULL));
 		rc_frame_free(f);
 	}
-	snprintf(prefix, sizeof(prefix),
-	    "timeline_client_clock_offset_ms{session=\"%llu\",client="
-	    "\"skewed\"}",
-	    (unsigned long long) hs.session_id);
-	off = wait_sample(prefix, 5000);
+	off = clock_offset(hs.session_id, "skewed");
 	cr_assert(off >= -5000 && off <= 5000,
 	    "after a PING with a right clock the offset still reads %.0f ms",
 	    off);
@@ -165,15 +154,14 @@ Test(metrics, delivery_counters_follow_a_consumer)
 	start_with_metrics("e2e-counters");
 	p = rc_open(B.url, "producer");
 	c = rc_open(B.url, "consumer");
-	cr_assert_eq(rc_subscribe(c, "t", "w1", 30000, 8), TL_OK);
+	TL_PASS(rc_subscribe(c, "t", "w1", 30000, 8));
 	memset(items, 0, sizeof(items));
 	for (int i = 0; i < 3; i++) {
 		items[i].id = TLP_STR(ids[i]);
 		items[i].rel = true;
 		items[i].ts = 100;
 	}
-	cr_assert_eq(
-	    rc_batch(p, TLP_OP_CREATE, "t", "app", items, 3, &res), TL_OK);
+	TL_PASS(rc_batch(p, TLP_OP_CREATE, "t", "app", items, 3, &res));
 	rc_results_free(&res);
 	while (n < 3) {
 		cr_assert_eq(rc_wait_deliver(c, 10000, &dv), 1);
@@ -193,9 +181,8 @@ Test(metrics, delivery_counters_follow_a_consumer)
 	cr_assert_eq(wait_sample("timeline_lateness_ms_count", 5000), 3);
 	for (int i = 0; i < 3; i++) {
 		tlp_result r;
-		cr_assert_eq(rc_one(c, TLP_OP_ACK, "t", "w1", idb[i], ver[i], 0,
-		                 false, NULL, &r),
-		    TL_OK);
+		TL_PASS(rc_one(c, TLP_OP_ACK, "t", "w1", idb[i], ver[i], 0,
+		    false, NULL, &r));
 	}
 	cr_assert_eq(wait_sample("timeline_consumer_held{topic=\"t\",consumer="
 	                         "\"w1\"}",

@@ -4,19 +4,14 @@
  * and no lease; SIGTERM while producers and consumers are busy exits 0, and
  * the restarted broker carries on with what was there.
  */
-#include "raw_client.c"
+#include "tltest.h"
+#include "raw_client.h"
 
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/un.h>
 
-static rc_broker B;
-
-static void
-teardown(void)
-{
-	rc_broker_stop(&B);
-}
-
-TestSuite(restart, .fini = teardown, .timeout = 60);
+RC_SUITE(restart);
 
 #define MAXMSG 100000
 
@@ -105,7 +100,7 @@ wait_count(_Atomic int *v, int want, int timeout_ms, const char *what)
 	while (*v < want) {
 		cr_assert(tli_mono_ms() < deadline, "%s: %d of %d within %d ms",
 		    what, (int) *v, want, timeout_ms);
-		rc_nap_ms(2);
+		tt_nap_ms(2);
 	}
 }
 
@@ -131,13 +126,12 @@ Test(restart, sigkill_loses_no_acknowledged_create_or_lease)
 		items[i].id = TLP_STR(held_ids[i]);
 		items[i].rel = true;
 	}
-	cr_assert_eq(
-	    rc_batch(p, TLP_OP_CREATE, "t", "app", items, 5, &res), TL_OK);
+	TL_PASS(rc_batch(p, TLP_OP_CREATE, "t", "app", items, 5, &res));
 	rc_results_free(&res);
 
 	/* A consumer holds five leases of a minute when the broker dies. */
 	holder = rc_open(B.url, "holder");
-	cr_assert_eq(rc_subscribe(holder, "t", "holder", 60000, 5), TL_OK);
+	TL_PASS(rc_subscribe(holder, "t", "holder", 60000, 5));
 	for (int n = 0; n < 5;) {
 		rc_deliver dv;
 		cr_assert_eq(rc_wait_deliver(holder, 10000, &dv), 1,
@@ -172,14 +166,13 @@ Test(restart, sigkill_loses_no_acknowledged_create_or_lease)
 	/* Another consumer gets every acknowledged create, none of the
 	 * held messages. */
 	other = rc_open(B.url, "other");
-	cr_assert_eq(rc_subscribe(other, "t", "other", 30000, 1024), TL_OK);
+	TL_PASS(rc_subscribe(other, "t", "other", 30000, 1024));
 	for (int i = 0; i < MAXMSG; i++) {
 		need += pr.st[i] == ST_OK;
 	}
 	deadline = tli_mono_ms() + 20000;
 	while (seen < need) {
 		rc_deliver dv;
-		tlp_item acks[TL_MAX_BATCH];
 		int rv;
 
 		cr_assert(tli_mono_ms() < deadline,
@@ -191,7 +184,6 @@ Test(restart, sigkill_loses_no_acknowledged_create_or_lease)
 		if (rv == 0) {
 			continue;
 		}
-		memset(acks, 0, sizeof(acks[0]) * dv.d.n);
 		for (size_t j = 0; j < dv.d.n; j++) {
 			int i = idx_of(&dv.d.v[j].id, 's');
 			cr_assert(i >= 0,
@@ -207,14 +199,10 @@ Test(restart, sigkill_loses_no_acknowledged_create_or_lease)
 			} else {
 				extra++; /* in flight at the crash: may exist */
 			}
-			acks[j].id = dv.d.v[j].id;
-			acks[j].version = dv.d.v[j].version;
 		}
-		cr_assert_eq(rc_batch(other, TLP_OP_ACK, "t", "other", acks,
-		                 dv.d.n, &res),
-		    TL_OK);
+		TL_PASS(rc_ack_all(other, "t", "other", &dv, &res));
 		for (size_t j = 0; j < res.n; j++) {
-			cr_assert_eq(res.v[j].err, TL_OK);
+			TL_PASS(res.v[j].err);
 		}
 		rc_results_free(&res);
 		rc_deliver_free(&dv);
@@ -222,7 +210,7 @@ Test(restart, sigkill_loses_no_acknowledged_create_or_lease)
 
 	/* The holder comes back under its id: its leases are still its. */
 	holder2 = rc_open(B.url, "holder");
-	cr_assert_eq(rc_subscribe(holder2, "t", "holder", 60000, 5), TL_OK);
+	TL_PASS(rc_subscribe(holder2, "t", "holder", 60000, 5));
 	for (int n = 0; n < 5;) {
 		rc_deliver dv;
 		cr_assert_eq(rc_wait_deliver(holder2, 10000, &dv), 1,
@@ -267,9 +255,9 @@ Test(restart, sigkill_loses_no_acknowledged_create_or_lease)
 	    seen, extra);
 	for (int k = 0; k < 5; k++) {
 		tlp_result r;
-		cr_assert_eq(rc_one(holder2, TLP_OP_ACK, "t", "holder",
-		                 held_ids[k], held_ver[k], 0, false, NULL, &r),
-		    TL_OK, "ACK of %s with the pre-crash lease", held_ids[k]);
+		TL_PASS(rc_one(holder2, TLP_OP_ACK, "t", "holder", held_ids[k],
+		            held_ver[k], 0, false, NULL, &r),
+		    "ACK of %s with the pre-crash lease", held_ids[k]);
 	}
 	rc_close(holder2);
 	rc_close(other);
@@ -292,7 +280,6 @@ acker_main(void *arg)
 
 	while (!a->stop) {
 		rc_deliver dv;
-		tlp_item acks[TL_MAX_BATCH];
 		rc_results res;
 		int rv = rc_wait_deliver(a->c, 50, &dv);
 
@@ -305,16 +292,13 @@ acker_main(void *arg)
 			}
 			continue;
 		}
-		memset(acks, 0, sizeof(acks[0]) * dv.d.n);
 		for (size_t j = 0; j < dv.d.n; j++) {
 			int i = idx_of(&dv.d.v[j].id, 'a');
 			if (i >= 0) {
 				a->st[i] = ST_SENT;
 			}
-			acks[j].id = dv.d.v[j].id;
-			acks[j].version = dv.d.v[j].version;
 		}
-		rv = rc_batch(a->c, TLP_OP_ACK, "t", "c", acks, dv.d.n, &res);
+		rv = rc_ack_all(a->c, "t", "c", &dv, &res);
 		if (rv == TL_OK) {
 			for (size_t j = 0; j < res.n; j++) {
 				int i = idx_of(&dv.d.v[j].id, 'a');
@@ -353,7 +337,7 @@ Test(restart, sigterm_during_activity_exits_cleanly_and_resumes)
 	pr.mixed = true;
 	ak.c = rc_open(B.url, "acker");
 	ak.p = &pr;
-	cr_assert_eq(rc_subscribe(ak.c, "t", "c", 30000, 16), TL_OK);
+	TL_PASS(rc_subscribe(ak.c, "t", "c", 30000, 16));
 	cr_assert_eq(pthread_create(&tp, NULL, prod_main, &pr), 0);
 	cr_assert_eq(pthread_create(&ta, NULL, acker_main, &ak), 0);
 	wait_count(&pr.ok, 400, 20000, "acknowledged creates");
@@ -385,12 +369,12 @@ Test(restart, sigterm_during_activity_exits_cleanly_and_resumes)
 		cr_assert(rv == TL_OK || rv == TL_ENOTFOUND, "GET %s: %s", id,
 		    tl_strerror(rv));
 		if (ak.st[i] == ST_OK) {
-			cr_assert_eq(rv, TL_ENOTFOUND,
+			TL_FAIL(rv, TL_ENOTFOUND,
 			    "%s was acked before the "
 			    "stop but is back",
 			    id);
 		} else if (pr.st[i] == ST_OK && ak.st[i] == ST_NONE) {
-			cr_assert_eq(rv, TL_OK,
+			TL_PASS(rv,
 			    "%s was acknowledged before the stop "
 			    "but is gone",
 			    id);
@@ -399,17 +383,16 @@ Test(restart, sigterm_during_activity_exits_cleanly_and_resumes)
 		exist += rv == TL_OK;
 		due_left += rv == TL_OK && i % 2 == 0;
 	}
-	cr_assert_eq(rc_topic_get(q, "t", &t), TL_OK);
+	TL_PASS(rc_topic_get(q, "t", &t));
 	cr_assert_eq(t.messages, (uint64_t) exist);
 
 	/* The consumer comes back and gets every due message that is left
 	 * (its old leases included). */
 	c = rc_open(B.url, "acker");
-	cr_assert_eq(rc_subscribe(c, "t", "c", 30000, 1024), TL_OK);
+	TL_PASS(rc_subscribe(c, "t", "c", 30000, 1024));
 	deadline = tli_mono_ms() + 20000;
 	while (delivered < due_left) {
 		rc_deliver dv;
-		tlp_item acks[TL_MAX_BATCH];
 		rc_results res;
 		int rv;
 
@@ -422,27 +405,22 @@ Test(restart, sigterm_during_activity_exits_cleanly_and_resumes)
 		if (rv == 0) {
 			continue;
 		}
-		memset(acks, 0, sizeof(acks[0]) * dv.d.n);
 		for (size_t j = 0; j < dv.d.n; j++) {
 			int i = idx_of(&dv.d.v[j].id, 'a');
 			cr_assert(i >= 0 && i % 2 == 0 && !gone[i],
 			    "unexpected delivery %.*s", (int) dv.d.v[j].id.n,
 			    dv.d.v[j].id.p);
 			gone[i] = 1;
-			acks[j].id = dv.d.v[j].id;
-			acks[j].version = dv.d.v[j].version;
 		}
 		delivered += (int) dv.d.n;
-		cr_assert_eq(
-		    rc_batch(c, TLP_OP_ACK, "t", "c", acks, dv.d.n, &res),
-		    TL_OK);
+		TL_PASS(rc_ack_all(c, "t", "c", &dv, &res));
 		for (size_t j = 0; j < res.n; j++) {
-			cr_assert_eq(res.v[j].err, TL_OK);
+			TL_PASS(res.v[j].err);
 		}
 		rc_results_free(&res);
 		rc_deliver_free(&dv);
 	}
-	cr_assert_eq(rc_topic_get(q, "t", &t), TL_OK);
+	TL_PASS(rc_topic_get(q, "t", &t));
 	cr_assert_eq(t.messages, (uint64_t) (exist - due_left),
 	    "%llu messages left, expected the %d scheduled ones",
 	    (unsigned long long) t.messages, exist - due_left);
@@ -462,41 +440,25 @@ Test(restart, sigterm_during_activity_exits_cleanly_and_resumes)
 Test(restart, sigterm_after_refused_clients_exits_cleanly)
 {
 	tli_buf b;
-	tlp_w w;
-	tlp_hello h;
 	rc_client *good;
 	int st;
 
 	rc_broker_init(&B, "e2e-refused");
 	B.log_level = "info"; /* as deployed; debug logs change the timing */
 	rc_broker_spawn(&B, 20000);
-	memset(&h, 0, sizeof(h));
-	h.proto = TLP_VERSION;
-	h.name = TLP_STR("old-client");
-	h.client_ms = rc_now_ms();
-	tli_buf_init(&b);
-	tlp_frame_begin(&b, &w, TLP_OP_HELLO, 0, 1);
-	tlp_enc_hello(&w, &h);
-	cr_assert_eq(tlp_frame_end(&b, 0), TL_OK);
+	TL_PASS(rc_hello_frame(&b, "old-client"));
 	b.data[4] = TLP_VERSION + 1;
 	for (int i = 0; i < 300; i++) {
 		/* Half send a whole HELLO, half the smallest frame; over a
 		 * plain socket, which makes a connection quickly. */
 		static const uint8_t tiny[] = {0, 0, 0, 9, TLP_VERSION + 1,
 		    TLP_OP_HELLO, 0, 0, 0, 0, 0, 1, 0x90};
-		struct sockaddr_un sa;
 		struct pollfd pf;
 		uint8_t in[256];
-		int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+		int fd = rc_unix_connect(B.sock);
 		ssize_t r = 1;
 
-		cr_assert(fd >= 0);
-		memset(&sa, 0, sizeof(sa));
-		sa.sun_family = AF_UNIX;
-		cr_assert(strlen(B.sock) < sizeof(sa.sun_path));
-		memcpy(sa.sun_path, B.sock, strlen(B.sock) + 1);
-		cr_assert_eq(
-		    connect(fd, (struct sockaddr *) &sa, sizeof(sa)), 0);
+		cr_assert(fd >= 0, "connect %s: %s", B.sock, strerror(errno));
 		if (i % 2) {
 			cr_assert_eq(write(fd, tiny, sizeof(tiny)),
 			    (ssize_t) sizeof(tiny));

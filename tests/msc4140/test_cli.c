@@ -2,6 +2,7 @@
  * The standalone tl-msc4140 program's command line: the registration it
  * prints for the homeserver, and clear errors for bad configurations.
  */
+#include "tltest.h"
 #include "gw_util.h"
 
 static int

@@ -6,6 +6,10 @@
  * storm of guessed delay_ids, our parameters on an endpoint that is not
  * ours.
  */
+#include "tltest.h"
+
+#include <sys/socket.h>
+
 #include "gw_util.h"
 
 #define SEND_PATH "/_matrix/client/v3/rooms/!room:test/send/m.room.message/"
@@ -31,22 +35,14 @@ Test(errors, bad_bodies)
 	size_t n = 70 * 1024;
 
 	gw_start(&e, "gw-badbody", false, NULL);
-	r = gw_req("PUT", e.gw, SEND_PATH "j1?org.matrix.msc4140.delay=100",
-	    "tok_alice", "{\"body\": ");
-	gw_expect(r, 400, "M_NOT_JSON");
-	gw_resp_free(&r);
-	r = gw_req("PUT", e.gw, SEND_PATH "j2?org.matrix.msc4140.delay=100",
-	    "tok_alice", "[1,2]");
-	gw_expect(r, 400, "M_BAD_JSON");
-	gw_resp_free(&r);
-	r = gw_req("PUT", e.gw, SEND_PATH "j3?org.matrix.msc4140.delay=100",
-	    "tok_alice", "");
-	gw_expect(r, 400, "M_NOT_JSON");
-	gw_resp_free(&r);
-	r = gw_req("PUT", e.gw, SEND_PATH "j4?org.matrix.msc4140.delay=100",
-	    "tok_alice", "{\"a\":1} trailing");
-	gw_expect(r, 400, "M_NOT_JSON");
-	gw_resp_free(&r);
+	gw_req_expect("PUT", e.gw, SEND_PATH "j1?org.matrix.msc4140.delay=100",
+	    "tok_alice", "{\"body\": ", 400, "M_NOT_JSON");
+	gw_req_expect("PUT", e.gw, SEND_PATH "j2?org.matrix.msc4140.delay=100",
+	    "tok_alice", "[1,2]", 400, "M_BAD_JSON");
+	gw_req_expect("PUT", e.gw, SEND_PATH "j3?org.matrix.msc4140.delay=100",
+	    "tok_alice", "", 400, "M_NOT_JSON");
+	gw_req_expect("PUT", e.gw, SEND_PATH "j4?org.matrix.msc4140.delay=100",
+	    "tok_alice", "{\"a\":1} trailing", 400, "M_NOT_JSON");
 	/* over the 64 KiB event limit, with a length and chunked */
 	big = malloc(n + 1);
 	memset(big, ' ', n);
@@ -87,6 +83,19 @@ Test(errors, bad_bodies)
 	gw_stop(&e);
 }
 
+/* r refuses a delay over the maximum with this status and errcode, in the
+ * shape matrix-js-sdk understands (MSC4140's errcode and the maximum). */
+static void
+max_delay_refused(const gw_resp *r, int st, const char *code, double max)
+{
+	gw_expect(*r, st, code);
+	cr_assert_str_eq(
+	    gw_str(r, "org.matrix.msc4140.errcode"), "M_MAX_DELAY_EXCEEDED");
+	cr_assert_eq(json_number_value(json_object_get(
+	                 r->json, "org.matrix.msc4140.max_delay")),
+	    max);
+}
+
 Test(errors, absurd_delays)
 {
 	gw_env e;
@@ -99,33 +108,23 @@ Test(errors, absurd_delays)
 		char path[256];
 		snprintf(path, sizeof(path),
 		    SEND_PATH "d%d?org.matrix.msc4140.delay=%s", i, bad[i]);
-		r = gw_req("PUT", e.gw, path, "tok_alice", "{}");
-		gw_expect(r, 400, "M_INVALID_PARAM");
-		gw_resp_free(&r);
+		gw_req_expect("PUT", e.gw, path, "tok_alice", "{}", 400,
+		    "M_INVALID_PARAM");
 	}
 	/* over the maximum: the shape matrix-js-sdk understands */
 	r = gw_req("PUT", e.gw,
 	    SEND_PATH "m1?org.matrix.msc4140.delay=86400001", "tok_alice",
 	    "{}");
-	gw_expect(r, 400, "M_UNKNOWN");
-	cr_assert_str_eq(
-	    gw_str(&r, "org.matrix.msc4140.errcode"), "M_MAX_DELAY_EXCEEDED");
-	cr_assert_eq(json_number_value(json_object_get(
-	                 r.json, "org.matrix.msc4140.max_delay")),
-	    86400000);
+	max_delay_refused(&r, 400, "M_UNKNOWN", 86400000);
 	gw_resp_free(&r);
-	r = gw_req("PUT", e.gw,
+	gw_req_expect("PUT", e.gw,
 	    SEND_PATH "m2?org.matrix.msc4140.delay=99999999999999999999999",
-	    "tok_alice", "{}");
-	gw_expect(r, 400, "M_UNKNOWN");
-	gw_resp_free(&r);
+	    "tok_alice", "{}", 400, "M_UNKNOWN");
 	/* our parameter on an endpoint that is not ours: not forwarded */
-	r = gw_req("GET", e.gw,
+	gw_req_expect("GET", e.gw,
 	    "/_matrix/client/v3/rooms/!room:test/messages"
 	    "?org.matrix.msc4140.delay=5",
-	    "tok_alice", NULL);
-	gw_expect(r, 400, "M_UNRECOGNIZED");
-	gw_resp_free(&r);
+	    "tok_alice", NULL, 400, "M_UNRECOGNIZED");
 	cr_assert_eq(gw_hs_count(&e, "GET", "/_matrix/client/v3/rooms/"), 0);
 	nothing_changed(&e);
 	gw_stop(&e);
@@ -140,12 +139,7 @@ Test(errors, max_delay_forbidden_option)
 	    "max_delay_exceeded = forbidden\nmax_delay_ms = 5000");
 	r = gw_req("PUT", e.gw, SEND_PATH "m1?org.matrix.msc4140.delay=5001",
 	    "tok_alice", "{}");
-	gw_expect(r, 403, "M_FORBIDDEN");
-	cr_assert_str_eq(
-	    gw_str(&r, "org.matrix.msc4140.errcode"), "M_MAX_DELAY_EXCEEDED");
-	cr_assert_eq(json_number_value(json_object_get(
-	                 r.json, "org.matrix.msc4140.max_delay")),
-	    5000);
+	max_delay_refused(&r, 403, "M_FORBIDDEN", 5000);
 	gw_resp_free(&r);
 	nothing_changed(&e);
 	gw_stop(&e);
@@ -174,9 +168,7 @@ Test(errors, per_user_limit)
 	cr_assert_eq(gw_list_len(&e, "tok_alice"), 5);
 	/* another user is not affected; a cancel frees a place */
 	free(gw_schedule(&e, "tok_bob", "!room:test", "b1", 600000, "{}"));
-	r = gw_manage(&e, ids[0], "cancel");
-	gw_expect(r, 200, NULL);
-	gw_resp_free(&r);
+	gw_manage_expect(&e, ids[0], "cancel", 200, NULL);
 	free(gw_schedule(&e, "tok_alice", "!room:test", "u6", 600000, "{}"));
 	cr_assert_eq(gw_list_len(&e, "tok_alice"), 5);
 	for (int i = 0; i < 5; i++) {
@@ -198,10 +190,9 @@ Test(errors, rate_limits)
 	id = gw_schedule(&e, "tok_bob", "!room:test", "r0", 600000, "{}");
 	free(gw_schedule(&e, "tok_bob", "!room:test", "r1", 600000, "{}"));
 	free(gw_schedule(&e, "tok_bob", "!room:test", "r2", 600000, "{}"));
-	r = gw_req("PUT", e.gw, SEND_PATH "r3?org.matrix.msc4140.delay=600000",
-	    "tok_bob", "{}");
-	gw_expect(r, 429, "M_LIMIT_EXCEEDED");
-	gw_resp_free(&r);
+	gw_req_expect("PUT", e.gw,
+	    SEND_PATH "r3?org.matrix.msc4140.delay=600000", "tok_bob", "{}",
+	    429, "M_LIMIT_EXCEEDED");
 	cr_assert_eq(gw_list_len(&e, "tok_bob"), 3);
 	/* restarts of one delay_id: a burst, then 429 */
 	for (int i = 0; i < 6; i++) {
@@ -226,9 +217,7 @@ Test(errors, guessed_id_storm_is_throttled)
 	for (int i = 0; i < 5; i++) {
 		char guess[64];
 		snprintf(guess, sizeof(guess), "guess%027d", i);
-		r = gw_manage(&e, guess, "send");
-		gw_expect(r, 404, "M_NOT_FOUND");
-		gw_resp_free(&r);
+		gw_manage_expect(&e, guess, "send", 404, "M_NOT_FOUND");
 	}
 	/* from this IP, even a real id is refused for a while */
 	r = gw_manage(&e, id, "cancel");
@@ -245,27 +234,20 @@ Test(errors, guessed_id_storm_is_throttled)
 Test(errors, bad_room_ids_and_types)
 {
 	gw_env e;
-	gw_resp r;
 
 	gw_start(&e, "gw-badroom", false, NULL);
-	r = gw_req("PUT", e.gw,
+	gw_req_expect("PUT", e.gw,
 	    "/_matrix/client/v3/rooms/%23alias%3Atest/send/m.room.message/"
 	    "a1?org.matrix.msc4140.delay=100",
-	    "tok_alice", "{}");
-	gw_expect(r, 400, "M_INVALID_PARAM");
-	gw_resp_free(&r);
-	r = gw_req("PUT", e.gw,
+	    "tok_alice", "{}", 400, "M_INVALID_PARAM");
+	gw_req_expect("PUT", e.gw,
 	    "/_matrix/client/v3/rooms/!room:test/send/m.room%0Amessage/"
 	    "a2?org.matrix.msc4140.delay=100",
-	    "tok_alice", "{}");
-	gw_expect(r, 400, "M_INVALID_PARAM");
-	gw_resp_free(&r);
-	r = gw_req("PUT", e.gw,
+	    "tok_alice", "{}", 400, "M_INVALID_PARAM");
+	gw_req_expect("PUT", e.gw,
 	    "/_matrix/client/v3/rooms/!room:test/send/m.room%ZZmessage/"
 	    "a3?org.matrix.msc4140.delay=100",
-	    "tok_alice", "{}");
-	gw_expect(r, 400, "M_UNRECOGNIZED");
-	gw_resp_free(&r);
+	    "tok_alice", "{}", 400, "M_UNRECOGNIZED");
 	nothing_changed(&e);
 	/* a room the user is not in: refused by the homeserver when sent,
 	 * and recorded */
@@ -275,7 +257,7 @@ Test(errors, bad_room_ids_and_types)
 		while (
 		    gw_hs_count(&e, "PUT", "/_matrix/client/v3/rooms/") == 0 &&
 		    tli_mono_ms() < deadline) {
-			gw_nap(20);
+			tt_nap_ms(20);
 		}
 	}
 	json_t *evs = gw_hs_events(&e);
@@ -287,7 +269,6 @@ Test(errors, bad_room_ids_and_types)
 Test(errors, junk_on_the_socket_does_not_hurt)
 {
 	gw_env e;
-	gw_resp r;
 	static const char *junk[] = {
 	    "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\r\n\r\n",
 	    "GET /"
@@ -303,16 +284,10 @@ Test(errors, junk_on_the_socket_does_not_hurt)
 	gw_start(&e, "gw-junk", false, NULL);
 	cr_assert(sscanf(e.gw, "http://127.0.0.1:%d", &port) == 1);
 	for (int i = 0; junk[i] != NULL; i++) {
-		struct sockaddr_in sa;
 		char buf[512];
-		int fd = socket(AF_INET, SOCK_STREAM, 0);
-		cr_assert(fd >= 0);
-		memset(&sa, 0, sizeof(sa));
-		sa.sin_family = AF_INET;
-		sa.sin_port = htons((uint16_t) port);
-		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		int fd = tt_tcp_connect(port);
 		cr_assert(
-		    connect(fd, (struct sockaddr *) &sa, sizeof(sa)) == 0);
+		    fd >= 0, "connect to port %d: %s", port, strerror(errno));
 		cr_assert(write(fd, junk[i], strlen(junk[i])) > 0);
 		shutdown(fd, SHUT_WR);
 		while (read(fd, buf, sizeof(buf)) > 0) {
@@ -334,34 +309,30 @@ Test(errors, junk_on_the_socket_does_not_hurt)
 		curl_easy_cleanup(c);
 		free(big);
 	}
-	r = gw_req("GET", e.gw, UNSTABLE, "tok_alice", NULL);
-	gw_expect(r, 200, NULL);
-	gw_resp_free(&r);
+	gw_req_expect("GET", e.gw, UNSTABLE, "tok_alice", NULL, 200, NULL);
 	nothing_changed(&e);
 	gw_stop(&e);
 }
 
 Test(errors, a_bad_gateway_configuration_stops_timelined)
 {
-	char *dir = tt_mkdtemp("gw-badconf"), conf[600], data[600], url[600],
-	     bin[600];
-	FILE *f;
-	int st;
-	pid_t pid;
+	char *dir = tt_mkdtemp("gw-badconf");
+	tt_proc p;
+	int code;
 
-	snprintf(conf, sizeof(conf), "%s/gw.conf", dir);
-	snprintf(data, sizeof(data), "%s/data", dir);
-	snprintf(url, sizeof(url), "ipc://%s/tl.sock", dir);
-	snprintf(bin, sizeof(bin), "%s/broker/timelined", TL_TEST_BINDIR);
-	f = fopen(conf, "w");
-	cr_assert(f != NULL);
-	fprintf(f, "listen = 127.0.0.1:0\nhomeserver = http://127.0.0.1:1\n");
-	fclose(f); /* no as_token */
-	char *argv[] = {bin, "--data", data, "--listen", url, "--metrics",
-	    "off", "--msc4140", conf, NULL};
-	pid = gw_spawn("timelined.log", dir, argv);
-	cr_assert_eq(waitpid(pid, &st, 0), pid);
-	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1, "status %d", st);
+	tt_proc_init(&p, tt_bin_timelined(), dir, "timelined");
+	tt_proc_arg(&p, "--data");
+	tt_proc_arg(&p, "%s/data", dir);
+	tt_proc_arg(&p, "--listen");
+	tt_proc_arg(&p, "ipc://%s/tl.sock", dir);
+	tt_proc_args(&p, "--metrics", "off", NULL);
+	p.conf_flag = "--msc4140";
+	tt_proc_set(&p, "listen", "127.0.0.1:0");
+	tt_proc_set(&p, "homeserver", "http://127.0.0.1:1"); /* no as_token */
+	tt_proc_spawn(&p);
+	code = tt_proc_wait_exit(&p, p.timeout_ms);
+	cr_assert_eq(code, 1, "exit code %d", code);
+	tt_proc_fini(&p);
 	tt_rmtree(dir);
 	free(dir);
 }
@@ -483,16 +454,11 @@ Test(errors, only_paths_are_passed_through)
 	gw_start(&e, "gw-target", false, NULL);
 	cr_assert(sscanf(e.gw, "http://127.0.0.1:%d", &port) == 1);
 	for (int i = 0; reqs[i] != NULL; i++) {
-		struct sockaddr_in sa;
 		char buf[512];
 		ssize_t n;
-		int fd = socket(AF_INET, SOCK_STREAM, 0);
-		memset(&sa, 0, sizeof(sa));
-		sa.sin_family = AF_INET;
-		sa.sin_port = htons((uint16_t) port);
-		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		int fd = tt_tcp_connect(port);
 		cr_assert(
-		    connect(fd, (struct sockaddr *) &sa, sizeof(sa)) == 0);
+		    fd >= 0, "connect to port %d: %s", port, strerror(errno));
 		cr_assert(write(fd, reqs[i], strlen(reqs[i])) > 0);
 		struct timeval tv = {5, 0};
 		size_t got = 0;

@@ -6,6 +6,7 @@
  * matrix-js-sdk 43 declares node >= 22 but runs on node 20 (checked);
  * the test is skipped when no node >= 20 is installed.
  */
+#include "tltest.h"
 #include "gw_util.h"
 
 #define JSSDK_VERSION "43.0.0"

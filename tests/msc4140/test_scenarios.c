@@ -5,6 +5,7 @@
  * order, idempotent transaction ids, delayed state, cancel, send, restart,
  * persistence across a gateway restart, per-user lists, 404s and 401s.
  */
+#include "tltest.h"
 #include <stdatomic.h>
 
 #include "gw_util.h"
@@ -137,23 +138,18 @@ Test(scenarios, delayed_state_sent_on_timeout)
 	gw_env e;
 	json_t *evs, *ev;
 	size_t i;
-	gw_resp r;
 	int seen = 0;
 
 	gw_start(&e, "gw-state", false, NULL);
-	r = gw_req("PUT", e.gw,
+	gw_req_expect("PUT", e.gw,
 	    "/_matrix/client/v3/rooms/" ROOM "/state/m.rtc.member/"
 	    "%40alice%3Atest_ALICEDEV?org.matrix.msc4140.delay=600",
-	    "tok_alice", "{\"application\":\"m.call\"}");
-	gw_expect(r, 200, NULL);
-	gw_resp_free(&r);
+	    "tok_alice", "{\"application\":\"m.call\"}", 200, NULL);
 	/* an empty state key as a trailing slash, on the r0 path */
-	r = gw_req("PUT", e.gw,
+	gw_req_expect("PUT", e.gw,
 	    "/_matrix/client/r0/rooms/" ROOM "/state/m.room.topic/"
 	    "?org.matrix.msc4140.delay=600",
-	    "tok_alice", "{\"topic\":\"later\"}");
-	gw_expect(r, 200, NULL);
-	gw_resp_free(&r);
+	    "tok_alice", "{\"topic\":\"later\"}", 200, NULL);
 	evs = gw_wait_events(&e, 2, 10000);
 	cr_assert_eq(json_array_size(evs), 2);
 	json_array_foreach(evs, i, ev)
@@ -180,18 +176,13 @@ Test(scenarios, cancel_means_never_sent)
 {
 	gw_env e;
 	char *id;
-	gw_resp r;
 	json_t *evs;
 
 	gw_start(&e, "gw-cancel", false, NULL);
 	id = gw_schedule(&e, "tok_alice", ROOM, "c1", 500, "{\"body\":\"x\"}");
-	r = gw_manage(&e, id, "cancel");
-	gw_expect(r, 200, NULL);
-	gw_resp_free(&r);
+	gw_manage_expect(&e, id, "cancel", 200, NULL);
 	cr_assert_eq(gw_list_len(&e, "tok_alice"), 0);
-	r = gw_manage(&e, id, "cancel");
-	gw_expect(r, 404, "M_NOT_FOUND");
-	gw_resp_free(&r);
+	gw_manage_expect(&e, id, "cancel", 404, "M_NOT_FOUND");
 	/* a later event in the same room is sent: the canceled one is not */
 	free(gw_schedule(&e, "tok_alice", ROOM, "c2", 800, "{\"body\":\"y\"}"));
 	evs = gw_wait_events(&e, 1, 10000);
@@ -216,23 +207,15 @@ Test(scenarios, send_on_request)
 	gw_start(&e, "gw-send", false, NULL);
 	id = gw_schedule(
 	    &e, "tok_alice", ROOM, "s1", 600000, "{\"body\":\"now\"}");
-	r = gw_manage(&e, id, "send");
-	gw_expect(r, 200, NULL);
-	gw_resp_free(&r);
+	gw_manage_expect(&e, id, "send", 200, NULL);
 	/* answered after the homeserver took it */
 	evs = gw_hs_events(&e);
 	cr_assert_eq(json_array_size(evs), 1);
 	json_decref(evs);
 	/* sending again is fine; restarting or cancelling is too late */
-	r = gw_manage(&e, id, "send");
-	gw_expect(r, 200, NULL);
-	gw_resp_free(&r);
-	r = gw_manage(&e, id, "restart");
-	gw_expect(r, 404, "M_NOT_FOUND");
-	gw_resp_free(&r);
-	r = gw_manage(&e, id, "cancel");
-	gw_expect(r, 404, "M_NOT_FOUND");
-	gw_resp_free(&r);
+	gw_manage_expect(&e, id, "send", 200, NULL);
+	gw_manage_expect(&e, id, "restart", 404, "M_NOT_FOUND");
+	gw_manage_expect(&e, id, "cancel", 404, "M_NOT_FOUND");
 	/* the finalised record, owner only */
 	snprintf(path, sizeof(path), UNSTABLE "/%s", id);
 	r = gw_req("GET", e.gw, path, "tok_alice", NULL);
@@ -241,17 +224,14 @@ Test(scenarios, send_on_request)
 	                     json_object_get(r.json, "finalised"), "event_id")),
 	    "$ev1");
 	gw_resp_free(&r);
-	r = gw_req("GET", e.gw, path, "tok_bob", NULL);
-	gw_expect(r, 404, "M_NOT_FOUND");
-	gw_resp_free(&r);
+	gw_req_expect("GET", e.gw, path, "tok_bob", NULL, 404, "M_NOT_FOUND");
 	/* the body form does the same */
 	free(id);
 	id = gw_schedule(
 	    &e, "tok_alice", ROOM, "s2", 600000, "{\"body\":\"b\"}");
 	snprintf(path, sizeof(path), UNSTABLE "/%s", id);
-	r = gw_req("POST", e.gw, path, NULL, "{\"action\":\"send\"}");
-	gw_expect(r, 200, NULL);
-	gw_resp_free(&r);
+	gw_req_expect(
+	    "POST", e.gw, path, NULL, "{\"action\":\"send\"}", 200, NULL);
 	evs = gw_hs_events(&e);
 	cr_assert_eq(json_array_size(evs), 2);
 	json_decref(evs);
@@ -263,22 +243,19 @@ Test(scenarios, restart_pushes_the_event_later)
 {
 	gw_env e;
 	char *id;
-	gw_resp r;
 	json_t *evs;
 	int64_t due0, due1;
 
 	gw_start(&e, "gw-restart", false, NULL);
 	id = gw_schedule(&e, "tok_alice", ROOM, "r1", 1000, "{\"body\":\"r\"}");
 	due0 = due_of(&e, "tok_alice", id);
-	gw_nap(500);
-	r = gw_manage(&e, id, "restart");
-	gw_expect(r, 200, NULL);
-	gw_resp_free(&r);
+	tt_nap_ms(500);
+	gw_manage_expect(&e, id, "restart", 200, NULL);
 	due1 = due_of(&e, "tok_alice", id);
 	cr_assert_geq(due1, due0 + 400, "moved later by the restart");
 	/* past the first due time: still not sent */
-	while (gw_now_ms() < due0 + 200) {
-		gw_nap(20);
+	while (tli_wall_ms() < due0 + 200) {
+		tt_nap_ms(20);
 	}
 	evs = gw_hs_events(&e);
 	cr_assert_eq(json_array_size(evs), 0, "not sent at the old time");
@@ -314,9 +291,7 @@ kept_across_restart(bool standalone)
 	cr_assert_eq(json_array_size(evs), 1, "sent after the restart");
 	json_decref(evs);
 	/* the other one is still managed by its id */
-	gw_resp r = gw_manage(&e, id2, "cancel");
-	gw_expect(r, 200, NULL);
-	gw_resp_free(&r);
+	gw_manage_expect(&e, id2, "cancel", 200, NULL);
 	free(id);
 	free(id2);
 	gw_stop(&e);
@@ -384,52 +359,39 @@ Test(scenarios, lists_per_user_only)
 Test(scenarios, unknown_ids_are_404_in_both_forms)
 {
 	gw_env e;
-	gw_resp r;
 
 	gw_start(&e, "gw-404", false, NULL);
-	r = gw_manage(&e, "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "restart");
-	gw_expect(r, 404, "M_NOT_FOUND");
-	gw_resp_free(&r);
-	r = gw_manage(&e, "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "send");
-	gw_expect(r, 404, "M_NOT_FOUND");
-	gw_resp_free(&r);
-	r = gw_req("POST", e.gw, UNSTABLE "/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
-	    "tok_alice", "{\"action\":\"cancel\"}");
-	gw_expect(r, 404, "M_NOT_FOUND");
-	gw_resp_free(&r);
-	r = gw_req("GET", e.gw, UNSTABLE "/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
-	    "tok_alice", NULL);
-	gw_expect(r, 404, "M_NOT_FOUND");
-	gw_resp_free(&r);
+	gw_manage_expect(&e, "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "restart", 404,
+	    "M_NOT_FOUND");
+	gw_manage_expect(
+	    &e, "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "send", 404, "M_NOT_FOUND");
+	gw_req_expect("POST", e.gw,
+	    UNSTABLE "/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "tok_alice",
+	    "{\"action\":\"cancel\"}", 404, "M_NOT_FOUND");
+	gw_req_expect("GET", e.gw, UNSTABLE "/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+	    "tok_alice", NULL, 404, "M_NOT_FOUND");
 	/* an unknown action in the path */
-	r = gw_manage(&e, "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "explode");
-	gw_expect(r, 404, "M_UNRECOGNIZED");
-	gw_resp_free(&r);
+	gw_manage_expect(&e, "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "explode", 404,
+	    "M_UNRECOGNIZED");
 	gw_stop(&e);
 }
 
 Test(scenarios, missing_token_is_401)
 {
 	gw_env e;
-	gw_resp r;
 
 	gw_start(&e, "gw-401", false, NULL);
-	r = gw_req("GET", e.gw, UNSTABLE, NULL, NULL);
-	gw_expect(r, 401, "M_MISSING_TOKEN");
-	gw_resp_free(&r);
-	r = gw_req("PUT", e.gw,
+	gw_req_expect(
+	    "GET", e.gw, UNSTABLE, NULL, NULL, 401, "M_MISSING_TOKEN");
+	gw_req_expect("PUT", e.gw,
 	    "/_matrix/client/v3/rooms/" ROOM "/send/m.room.message/x1"
 	    "?org.matrix.msc4140.delay=1000",
-	    NULL, "{}");
-	gw_expect(r, 401, "M_MISSING_TOKEN");
-	gw_resp_free(&r);
-	r = gw_req("GET", e.gw, UNSTABLE, "tok_nobody", NULL);
-	gw_expect(r, 401, "M_UNKNOWN_TOKEN");
-	gw_resp_free(&r);
+	    NULL, "{}", 401, "M_MISSING_TOKEN");
+	gw_req_expect(
+	    "GET", e.gw, UNSTABLE, "tok_nobody", NULL, 401, "M_UNKNOWN_TOKEN");
 	/* the token may come as a query parameter */
-	r = gw_req("GET", e.gw, UNSTABLE "?access_token=tok_bob", NULL, NULL);
-	gw_expect(r, 200, NULL);
-	gw_resp_free(&r);
+	gw_req_expect("GET", e.gw, UNSTABLE "?access_token=tok_bob", NULL, NULL,
+	    200, NULL);
 	gw_stop(&e);
 }
 
@@ -448,8 +410,8 @@ Test(scenarios, overdue_events_are_sent_in_due_order_after_a_restart)
 		snprintf(body, sizeof(body), "{\"d\":%d}", delays[k]);
 		free(gw_schedule(&e, "tok_alice", ROOM, txn, delays[k], body));
 	}
-	gw_kill(&e.tl_pid, SIGKILL);
-	gw_nap(800);
+	tt_proc_kill(&e.tl);
+	tt_nap_ms(800);
 	gw_start_broker(&e);
 	evs = gw_wait_events(&e, 5, 10000);
 	cr_assert_eq(json_array_size(evs), 5);
@@ -475,19 +437,13 @@ Test(scenarios, finalised_records_are_trimmed_and_expire)
 		char txn[16];
 		snprintf(txn, sizeof(txn), "f%d", k);
 		ids[k] = gw_schedule(&e, "tok_alice", ROOM, txn, 600000, "{}");
-		r = gw_manage(&e, ids[k], "send");
-		gw_expect(r, 200, NULL);
-		gw_resp_free(&r);
+		gw_manage_expect(&e, ids[k], "send", 200, NULL);
 	}
 	/* the oldest record went when the third came */
 	snprintf(path, sizeof(path), UNSTABLE "/%s", ids[0]);
-	r = gw_req("GET", e.gw, path, "tok_alice", NULL);
-	gw_expect(r, 404, "M_NOT_FOUND");
-	gw_resp_free(&r);
+	gw_req_expect("GET", e.gw, path, "tok_alice", NULL, 404, "M_NOT_FOUND");
 	snprintf(path, sizeof(path), UNSTABLE "/%s", ids[2]);
-	r = gw_req("GET", e.gw, path, "tok_alice", NULL);
-	gw_expect(r, 200, NULL);
-	gw_resp_free(&r);
+	gw_req_expect("GET", e.gw, path, "tok_alice", NULL, 200, NULL);
 	/* and the rest expire */
 	int64_t deadline = tli_mono_ms() + 10000;
 	for (;;) {
@@ -498,7 +454,7 @@ Test(scenarios, finalised_records_are_trimmed_and_expire)
 			break;
 		}
 		cr_assert(tli_mono_ms() < deadline, "the record expired");
-		gw_nap(50);
+		tt_nap_ms(50);
 	}
 	for (int k = 0; k < 3; k++) {
 		free(ids[k]);
@@ -509,29 +465,25 @@ Test(scenarios, finalised_records_are_trimmed_and_expire)
 Test(scenarios, stop_while_sending_then_sent_after_the_restart)
 {
 	gw_env e;
-	gw_resp r;
 	json_t *evs;
 	int64_t t0, deadline, due;
 	char *id;
 	int st;
 
 	gw_start(&e, "gw-hang", false, NULL);
-	r = gw_req("POST", e.hs, "/_test/hang", NULL, "{\"seconds\":60}");
-	gw_expect(r, 200, NULL);
-	gw_resp_free(&r);
+	gw_req_expect(
+	    "POST", e.hs, "/_test/hang", NULL, "{\"seconds\":60}", 200, NULL);
 	id = gw_schedule(&e, "tok_alice", ROOM, "h1", 1000, "{\"body\":\"h\"}");
 	due = due_of(&e, "tok_alice", id);
 	free(id);
 	deadline = tli_mono_ms() + 10000;
 	while (gw_hs_count(&e, "PUT", "/_matrix/client/v3/rooms/") == 0) {
 		cr_assert(tli_mono_ms() < deadline, "the send started");
-		gw_nap(20);
+		tt_nap_ms(20);
 	}
 	/* the homeserver holds the send: stopping does not wait for it */
 	t0 = tli_mono_ms();
-	kill(e.tl_pid, SIGTERM);
-	cr_assert_eq(waitpid(e.tl_pid, &st, 0), e.tl_pid);
-	e.tl_pid = 0;
+	st = tt_proc_stop(&e.tl);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
 	cr_assert_lt(tli_mono_ms() - t0, 5000, "stopped promptly");
 	/* the lease comes back to the same consumer id: sent now, with the
@@ -586,7 +538,7 @@ hammer_until_stop(hammer *h)
 		    h->e->gw, h->ids[i % h->nids]);
 		curl_easy_setopt(c, CURLOPT_URL, url);
 		if (curl_easy_perform(c) != CURLE_OK) {
-			gw_nap(5);
+			tt_nap_ms(5);
 		}
 	}
 	curl_easy_cleanup(c);
@@ -644,7 +596,7 @@ Test(scenarios, many_connections_then_stop_in_flight)
 		    &e, "tok_alice", ROOM, txn, 3600000, "{\"body\":\"m\"}");
 	}
 	due0 = due_of(&e, "tok_alice", ids[0]);
-	gw_nap(20);
+	tt_nap_ms(20);
 	memset(h, 0, sizeof(h));
 	for (int i = 0; i < T; i++) {
 		h[i].e = &e;
@@ -670,16 +622,14 @@ Test(scenarios, many_connections_then_stop_in_flight)
 		cr_assert_eq(
 		    pthread_create(&th[i], NULL, hammer_main, &h[i]), 0);
 	}
-	gw_nap(300);
+	tt_nap_ms(300);
 	{
 		int st = 0;
-		int64_t t0 = gw_now_ms();
-		kill(e.tl_pid, SIGTERM);
-		cr_assert_eq(waitpid(e.tl_pid, &st, 0), e.tl_pid);
-		e.tl_pid = 0;
+		int64_t t0 = tli_wall_ms();
+		st = tt_proc_stop(&e.tl);
 		cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
 		    "timelined exited cleanly (status %d)", st);
-		cr_assert_lt(gw_now_ms() - t0, 20000, "and promptly");
+		cr_assert_lt(tli_wall_ms() - t0, 20000, "and promptly");
 	}
 	atomic_store(&stop, true);
 	for (int i = 0; i < T; i++) {

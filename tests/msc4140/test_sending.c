@@ -6,6 +6,7 @@
  * errors at send time recorded (power levels), 5xx retried, and the
  * whoami cache.
  */
+#include "tltest.h"
 #include "gw_util.h"
 
 #define ROOM "!room:test"
@@ -56,7 +57,6 @@ hs_last_body(const gw_env *e, const char *prefix, char *query, size_t qcap)
 Test(sending, content_passes_byte_for_byte)
 {
 	gw_env e;
-	gw_resp r;
 	char query[1024], *got;
 	/* odd spacing, non-ASCII, an integer beyond 2^64, escapes, a float
 	 * with many digits: any re-serialisation would change something */
@@ -67,13 +67,11 @@ Test(sending, content_passes_byte_for_byte)
 	    "\"nested\": {\"a\": [1, 2, {}]} }";
 
 	gw_start(&e, "gw-bytes", false, NULL);
-	r = gw_req("PUT", e.gw,
+	gw_req_expect("PUT", e.gw,
 	    "/_matrix/client/v3/rooms/" ROOM "/send/m.room.encrypted/b1"
 	    "?org.matrix.msc4140.delay=300&org.matrix.msc4354.sticky_duration_"
 	    "ms=3600000&user_id=%40bob%3Atest&ts=1&access_token=tok_alice",
-	    NULL, content);
-	gw_expect(r, 200, NULL);
-	gw_resp_free(&r);
+	    NULL, content, 200, NULL);
 	json_decref(gw_wait_events(&e, 1, 10000));
 	got = hs_last_body(&e,
 	    "/_matrix/client/v3/rooms/%21room%3Atest/send/m.room.encrypted/",
@@ -152,11 +150,9 @@ Test(sending, passthrough_of_other_requests)
 	cr_assert(strstr(r.headers, "X-Fake-HS: yes") != NULL, "%s", r.headers);
 	gw_resp_free(&r);
 	/* an error status and body come back verbatim */
-	r = gw_req("PUT", e.gw,
+	gw_req_expect("PUT", e.gw,
 	    "/_matrix/client/v3/rooms/!nope:test/send/m.room.message/p2",
-	    "tok_bob", "{}");
-	gw_expect(r, 403, "M_FORBIDDEN");
-	gw_resp_free(&r);
+	    "tok_bob", "{}", 403, "M_FORBIDDEN");
 	/* a chunked body arrives whole */
 	memset(big, 'x', sizeof(big));
 	r = gw_req_full("POST", e.gw, "/_matrix/client/v3/echo?a=%2F&b=1", NULL,
@@ -177,12 +173,11 @@ Test(sending, forbidden_at_send_time_is_recorded)
 	char path[256], *id;
 
 	gw_start(&e, "gw-403", false, NULL);
-	r = gw_req("POST", e.hs, "/_test/room", NULL,
+	gw_req_expect("POST", e.hs, "/_test/room", NULL,
 	    "{\"room_id\":\"!pl:test\",\"enforce\":true,\"power\":{\"users\":"
 	    "{\"@alice:test\":100},\"users_default\":0,\"state_default\":50,"
-	    "\"events_default\":0,\"events\":{}}}");
-	gw_expect(r, 200, NULL);
-	gw_resp_free(&r);
+	    "\"events_default\":0,\"events\":{}}}",
+	    200, NULL);
 	/* bob may schedule, but has no power to set state when it is sent */
 	r = gw_req("PUT", e.gw,
 	    "/_matrix/client/v3/rooms/!pl:test/state/m.room.topic/"
@@ -196,20 +191,11 @@ Test(sending, forbidden_at_send_time_is_recorded)
 	cr_assert(strstr(r.body, "user_level (0) < send_level (50)") != NULL);
 	gw_resp_free(&r);
 	/* sending again answers the same error */
-	r = gw_manage(&e, id, "send");
-	gw_expect(r, 403, "M_FORBIDDEN");
-	gw_resp_free(&r);
+	gw_manage_expect(&e, id, "send", 403, "M_FORBIDDEN");
 	snprintf(path, sizeof(path), UNSTABLE "/%s", id);
 	r = gw_req("GET", e.gw, path, "tok_bob", NULL);
 	gw_expect(r, 200, NULL);
-	{
-		json_t *f = json_object_get(r.json, "finalised");
-		cr_assert_eq(
-		    json_number_value(json_object_get(f, "status")), 403);
-		cr_assert_str_eq(json_string_value(json_object_get(
-		                     json_object_get(f, "error"), "errcode")),
-		    "M_FORBIDDEN");
-	}
+	gw_expect_finalised(r, 403, "M_FORBIDDEN");
 	gw_resp_free(&r);
 	cr_assert_eq(gw_list_len(&e, "tok_bob"), 0);
 	free(id);
@@ -219,14 +205,11 @@ Test(sending, forbidden_at_send_time_is_recorded)
 Test(sending, server_errors_are_retried)
 {
 	gw_env e;
-	gw_resp r;
 	json_t *evs;
 
 	gw_start(&e, "gw-5xx", false, NULL);
-	r = gw_req(
-	    "POST", e.hs, "/_test/fail", NULL, "{\"statuses\":[500,502,503]}");
-	gw_expect(r, 200, NULL);
-	gw_resp_free(&r);
+	gw_req_expect("POST", e.hs, "/_test/fail", NULL,
+	    "{\"statuses\":[500,502,503]}", 200, NULL);
 	free(gw_schedule(&e, "tok_alice", ROOM, "f1", 200, "{\"body\":\"f\"}"));
 	evs = gw_wait_events(&e, 1, 15000);
 	cr_assert_eq(json_array_size(evs), 1, "sent after three failures");
@@ -261,10 +244,9 @@ Test(sending, retries_are_bounded)
 	int64_t deadline;
 
 	gw_start(&e, "gw-giveup", false, "retry_for_ms = 500");
-	r = gw_req("POST", e.hs, "/_test/fail", NULL,
-	    "{\"statuses\":[502,502,502,502,502,502,502,502,502,502]}");
-	gw_expect(r, 200, NULL);
-	gw_resp_free(&r);
+	gw_req_expect("POST", e.hs, "/_test/fail", NULL,
+	    "{\"statuses\":[502,502,502,502,502,502,502,502,502,502]}", 200,
+	    NULL);
 	id = gw_schedule(&e, "tok_alice", ROOM, "g1", 100, "{}");
 	snprintf(path, sizeof(path), UNSTABLE "/%s", id);
 	deadline = tli_mono_ms() + 10000;
@@ -275,16 +257,9 @@ Test(sending, retries_are_bounded)
 		}
 		gw_resp_free(&r);
 		cr_assert(tli_mono_ms() < deadline, "given up and recorded");
-		gw_nap(50);
+		tt_nap_ms(50);
 	}
-	{
-		json_t *f = json_object_get(r.json, "finalised");
-		cr_assert_eq(
-		    json_number_value(json_object_get(f, "status")), 502);
-		cr_assert_str_eq(json_string_value(json_object_get(
-		                     json_object_get(f, "error"), "errcode")),
-		    "M_UNKNOWN");
-	}
+	gw_expect_finalised(r, 502, "M_UNKNOWN");
 	gw_resp_free(&r);
 	cr_assert_lt(gw_hs_count(&e, "PUT", "/_matrix/client/v3/rooms/"), 10,
 	    "it stopped trying");

@@ -5,6 +5,7 @@
  * its error shapes; and that with the switch off the paths are the
  * homeserver's.
  */
+#include "tltest.h"
 #include "gw_util.h"
 
 #define DPATH "/_matrix/client/v3/rooms/!room:test/delayed_event/"
@@ -47,14 +48,10 @@ Test(stable, schedule_manage_and_list)
 
 	snprintf(path, sizeof(path),
 	    "/_matrix/client/v1/delayed_events/%s/send", sid);
-	r = gw_req("POST", e.gw, path, NULL, "{}");
-	gw_expect(r, 200, NULL);
-	gw_resp_free(&r);
+	gw_req_expect("POST", e.gw, path, NULL, "{}", 200, NULL);
 	snprintf(path, sizeof(path),
 	    "/_matrix/client/v1/delayed_events/%s/cancel", mid);
-	r = gw_req("POST", e.gw, path, NULL, NULL);
-	gw_expect(r, 200, NULL);
-	gw_resp_free(&r);
+	gw_req_expect("POST", e.gw, path, NULL, NULL, 200, NULL);
 	evs = gw_hs_events(&e);
 	cr_assert_eq(json_array_size(evs), 1);
 	cr_assert_str_eq(json_string_value(json_object_get(
@@ -126,9 +123,7 @@ Test(stable, content_is_kept_byte_for_byte)
 	    "/_matrix/client/v1/delayed_events/%s/send",
 	    gw_str(&r, "delay_id"));
 	gw_resp_free(&r);
-	r = gw_req("POST", e.gw, path, NULL, NULL);
-	gw_expect(r, 200, NULL);
-	gw_resp_free(&r);
+	gw_req_expect("POST", e.gw, path, NULL, NULL, 200, NULL);
 	/* the homeserver got exactly the content's bytes */
 	reqs = gw_hs_requests(&e);
 	json_array_foreach(reqs, i, it)
@@ -163,52 +158,35 @@ Test(stable, error_shapes)
 	cr_assert_eq(
 	    json_number_value(json_object_get(r.json, "max_delay")), 86400000);
 	gw_resp_free(&r);
-	r = gw_req("PUT", e.gw, DPATH "m.room.message/e2", "tok_alice",
-	    "{\"content\":{},\"delay\":0}");
-	gw_expect(r, 400, "M_INVALID_PARAM");
-	gw_resp_free(&r);
-	r = gw_req("PUT", e.gw, DPATH "m.room.message/e3", "tok_alice",
-	    "{\"content\":[],\"delay\":10}");
-	gw_expect(r, 400, "M_BAD_JSON");
-	gw_resp_free(&r);
-	r = gw_req("PUT", e.gw, DPATH "m.room.message/e4", "tok_alice",
-	    "{\"delay\":10}");
-	gw_expect(r, 400, "M_BAD_JSON");
-	gw_resp_free(&r);
-	r = gw_req("PUT", e.gw, DPATH "m.room.message/e5", "tok_alice",
-	    "{\"content\":{},\"content\":{},\"delay\":10}");
-	gw_expect(r, 400, "M_NOT_JSON");
-	gw_resp_free(&r);
-	r = gw_req("GET", e.gw, "/_matrix/client/v1/delayed_events?status=all",
-	    "tok_alice", NULL);
-	gw_expect(r, 400, "M_UNKNOWN");
-	gw_resp_free(&r);
+	gw_req_expect("PUT", e.gw, DPATH "m.room.message/e2", "tok_alice",
+	    "{\"content\":{},\"delay\":0}", 400, "M_INVALID_PARAM");
+	gw_req_expect("PUT", e.gw, DPATH "m.room.message/e3", "tok_alice",
+	    "{\"content\":[],\"delay\":10}", 400, "M_BAD_JSON");
+	gw_req_expect("PUT", e.gw, DPATH "m.room.message/e4", "tok_alice",
+	    "{\"delay\":10}", 400, "M_BAD_JSON");
+	gw_req_expect("PUT", e.gw, DPATH "m.room.message/e5", "tok_alice",
+	    "{\"content\":{},\"content\":{},\"delay\":10}", 400, "M_NOT_JSON");
+	gw_req_expect("GET", e.gw,
+	    "/_matrix/client/v1/delayed_events?status=all", "tok_alice", NULL,
+	    400, "M_UNKNOWN");
 	cr_assert_eq(gw_list_len(&e, "tok_alice"), 0, "nothing scheduled");
-	r = gw_req("PUT", e.gw, DPATH "m.room.message/e6", "tok_alice",
-	    "{\"content\":{},\"delay\":600000}");
-	gw_expect(r, 200, NULL);
-	gw_resp_free(&r);
-	r = gw_req("PUT", e.gw, DPATH "m.room.message/e7", "tok_alice",
-	    "{\"content\":{},\"delay\":600000}");
-	gw_expect(r, 400, "M_MAX_DELAYED_EVENTS_EXCEEDED");
-	gw_resp_free(&r);
+	gw_req_expect("PUT", e.gw, DPATH "m.room.message/e6", "tok_alice",
+	    "{\"content\":{},\"delay\":600000}", 200, NULL);
+	gw_req_expect("PUT", e.gw, DPATH "m.room.message/e7", "tok_alice",
+	    "{\"content\":{},\"delay\":600000}", 400,
+	    "M_MAX_DELAYED_EVENTS_EXCEEDED");
 	gw_stop(&e);
 }
 
 Test(stable, off_by_default)
 {
 	gw_env e;
-	gw_resp r;
 
 	gw_start(&e, "gw-stoff", false, NULL);
-	r = gw_req("PUT", e.gw, DPATH "m.room.message/o1", "tok_alice",
-	    "{\"content\":{},\"delay\":1000}");
-	gw_expect(r, 404, "M_UNRECOGNIZED");
-	gw_resp_free(&r);
-	r = gw_req("GET", e.gw, "/_matrix/client/v1/delayed_events",
-	    "tok_alice", NULL);
-	gw_expect(r, 404, "M_UNRECOGNIZED");
-	gw_resp_free(&r);
+	gw_req_expect("PUT", e.gw, DPATH "m.room.message/o1", "tok_alice",
+	    "{\"content\":{},\"delay\":1000}", 404, "M_UNRECOGNIZED");
+	gw_req_expect("GET", e.gw, "/_matrix/client/v1/delayed_events",
+	    "tok_alice", NULL, 404, "M_UNRECOGNIZED");
 	cr_assert_eq(
 	    gw_hs_count(&e, "GET", "/_matrix/client/v1/"), 1, "passed through");
 	gw_stop(&e);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "fuzz_msgs.h"
+#include "tlcheck.h"
 
 static tli_buf
 encode_batch(size_t n)
@@ -41,7 +42,7 @@ Test(decode, batch_round_trips)
 	tlp_r r;
 
 	tlp_r_init(&r, b.data, b.len);
-	cr_assert_eq(tlp_dec_batch(&r, &out), TL_OK);
+	TL_PASS(tlp_dec_batch(&r, &out));
 	cr_assert_eq(out.n, 5);
 	cr_assert_eq(out.topic.n, 5);
 	cr_assert_eq(memcmp(out.topic.p, "topic", 5), 0);
@@ -65,7 +66,7 @@ Test(decode, every_truncation_is_refused)
 		tlp_batch out;
 		tlp_r r;
 		tlp_r_init(&r, b.data, cut);
-		cr_assert_neq(tlp_dec_batch(&r, &out), TL_OK,
+		TL_NOT_OK(tlp_dec_batch(&r, &out),
 		    "a batch cut to %zu of %zu bytes decoded", cut, b.len);
 	}
 	tli_buf_fini(&b);
@@ -79,7 +80,7 @@ Test(decode, trailing_bytes_are_refused)
 
 	tli_buf_append(&b, "\x00", 1);
 	tlp_r_init(&r, b.data, b.len);
-	cr_assert_eq(tlp_dec_batch(&r, &out), TL_EPROTO);
+	TL_FAIL(tlp_dec_batch(&r, &out), TL_EPROTO);
 	tli_buf_fini(&b);
 }
 
@@ -102,13 +103,13 @@ Test(decode, lying_counts_are_refused_before_allocation)
 	tli_alloc_fail_after(-1);
 	before = tli_alloc_count();
 	tlp_r_init(&r, huge, sizeof(huge));
-	cr_assert_eq(tlp_dec_batch(&r, &out), TL_ETOOLARGE);
+	TL_FAIL(tlp_dec_batch(&r, &out), TL_ETOOLARGE);
 	tlp_r_init(&r, lie, sizeof(lie));
-	cr_assert_eq(tlp_dec_batch(&r, &out), TL_EPROTO);
+	TL_FAIL(tlp_dec_batch(&r, &out), TL_EPROTO);
 	cr_assert_eq(
 	    tli_alloc_count(), before, "a decoder allocated for a lie");
 	tlp_r_init(&r, bigstr, sizeof(bigstr));
-	cr_assert_eq(tlp_dec_name(&r, &name), TL_ETOOLARGE);
+	TL_FAIL(tlp_dec_name(&r, &name), TL_ETOOLARGE);
 }
 
 Test(decode, deep_nesting_is_refused_when_skipped)
@@ -120,7 +121,7 @@ Test(decode, deep_nesting_is_refused_when_skipped)
 	{
 		tlp_r r;
 		tlp_r_init(&r, deep, sizeof(deep));
-		cr_assert_eq(tlp_r_skip(&r), TL_EPROTO);
+		TL_FAIL(tlp_r_skip(&r), TL_EPROTO);
 	}
 }
 
@@ -130,11 +131,11 @@ Test(decode, frame_lengths_are_checked)
 	uint32_t len;
 
 	tli_put_be32(p, 3);
-	cr_assert_eq(tlp_frame_len(p, &len), TL_EPROTO);
+	TL_FAIL(tlp_frame_len(p, &len), TL_EPROTO);
 	tli_put_be32(p, TLP_MAX_FRAME + 1);
-	cr_assert_eq(tlp_frame_len(p, &len), TL_ETOOLARGE);
+	TL_FAIL(tlp_frame_len(p, &len), TL_ETOOLARGE);
 	tli_put_be32(p, 100);
-	cr_assert_eq(tlp_frame_len(p, &len), TL_OK);
+	TL_PASS(tlp_frame_len(p, &len));
 	cr_assert_eq(len, 100);
 }
 

@@ -7,26 +7,10 @@
  * return, done calling the library (blocking calls included), and deletes
  * started from on_message.
  */
+#include "tltest.h"
 #include "sdk_util.h"
 
-static sb_broker B;
-static tl_client *C;
-
-static void
-setup(void)
-{
-	sb_start(&B, "sdk-async");
-	C = sb_client(&B);
-}
-
-static void
-teardown(void)
-{
-	tl_client_close(C);
-	sb_stop(&B);
-}
-
-TestSuite(async, .init = setup, .fini = teardown, .timeout = 60);
+SB_SUITE(async, "sdk-async");
 
 /* Completions of a test's ops; each op has a slot. */
 typedef struct tracker {
@@ -61,6 +45,18 @@ tracker_fini(tracker *t)
 	pthread_cond_destroy(&t->cv);
 }
 
+/* A completion came: count it in its slot (calls, err) and wake the test. */
+static void
+tracker_done(tracker *t, int *calls, int *slot_err, int err)
+{
+	pthread_mutex_lock(&t->m);
+	(*calls)++;
+	*slot_err = err;
+	t->done++;
+	pthread_cond_broadcast(&t->cv);
+	pthread_mutex_unlock(&t->m);
+}
+
 static void
 on_done(void *arg, int err)
 {
@@ -74,12 +70,7 @@ on_done(void *arg, int err)
 	if (s->free_lease) {
 		tl_lease_free(s->l);
 	}
-	pthread_mutex_lock(&t->m);
-	s->calls++;
-	s->err = err;
-	t->done++;
-	pthread_cond_broadcast(&t->cv);
-	pthread_mutex_unlock(&t->m);
+	tracker_done(t, &s->calls, &s->err, err);
 }
 
 /* Wait until n completions or 20 s; returns the count. */
@@ -105,25 +96,23 @@ tracker_wait(tracker *t, int n)
 	return got;
 }
 
-/* Poll until want leases arrived or timeout_ms passed; returns the count. */
-static size_t
-poll_n(tl_consumer *k, tl_lease **out, size_t want, int timeout_ms)
+/* Put the n messages of p (ids as the caller set them, else made by the
+ * broker) with the body "z", due in delay_ms; each must be stored. Frees
+ * p. */
+static void
+put_z(const char *topic, tl_put *p, int n, int64_t delay_ms)
 {
-	int64_t deadline = tli_mono_ms() + timeout_ms;
-	size_t got = 0;
-
-	while (got < want) {
-		int64_t left = deadline - tli_mono_ms();
-		size_t n = 0;
-		if (left <= 0) {
-			break;
-		}
-		cr_assert_eq(
-		    tl_consumer_poll(k, out + got, want - got, &n, (int) left),
-		    TL_OK);
-		got += n;
+	for (int i = 0; i < n; i++) {
+		p[i].ts = delay_ms;
+		p[i].rel = true;
+		p[i].body = "z";
+		p[i].body_len = 1;
 	}
-	return got;
+	TL_PASS(tl_put_batch(C, topic, "p", p, (size_t) n));
+	for (int i = 0; i < n; i++) {
+		TL_PASS(p[i].err);
+	}
+	free(p);
 }
 
 static void
@@ -132,16 +121,7 @@ put_n(const char *topic, int n)
 	tl_put *p = calloc((size_t) n, sizeof(*p));
 
 	cr_assert_not_null(p);
-	for (int i = 0; i < n; i++) {
-		p[i].rel = true;
-		p[i].body = "z";
-		p[i].body_len = 1;
-	}
-	cr_assert_eq(tl_put_batch(C, topic, "p", p, (size_t) n), TL_OK);
-	for (int i = 0; i < n; i++) {
-		cr_assert_eq(p[i].err, TL_OK);
-	}
-	free(p);
+	put_z(topic, p, n, 0);
 }
 
 /* Close the consumer and the client: every queued op has then completed
@@ -169,24 +149,23 @@ Test(async, delete_many_from_one_thread)
 	cr_assert_not_null(sl);
 	tracker_init(&t);
 	sb_topic(C, "dm", 0);
-	cr_assert_eq(tl_consumer_open(&k, C, &conf), TL_OK);
+	TL_PASS(tl_consumer_open(&k, C, &conf));
 	put_n("dm", N);
-	cr_assert_eq(poll_n(k, ls, N, 15000), N);
+	cr_assert_eq(sb_poll_n(k, ls, N, 15000), N);
 	for (int i = 0; i < N; i++) {
 		sl[i].t = &t;
 		sl[i].l = ls[i];
 		sl[i].err = -1;
-		cr_assert_eq(tl_lease_delete_async(ls[i], on_done, &sl[i]),
-		    TL_OK, "op %d", i);
+		TL_PASS(
+		    tl_lease_delete_async(ls[i], on_done, &sl[i]), "op %d", i);
 	}
 	cr_assert_eq(tracker_wait(&t, N), N, "%d of %d completed", t.done, N);
 	for (int i = 0; i < N; i++) {
-		cr_assert_eq(
-		    sl[i].err, TL_OK, "op %d: %s", i, tl_errname(sl[i].err));
+		TL_PASS(sl[i].err, "op %d", i);
 		cr_assert(!pthread_equal(sl[i].thr, pthread_self()),
 		    "done runs on a library thread");
 	}
-	cr_assert_eq(tl_count(C, "dm", 0, TL_TS_MAX, &cnt), TL_OK);
+	TL_PASS(tl_count(C, "dm", 0, TL_TS_MAX, &cnt));
 	cr_assert_eq(cnt.available + cnt.waiting + cnt.processing, 0,
 	    "the topic is empty");
 	close_all(k);
@@ -215,30 +194,29 @@ Test(async, extend_and_release_update_the_handle)
 	memset(s, 0, sizeof(s));
 	s[0].t = s[1].t = &t;
 	sb_topic(C, "ex", 0);
-	cr_assert_eq(tl_consumer_open(&k, C, &conf), TL_OK);
-	cr_assert_eq(tl_put_in(C, "ex", "p", "a", 0, "A", 1, NULL), TL_OK);
-	cr_assert_eq(poll_n(k, &l, 1, 10000), 1);
+	TL_PASS(tl_consumer_open(&k, C, &conf));
+	TL_PASS(tl_put_in(C, "ex", "p", "a", 0, "A", 1, NULL));
+	cr_assert_eq(sb_poll_n(k, &l, 1, 10000), 1);
 	v0 = tl_lease_version(l);
 	u0 = tl_lease_until(l);
 
-	cr_assert_eq(tl_lease_extend_async(l, 60000, on_done, &s[0]), TL_OK);
+	TL_PASS(tl_lease_extend_async(l, 60000, on_done, &s[0]));
 	cr_assert_eq(tracker_wait(&t, 1), 1);
-	cr_assert_eq(s[0].err, TL_OK, "%s", tl_errname(s[0].err));
+	TL_PASS(s[0].err);
 	v1 = tl_lease_version(l);
 	cr_assert(v1 > v0, "a new version");
 	cr_assert(tl_lease_until(l) > u0 + 40000, "a later expiry");
-	cr_assert_eq(tl_get(C, "ex", "a", &m), TL_OK);
+	TL_PASS(tl_get(C, "ex", "a", &m));
 	cr_assert_eq(m->version, v1, "the broker's version");
 	cr_assert_eq(m->ts, tl_lease_until(l), "the broker's expiry");
 	tl_message_free(m);
 
 	/* release: the lease ends, the message is back with a new version */
-	cr_assert_eq(
-	    tl_lease_release_async(l, 60000, true, on_done, &s[1]), TL_OK);
+	TL_PASS(tl_lease_release_async(l, 60000, true, on_done, &s[1]));
 	cr_assert_eq(tracker_wait(&t, 2), 2);
-	cr_assert_eq(s[1].err, TL_OK, "%s", tl_errname(s[1].err));
+	TL_PASS(s[1].err);
 	cr_assert(tl_lease_version(l) > v1);
-	cr_assert_eq(tl_get(C, "ex", "a", &m), TL_OK);
+	TL_PASS(tl_get(C, "ex", "a", &m));
 	cr_assert_str_eq(m->consumer, "", "no lease any more");
 	cr_assert_eq(m->version, tl_lease_version(l));
 	tl_message_free(m);
@@ -265,18 +243,17 @@ Test(async, stale_lease_reports_the_precise_error)
 		s[i].t = &t;
 	}
 	sb_topic(C, "st", 0);
-	cr_assert_eq(tl_consumer_open(&k, C, &conf), TL_OK);
-	cr_assert_eq(tl_put_in(C, "st", "p", "x", 0, "X", 1, NULL), TL_OK);
-	cr_assert_eq(poll_n(k, &l1, 1, 10000), 1);
+	TL_PASS(tl_consumer_open(&k, C, &conf));
+	TL_PASS(tl_put_in(C, "st", "p", "x", 0, "X", 1, NULL));
+	cr_assert_eq(sb_poll_n(k, &l1, 1, 10000), 1);
 	/* l1 runs out; the message comes back as l2 (a new version) */
-	cr_assert_eq(poll_n(k, &l2, 1, 10000), 1);
+	cr_assert_eq(sb_poll_n(k, &l2, 1, 10000), 1);
 	cr_assert_str_eq(tl_lease_id(l2), "x");
 	cr_assert(tl_lease_version(l2) > tl_lease_version(l1));
 
-	cr_assert_eq(tl_lease_delete_async(l1, on_done, &s[0]), TL_OK);
-	cr_assert_eq(tl_lease_extend_async(l1, 5000, on_done, &s[1]), TL_OK);
-	cr_assert_eq(
-	    tl_lease_release_async(l1, 0, true, on_done, &s[2]), TL_OK);
+	TL_PASS(tl_lease_delete_async(l1, on_done, &s[0]));
+	TL_PASS(tl_lease_extend_async(l1, 5000, on_done, &s[1]));
+	TL_PASS(tl_lease_release_async(l1, 0, true, on_done, &s[2]));
 	cr_assert_eq(tracker_wait(&t, 3), 3);
 	/* The broker answers TL_ELEASEEXPIRED while the run-out lease is
 	 * still this version and TL_EVERSION once it was leased again (as
@@ -284,16 +261,13 @@ Test(async, stale_lease_reports_the_precise_error)
 	blocking = tl_lease_delete(l1);
 	cr_assert(blocking == TL_EVERSION || blocking == TL_ELEASEEXPIRED,
 	    "blocking: %s", tl_errname(blocking));
-	cr_assert_eq(s[0].err, blocking, "delete: %s, blocking %s",
-	    tl_errname(s[0].err), tl_errname(blocking));
-	cr_assert_eq(s[1].err, tl_lease_extend(l1, 5000), "extend: %s",
-	    tl_errname(s[1].err));
-	cr_assert_eq(s[2].err, tl_lease_release(l1, 0, true), "release: %s",
-	    tl_errname(s[2].err));
-	cr_assert_eq(s[1].err, blocking);
-	cr_assert_eq(s[2].err, blocking);
+	TL_CODE_EQ(s[0].err, blocking, "delete");
+	TL_CODE_EQ(s[1].err, tl_lease_extend(l1, 5000), "extend");
+	TL_CODE_EQ(s[2].err, tl_lease_release(l1, 0, true), "release");
+	TL_CODE_EQ(s[1].err, blocking);
+	TL_CODE_EQ(s[2].err, blocking);
 	/* the live lease is unaffected */
-	cr_assert_eq(tl_lease_delete(l2), TL_OK);
+	TL_PASS(tl_lease_delete(l2));
 	close_all(k);
 	for (int i = 0; i < 3; i++) {
 		cr_assert_eq(s[i].calls, 1);
@@ -316,25 +290,23 @@ Test(async, error_returns_never_call_done)
 	memset(&s, 0, sizeof(s));
 	s.t = &t;
 	sb_topic(C, "er", 0);
-	cr_assert_eq(tl_consumer_open(&k, C, &conf), TL_OK);
-	cr_assert_eq(tl_put_in(C, "er", "p", "a", 0, "A", 1, NULL), TL_OK);
-	cr_assert_eq(poll_n(k, &l, 1, 10000), 1);
+	TL_PASS(tl_consumer_open(&k, C, &conf));
+	TL_PASS(tl_put_in(C, "er", "p", "a", 0, "A", 1, NULL));
+	cr_assert_eq(sb_poll_n(k, &l, 1, 10000), 1);
 
-	cr_assert_eq(tl_lease_delete_async(NULL, on_done, &s), TL_EINVAL);
-	cr_assert_eq(tl_lease_delete_async(l, NULL, &s), TL_EINVAL);
-	cr_assert_eq(tl_lease_extend_async(l, 0, on_done, &s), TL_EINVAL);
-	cr_assert_eq(tl_lease_extend_async(l, -5, on_done, &s), TL_EINVAL);
-	cr_assert_eq(
-	    tl_lease_release_async(l, -1, true, on_done, &s), TL_EINVAL);
-	cr_assert_eq(tl_lease_release_async(l, 0, true, NULL, &s), TL_EINVAL);
+	TL_FAIL(tl_lease_delete_async(NULL, on_done, &s), TL_EINVAL);
+	TL_FAIL(tl_lease_delete_async(l, NULL, &s), TL_EINVAL);
+	TL_FAIL(tl_lease_extend_async(l, 0, on_done, &s), TL_EINVAL);
+	TL_FAIL(tl_lease_extend_async(l, -5, on_done, &s), TL_EINVAL);
+	TL_FAIL(tl_lease_release_async(l, -1, true, on_done, &s), TL_EINVAL);
+	TL_FAIL(tl_lease_release_async(l, 0, true, NULL, &s), TL_EINVAL);
 
 	/* after its consumer closed, the handle refuses at once */
 	tl_consumer_close(k);
 	k = NULL;
-	cr_assert_eq(tl_lease_delete_async(l, on_done, &s), TL_ECLOSED);
-	cr_assert_eq(tl_lease_extend_async(l, 1000, on_done, &s), TL_ECLOSED);
-	cr_assert_eq(
-	    tl_lease_release_async(l, 0, true, on_done, &s), TL_ECLOSED);
+	TL_FAIL(tl_lease_delete_async(l, on_done, &s), TL_ECLOSED);
+	TL_FAIL(tl_lease_extend_async(l, 1000, on_done, &s), TL_ECLOSED);
+	TL_FAIL(tl_lease_release_async(l, 0, true, on_done, &s), TL_ECLOSED);
 	close_all(NULL);
 	cr_assert_eq(s.calls, 0, "done was called %d times", s.calls);
 	cr_assert_eq(t.done, 0);
@@ -356,9 +328,9 @@ Test(async, done_may_call_blocking_ops_and_free)
 	tracker_init(&t);
 	memset(s, 0, sizeof(s));
 	sb_topic(C, "cb", 0);
-	cr_assert_eq(tl_consumer_open(&k, C, &conf), TL_OK);
+	TL_PASS(tl_consumer_open(&k, C, &conf));
 	put_n("cb", N);
-	cr_assert_eq(poll_n(k, ls, N, 10000), N);
+	cr_assert_eq(sb_poll_n(k, ls, N, 10000), N);
 	/* extend, then from done (the callback thread) a blocking delete
 	 * and the handle's free */
 	for (int i = 0; i < N; i++) {
@@ -366,17 +338,14 @@ Test(async, done_may_call_blocking_ops_and_free)
 		s[i].l = ls[i];
 		s[i].then_delete = true;
 		s[i].free_lease = true;
-		cr_assert_eq(
-		    tl_lease_extend_async(ls[i], 20000, on_done, &s[i]), TL_OK);
+		TL_PASS(tl_lease_extend_async(ls[i], 20000, on_done, &s[i]));
 	}
 	cr_assert_eq(tracker_wait(&t, N), N);
 	for (int i = 0; i < N; i++) {
-		cr_assert_eq(
-		    s[i].err, TL_OK, "%d: %s", i, tl_errname(s[i].err));
-		cr_assert_eq(
-		    s[i].err2, TL_OK, "%d: %s", i, tl_errname(s[i].err2));
+		TL_PASS(s[i].err, "%d", i);
+		TL_PASS(s[i].err2, "%d", i);
 	}
-	cr_assert_eq(tl_count(C, "cb", 0, TL_TS_MAX, &cnt), TL_OK);
+	TL_PASS(tl_count(C, "cb", 0, TL_TS_MAX, &cnt));
 	cr_assert_eq(cnt.available + cnt.waiting + cnt.processing, 0);
 	close_all(k);
 	for (int i = 0; i < N; i++) {
@@ -436,15 +405,14 @@ Test(async, on_message_deletes_without_blocking)
 	cr_assert_not_null(ms.slots);
 	sb_topic(C, "om", 0);
 	put_n("om", N);
-	cr_assert_eq(tl_consumer_open(&k, C, &conf), TL_OK);
+	TL_PASS(tl_consumer_open(&k, C, &conf));
 	cr_assert_eq(
 	    tracker_wait(&ms.t, N), N, "%d of %d deleted", ms.t.done, N);
 	cr_assert_eq(ms.start_errs, 0);
 	for (int i = 0; i < N; i++) {
-		cr_assert_eq(ms.slots[i].err, TL_OK, "%d: %s", i,
-		    tl_errname(ms.slots[i].err));
+		TL_PASS(ms.slots[i].err, "%d", i);
 	}
-	cr_assert_eq(tl_count(C, "om", 0, TL_TS_MAX, &cnt), TL_OK);
+	TL_PASS(tl_count(C, "om", 0, TL_TS_MAX, &cnt));
 	cr_assert_eq(cnt.available + cnt.waiting + cnt.processing, 0);
 	close_all(k);
 	cr_assert_eq(ms.started, N, "no message delivered twice");
@@ -484,12 +452,7 @@ on_moved(void *arg, int err)
 		}
 		tl_message_free(m);
 	}
-	pthread_mutex_lock(&t->m);
-	s->calls++;
-	s->err = err;
-	t->done++;
-	pthread_cond_broadcast(&t->cv);
-	pthread_mutex_unlock(&t->m);
+	tracker_done(t, &s->calls, &s->err, err);
 }
 
 /* n messages with ids "m0".."m{n-1}" in topic, owned by group "p", due in
@@ -503,16 +466,8 @@ put_ids(const char *topic, mslot *sl, int n)
 	for (int i = 0; i < n; i++) {
 		snprintf(sl[i].id, sizeof(sl[i].id), "m%d", i);
 		p[i].id = sl[i].id;
-		p[i].ts = 3600000;
-		p[i].rel = true;
-		p[i].body = "z";
-		p[i].body_len = 1;
 	}
-	cr_assert_eq(tl_put_batch(C, topic, "p", p, (size_t) n), TL_OK);
-	for (int i = 0; i < n; i++) {
-		cr_assert_eq(p[i].err, TL_OK);
-	}
-	free(p);
+	put_z(topic, p, n, 3600000);
 }
 
 Test(async, move_many_from_one_thread)
@@ -533,25 +488,22 @@ Test(async, move_many_from_one_thread)
 		sl[i].err = -1;
 		sl[i].then_get = i % 50 == 0;
 		/* half relative, half absolute */
-		cr_assert_eq(tl_move_async(C, "mv", "p", sl[i].id, 0,
-		                 i % 2 ? 7200000 : before + 7200000, i % 2 == 1,
-		                 on_moved, &sl[i]),
-		    TL_OK, "move %d", i);
+		TL_PASS(tl_move_async(C, "mv", "p", sl[i].id, 0,
+		            i % 2 ? 7200000 : before + 7200000, i % 2 == 1,
+		            on_moved, &sl[i]),
+		    "move %d", i);
 	}
 	cr_assert_eq(tracker_wait(&t, N), N, "%d of %d completed", t.done, N);
 	for (int i = 0; i < N; i++) {
 		tl_message *m = NULL;
-		cr_assert_eq(
-		    sl[i].err, TL_OK, "move %d: %s", i, tl_errname(sl[i].err));
+		TL_PASS(sl[i].err, "move %d", i);
 		cr_assert(!pthread_equal(sl[i].thr, pthread_self()),
 		    "done runs on a library thread");
 		if (sl[i].then_get) {
-			cr_assert_eq(sl[i].get_err, TL_OK,
-			    "a blocking call from done: %s",
-			    tl_errname(sl[i].get_err));
+			TL_PASS(sl[i].get_err, "a blocking call from done");
 			cr_assert_geq(sl[i].got_ts, before + 7200000 - 60000);
 		}
-		cr_assert_eq(tl_get(C, "mv", sl[i].id, &m), TL_OK);
+		TL_PASS(tl_get(C, "mv", sl[i].id, &m));
 		cr_assert_geq(m->ts, before + 7200000 - 60000,
 		    "message %d was moved (ts %lld)", i, (long long) m->ts);
 		cr_assert_eq(m->version, 2, "one move, one new version");
@@ -581,24 +533,20 @@ Test(async, move_reports_the_precise_error)
 		sl[i].err = -1;
 	}
 	/* unknown id, another owner, a stale version, then a good one */
-	cr_assert_eq(tl_move_async(
-	                 C, "me", "p", "nope", 0, 1000, true, on_moved, &sl[0]),
-	    TL_OK);
-	cr_assert_eq(
-	    tl_move_async(C, "me", "q", "m0", 0, 1000, true, on_moved, &sl[1]),
-	    TL_OK);
-	cr_assert_eq(
-	    tl_move_async(C, "me", "p", "m0", 7, 1000, true, on_moved, &sl[2]),
-	    TL_OK);
+	TL_PASS(tl_move_async(
+	    C, "me", "p", "nope", 0, 1000, true, on_moved, &sl[0]));
+	TL_PASS(
+	    tl_move_async(C, "me", "q", "m0", 0, 1000, true, on_moved, &sl[1]));
+	TL_PASS(
+	    tl_move_async(C, "me", "p", "m0", 7, 1000, true, on_moved, &sl[2]));
 	cr_assert_eq(tracker_wait(&t, 3), 3);
-	cr_assert_eq(sl[0].err, TL_ENOTFOUND, "%s", tl_errname(sl[0].err));
-	cr_assert_eq(sl[1].err, TL_ENOTOWNER, "%s", tl_errname(sl[1].err));
-	cr_assert_eq(sl[2].err, TL_EVERSION, "%s", tl_errname(sl[2].err));
-	cr_assert_eq(
-	    tl_move_async(C, "me", "p", "m0", 1, 1000, true, on_moved, &sl[3]),
-	    TL_OK);
+	TL_FAIL(sl[0].err, TL_ENOTFOUND);
+	TL_FAIL(sl[1].err, TL_ENOTOWNER);
+	TL_FAIL(sl[2].err, TL_EVERSION);
+	TL_PASS(
+	    tl_move_async(C, "me", "p", "m0", 1, 1000, true, on_moved, &sl[3]));
 	cr_assert_eq(tracker_wait(&t, 4), 4);
-	cr_assert_eq(sl[3].err, TL_OK, "%s", tl_errname(sl[3].err));
+	TL_PASS(sl[3].err);
 	close_all(NULL);
 	for (int i = 0; i < 4; i++) {
 		cr_assert_eq(
@@ -619,21 +567,19 @@ Test(async, move_error_returns_never_call_done)
 	memset(big, 'x', sizeof(big) - 1);
 	big[sizeof(big) - 1] = '\0';
 	sb_topic(C, "mr", 0);
-	cr_assert_eq(
-	    tl_move_async(NULL, "mr", "p", "a", 0, 1, true, on_moved, &s),
+	TL_FAIL(tl_move_async(NULL, "mr", "p", "a", 0, 1, true, on_moved, &s),
 	    TL_EINVAL);
-	cr_assert_eq(
+	TL_FAIL(
 	    tl_move_async(C, "mr", "p", "a", 0, 1, true, NULL, &s), TL_EINVAL);
-	cr_assert_eq(
-	    tl_move_async(C, "mr", "p", NULL, 0, 1, true, on_moved, &s),
+	TL_FAIL(tl_move_async(C, "mr", "p", NULL, 0, 1, true, on_moved, &s),
 	    TL_EINVAL);
-	cr_assert_eq(tl_move_async(C, "mr", "p", "", 0, 1, true, on_moved, &s),
+	TL_FAIL(tl_move_async(C, "mr", "p", "", 0, 1, true, on_moved, &s),
 	    TL_EBADID);
-	cr_assert_eq(tl_move_async(C, "mr", "p", big, 0, 1, true, on_moved, &s),
+	TL_FAIL(tl_move_async(C, "mr", "p", big, 0, 1, true, on_moved, &s),
 	    TL_ETOOLARGE);
-	cr_assert_eq(tl_move_async(C, "mr", "", "a", 0, 1, true, on_moved, &s),
+	TL_FAIL(tl_move_async(C, "mr", "", "a", 0, 1, true, on_moved, &s),
 	    TL_EBADID);
-	cr_assert_eq(tl_move_async(C, "", "p", "a", 0, 1, true, on_moved, &s),
+	TL_FAIL(tl_move_async(C, "", "p", "a", 0, 1, true, on_moved, &s),
 	    TL_EBADID);
 	close_all(NULL);
 	cr_assert_eq(s.calls, 0, "done was called %d times", s.calls);

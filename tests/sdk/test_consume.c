@@ -3,47 +3,10 @@
  * to a callback and to poll, never early, extend / release / delete
  * through leases, lease expiry and re-delivery, credit.
  */
+#include "tltest.h"
 #include "sdk_util.h"
 
-static sb_broker B;
-static tl_client *C;
-
-static void
-setup(void)
-{
-	sb_start(&B, "sdk-cons");
-	C = sb_client(&B);
-}
-
-static void
-teardown(void)
-{
-	tl_client_close(C);
-	sb_stop(&B);
-}
-
-TestSuite(consume, .init = setup, .fini = teardown, .timeout = 60);
-
-/* Poll until want leases arrived or timeout_ms passed; returns the count. */
-static size_t
-poll_n(tl_consumer *k, tl_lease **out, size_t want, int timeout_ms)
-{
-	int64_t deadline = tli_mono_ms() + timeout_ms;
-	size_t got = 0;
-
-	while (got < want) {
-		int64_t left = deadline - tli_mono_ms();
-		size_t n = 0;
-		if (left <= 0) {
-			break;
-		}
-		cr_assert_eq(
-		    tl_consumer_poll(k, out + got, want - got, &n, (int) left),
-		    TL_OK);
-		got += n;
-	}
-	return got;
-}
+SB_SUITE(consume, "sdk-cons");
 
 typedef struct seen {
 	pthread_mutex_t m;
@@ -93,13 +56,12 @@ Test(consume, callback_gets_due_messages_and_deletes)
 	pthread_mutex_init(&s.m, NULL);
 	pthread_cond_init(&s.cv, NULL);
 	sb_topic(C, "cb", 0);
-	cr_assert_eq(tl_consumer_open(&k, C, &conf), TL_OK);
+	TL_PASS(tl_consumer_open(&k, C, &conf));
 	for (int i = 0; i < 5; i++) {
 		char body[8];
 		snprintf(body, sizeof(body), "m%d", i);
-		cr_assert_eq(tl_put_in(C, "cb", "p", NULL, 200 + 50 * i, body,
-		                 strlen(body), NULL),
-		    TL_OK);
+		TL_PASS(tl_put_in(C, "cb", "p", NULL, 200 + 50 * i, body,
+		    strlen(body), NULL));
 	}
 	pthread_mutex_lock(&s.m);
 	while (s.n < 5 && tli_mono_ms() < deadline) {
@@ -122,7 +84,7 @@ Test(consume, callback_gets_due_messages_and_deletes)
 		cr_assert_str_eq(s.bodies[i], want, "in due order");
 	}
 	tl_consumer_close(k);
-	cr_assert_eq(tl_count(C, "cb", 0, TL_TS_MAX, &cnt), TL_OK);
+	TL_PASS(tl_count(C, "cb", 0, TL_TS_MAX, &cnt));
 	cr_assert_eq(cnt.available + cnt.waiting + cnt.processing, 0);
 }
 
@@ -137,11 +99,11 @@ Test(consume, poll_extend_release_delete)
 	int64_t u0;
 
 	sb_topic(C, "pl", 0);
-	cr_assert_eq(tl_consumer_open(&k, C, &conf), TL_OK);
-	cr_assert_eq(tl_put_in(C, "pl", "p", "a", 0, "A", 1, NULL), TL_OK);
-	cr_assert_eq(tl_put_in(C, "pl", "p", "b", 0, "B", 1, NULL), TL_OK);
-	cr_assert_eq(tl_put_in(C, "pl", "p", "c", 0, "C", 1, NULL), TL_OK);
-	cr_assert_eq(poll_n(k, ls, 3, 10000), 3);
+	TL_PASS(tl_consumer_open(&k, C, &conf));
+	TL_PASS(tl_put_in(C, "pl", "p", "a", 0, "A", 1, NULL));
+	TL_PASS(tl_put_in(C, "pl", "p", "b", 0, "B", 1, NULL));
+	TL_PASS(tl_put_in(C, "pl", "p", "c", 0, "C", 1, NULL));
+	cr_assert_eq(sb_poll_n(k, ls, 3, 10000), 3);
 	for (int i = 0; i < 3; i++) {
 		cr_assert_eq(tl_lease_deliveries(ls[i]), 1);
 		cr_assert_str_eq(tl_lease_owner(ls[i]), "p");
@@ -150,7 +112,7 @@ Test(consume, poll_extend_release_delete)
 		    "a first delivery is due where it was placed");
 	}
 	/* the broker sees the leases */
-	cr_assert_eq(tl_get(C, "pl", tl_lease_id(ls[0]), &m), TL_OK);
+	TL_PASS(tl_get(C, "pl", tl_lease_id(ls[0]), &m));
 	cr_assert_str_eq(m->consumer, "c1");
 	cr_assert_eq(m->version, tl_lease_version(ls[0]));
 	tl_message_free(m);
@@ -158,34 +120,32 @@ Test(consume, poll_extend_release_delete)
 	/* extend: a new version and a later expiry */
 	v0 = tl_lease_version(ls[0]);
 	u0 = tl_lease_until(ls[0]);
-	cr_assert_eq(tl_lease_extend(ls[0], 60000), TL_OK);
+	TL_PASS(tl_lease_extend(ls[0], 60000));
 	cr_assert(tl_lease_version(ls[0]) > v0);
 	cr_assert(tl_lease_until(ls[0]) > u0);
-	cr_assert_eq(tl_lease_extend(ls[0], 0), TL_EINVAL);
+	TL_FAIL(tl_lease_extend(ls[0], 0), TL_EINVAL);
 
 	/* the owner cannot touch a leased message */
-	cr_assert_eq(
-	    tl_delete(C, "pl", "p", tl_lease_id(ls[1]), 0), TL_ELEASED);
+	TL_FAIL(tl_delete(C, "pl", "p", tl_lease_id(ls[1]), 0), TL_ELEASED);
 
 	/* release: it comes back later with a second delivery */
-	cr_assert_eq(tl_lease_release(ls[1], 100, true), TL_OK);
+	TL_PASS(tl_lease_release(ls[1], 100, true));
 	char relid[TL_MAX_ID_LEN + 1];
 	snprintf(relid, sizeof(relid), "%s", tl_lease_id(ls[1]));
 	tl_lease_free(ls[1]);
-	cr_assert_eq(poll_n(k, &ls[1], 1, 10000), 1);
+	cr_assert_eq(sb_poll_n(k, &ls[1], 1, 10000), 1);
 	cr_assert_str_eq(tl_lease_id(ls[1]), relid);
 	cr_assert_eq(tl_lease_deliveries(ls[1]), 2);
 
 	/* delete all three; a second delete fails precisely */
 	for (int i = 0; i < 3; i++) {
-		cr_assert_eq(tl_lease_delete(ls[i]), TL_OK, "%s",
-		    tl_strerror(tl_lease_delete(ls[i])));
+		TL_PASS(tl_lease_delete(ls[i]));
 	}
-	cr_assert_neq(tl_lease_delete(ls[0]), TL_OK);
+	TL_NOT_OK(tl_lease_delete(ls[0]));
 	for (int i = 0; i < 3; i++) {
 		tl_lease_free(ls[i]);
 	}
-	cr_assert_eq(tl_get(C, "pl", "a", &m), TL_ENOTFOUND);
+	TL_FAIL(tl_get(C, "pl", "a", &m), TL_ENOTFOUND);
 	tl_consumer_close(k);
 }
 
@@ -198,18 +158,18 @@ Test(consume, expired_lease_is_delivered_again)
 	int rv;
 
 	sb_topic(C, "ex", 0);
-	cr_assert_eq(tl_consumer_open(&k, C, &conf), TL_OK);
-	cr_assert_eq(tl_put_in(C, "ex", "p", "x", 0, "X", 1, NULL), TL_OK);
-	cr_assert_eq(poll_n(k, &l1, 1, 10000), 1);
+	TL_PASS(tl_consumer_open(&k, C, &conf));
+	TL_PASS(tl_put_in(C, "ex", "p", "x", 0, "X", 1, NULL));
+	cr_assert_eq(sb_poll_n(k, &l1, 1, 10000), 1);
 	/* do not finish: the lease runs out and the message comes back */
-	cr_assert_eq(poll_n(k, &l2, 1, 10000), 1);
+	cr_assert_eq(sb_poll_n(k, &l2, 1, 10000), 1);
 	cr_assert_str_eq(tl_lease_id(l2), "x");
 	cr_assert_eq(tl_lease_deliveries(l2), 2);
 	cr_assert(tl_lease_version(l2) > tl_lease_version(l1));
 	rv = tl_lease_delete(l1);
 	cr_assert(rv == TL_EVERSION || rv == TL_ELEASEEXPIRED, "stale: %s",
 	    tl_errname(rv));
-	cr_assert_eq(tl_lease_delete(l2), TL_OK);
+	TL_PASS(tl_lease_delete(l2));
 	tl_lease_free(l1);
 	tl_lease_free(l2);
 	tl_consumer_close(k);
@@ -224,19 +184,18 @@ Test(consume, credit_bounds_leases_held)
 	size_t n;
 
 	sb_topic(C, "cr", 0);
-	cr_assert_eq(tl_consumer_open(&k, C, &conf), TL_OK);
+	TL_PASS(tl_consumer_open(&k, C, &conf));
 	for (int i = 0; i < 5; i++) {
-		cr_assert_eq(
-		    tl_put_in(C, "cr", "p", NULL, 0, "z", 1, NULL), TL_OK);
+		TL_PASS(tl_put_in(C, "cr", "p", NULL, 0, "z", 1, NULL));
 	}
-	cr_assert_eq(poll_n(k, ls, 2, 10000), 2);
+	cr_assert_eq(sb_poll_n(k, ls, 2, 10000), 2);
 	/* nothing more while both are held */
-	cr_assert_eq(tl_consumer_poll(k, ls + 2, 3, &n, 300), TL_OK);
+	TL_PASS(tl_consumer_poll(k, ls + 2, 3, &n, 300));
 	cr_assert_eq(n, 0);
-	cr_assert_eq(tl_lease_delete(ls[0]), TL_OK);
-	cr_assert_eq(poll_n(k, ls + 2, 1, 10000), 1);
+	TL_PASS(tl_lease_delete(ls[0]));
+	cr_assert_eq(sb_poll_n(k, ls + 2, 1, 10000), 1);
 	for (int i = 1; i < 3; i++) {
-		cr_assert_eq(tl_lease_delete(ls[i]), TL_OK);
+		TL_PASS(tl_lease_delete(ls[i]));
 	}
 	for (int i = 0; i < 3; i++) {
 		tl_lease_free(ls[i]);
@@ -269,22 +228,21 @@ Test(consume, concurrent_lease_ops_are_batched)
 	tl_counts cnt;
 
 	sb_topic(C, "co", 0);
-	cr_assert_eq(tl_consumer_open(&k, C, &conf), TL_OK);
+	TL_PASS(tl_consumer_open(&k, C, &conf));
 	for (int i = 0; i < N; i++) {
-		cr_assert_eq(
-		    tl_put_in(C, "co", "p", NULL, 0, "z", 1, NULL), TL_OK);
+		TL_PASS(tl_put_in(C, "co", "p", NULL, 0, "z", 1, NULL));
 	}
-	cr_assert_eq(poll_n(k, ls, N, 10000), N);
+	cr_assert_eq(sb_poll_n(k, ls, N, 10000), N);
 	for (int i = 0; i < N; i++) {
 		w[i].l = ls[i];
 		pthread_create(&th[i], NULL, worker_main, &w[i]);
 	}
 	for (int i = 0; i < N; i++) {
 		pthread_join(th[i], NULL);
-		cr_assert_eq(w[i].rv, TL_OK, "%d: %s", i, tl_strerror(w[i].rv));
+		TL_PASS(w[i].rv, "%d", i);
 		tl_lease_free(ls[i]);
 	}
-	cr_assert_eq(tl_count(C, "co", 0, TL_TS_MAX, &cnt), TL_OK);
+	TL_PASS(tl_count(C, "co", 0, TL_TS_MAX, &cnt));
 	cr_assert_eq(cnt.available + cnt.waiting + cnt.processing, 0);
 	tl_consumer_close(k);
 }
@@ -294,14 +252,14 @@ Test(consume, bad_subscriptions)
 	tl_consumer *k = NULL;
 	tl_consumer_conf conf = {.topic = "nosuch", .consumer_id = "c"};
 
-	cr_assert_eq(tl_consumer_open(&k, C, &conf), TL_ENOTOPIC);
+	TL_FAIL(tl_consumer_open(&k, C, &conf), TL_ENOTOPIC);
 	cr_assert_null(k);
 	conf.topic = "default";
 	conf.lease_ms = TL_MAX_LEASE_MS + 1;
-	cr_assert_eq(tl_consumer_open(&k, C, &conf), TL_ELEASELIMIT);
+	TL_FAIL(tl_consumer_open(&k, C, &conf), TL_ELEASELIMIT);
 	conf.lease_ms = 0;
 	conf.consumer_id = "";
-	cr_assert_eq(tl_consumer_open(&k, C, &conf), TL_EBADID);
+	TL_FAIL(tl_consumer_open(&k, C, &conf), TL_EBADID);
 	tl_consumer_close(NULL);
 	tl_lease_free(NULL);
 }

@@ -3,6 +3,7 @@
  * fail with TL_ECONN while it is down and work again after it is back; an
  * open consumer is re-subscribed and keeps (or gets back) its leases.
  */
+#include "tltest.h"
 #include "sdk_util.h"
 
 static sb_broker B;
@@ -39,13 +40,12 @@ Test(reconnect, requests_fail_then_work_and_leases_come_back)
 	sb_start(&B, "sdk-rc");
 	c = sb_client(&B);
 	sb_topic(c, "rc", 0);
-	cr_assert_eq(tl_consumer_open(&k, c, &conf), TL_OK);
-	cr_assert_eq(tl_put_in(c, "rc", "p", "m1", 0, "one", 3, NULL), TL_OK);
-	cr_assert_eq(tl_put_in(c, "rc", "p", "m2", 0, "two", 3, NULL), TL_OK);
+	TL_PASS(tl_consumer_open(&k, c, &conf));
+	TL_PASS(tl_put_in(c, "rc", "p", "m1", 0, "one", 3, NULL));
+	TL_PASS(tl_put_in(c, "rc", "p", "m2", 0, "two", 3, NULL));
 	deadline = tli_mono_ms() + 10000;
 	while (got < 2 && tli_mono_ms() < deadline) {
-		cr_assert_eq(
-		    tl_consumer_poll(k, ls + got, 2 - got, &n, 200), TL_OK);
+		TL_PASS(tl_consumer_poll(k, ls + got, 2 - got, &n, 200));
 		got += n;
 	}
 	cr_assert_eq(got, 2);
@@ -63,9 +63,9 @@ Test(reconnect, requests_fail_then_work_and_leases_come_back)
 	do {
 		rv = count_all(c, &cnt);
 	} while (rv == TL_OK && tli_mono_ms() < deadline);
-	cr_assert_eq(rv, TL_ECONN, "while down: %s", tl_errname(rv));
-	cr_assert_eq(tl_put_in(c, "rc", "p", "m3", 0, "", 0, NULL), TL_ECONN);
-	cr_assert_eq(tl_lease_extend(ls[0], 30000), TL_ECONN);
+	TL_FAIL(rv, TL_ECONN, "while down");
+	TL_FAIL(tl_put_in(c, "rc", "p", "m3", 0, "", 0, NULL), TL_ECONN);
+	TL_FAIL(tl_lease_extend(ls[0], 30000), TL_ECONN);
 
 	unlink(B.sock);
 	sb_spawn(&B);
@@ -73,21 +73,21 @@ Test(reconnect, requests_fail_then_work_and_leases_come_back)
 	do {
 		rv = count_all(c, &cnt);
 	} while (rv != TL_OK && tli_mono_ms() < deadline);
-	cr_assert_eq(rv, TL_OK, "after restart: %s", tl_errname(rv));
+	TL_PASS(rv, "after restart");
 	cr_assert_eq(cnt.processing, 2);
 
 	/* m2's lease is delivered again to the same consumer id */
-	cr_assert_eq(tl_consumer_poll(k, &back, 1, &n, 10000), TL_OK);
+	TL_PASS(tl_consumer_poll(k, &back, 1, &n, 10000));
 	cr_assert_eq(n, 1);
 	cr_assert_str_eq(tl_lease_id(back), "m2");
 	cr_assert_eq(tl_lease_version(back), v2);
 	/* and the kept handle of m1 still works */
-	cr_assert_eq(tl_lease_extend(ls[0], 30000), TL_OK);
-	cr_assert_eq(tl_lease_delete(ls[0]), TL_OK);
-	cr_assert_eq(tl_lease_delete(back), TL_OK);
+	TL_PASS(tl_lease_extend(ls[0], 30000));
+	TL_PASS(tl_lease_delete(ls[0]));
+	TL_PASS(tl_lease_delete(back));
 	tl_lease_free(ls[0]);
 	tl_lease_free(back);
-	cr_assert_eq(count_all(c, &cnt), TL_OK);
+	TL_PASS(count_all(c, &cnt));
 	cr_assert_eq(cnt.available + cnt.waiting + cnt.processing, 0);
 	tl_consumer_close(k);
 	tl_client_close(c);

@@ -4,9 +4,10 @@
  * errors. The command logic is compiled in from sdk/tlctl/tlctl.c; the
  * installed binary is run too.
  */
+#include "tltest.h"
 #include "sdk_util.h"
 
-#include "../../sdk/tlctl/tlctl.c"
+#include "tlctl.h"
 
 Test(tlctl_syntax, durations)
 {

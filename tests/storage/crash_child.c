@@ -22,9 +22,9 @@
  * C = create, L = lease (one hour, so still active when verified), D =
  * delete by the owner, H = delete by the lease holder. Ids are
  * "<seed>-<thread>-<n>", unique per run as long as the seed is; bodies are
- * derived from the id (body_make, the same function as in test_crash.c).
- * Each thread touches only messages it created and saw acknowledged, so
- * every operation is expected to succeed.
+ * derived from the id (tt_crash_body of the test support library, which
+ * test_crash.c checks against). Each thread touches only messages it created
+ * and saw acknowledged, so every operation is expected to succeed.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -45,6 +45,7 @@
 
 #include "base.h"
 #include "store.h"
+#include "testutil.h"
 
 #define NTHREADS 3
 #define MAX_OPS 50
@@ -78,32 +79,6 @@ typedef struct worker {
 
 static tli_store *store;
 static const char *seed;
-
-/* The body of a message: a function of its id only, 1..700 bytes. Kept
- * identical to body_make in test_crash.c. */
-static size_t
-body_make(const char *id, size_t id_len, char *out)
-{
-	size_t len = 1 + (size_t) (tli_hash64(id, id_len) % 700);
-
-	for (size_t i = 0; i < len; i++) {
-		size_t k = i % (id_len + 1);
-		out[i] = k == id_len ? '|' : id[k];
-	}
-	return len;
-}
-
-static uint64_t
-rng_next(uint64_t *s)
-{
-	uint64_t x = *s;
-
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	*s = x;
-	return x;
-}
 
 static void
 write_all(const char *buf, size_t len)
@@ -142,7 +117,7 @@ line(const char *fmt, ...)
 static pool_ent
 pool_take(worker *w, pool_ent *pool, size_t *n)
 {
-	size_t i = (size_t) (rng_next(&w->rng) % *n);
+	size_t i = (size_t) (tt_rng_next(&w->rng) % *n);
 	pool_ent e = pool[i];
 
 	pool[i] = pool[--*n];
@@ -183,7 +158,7 @@ batch_add(worker *w, size_t i, const char *tag, int64_t now)
 {
 	tli_op *op = &w->ops[i];
 	char *id = w->ids[i];
-	unsigned r = (unsigned) (rng_next(&w->rng) % 100);
+	unsigned r = (unsigned) (tt_rng_next(&w->rng) % 100);
 	pool_ent e;
 
 	memset(op, 0, sizeof(*op));
@@ -196,12 +171,12 @@ batch_add(worker *w, size_t i, const char *tag, int64_t now)
 		op->ts = LEASE_MS;
 		op->ts_mode = TLI_TS_REL;
 		/* lease may say "any version" (0) or the exact one */
-		op->version = (rng_next(&w->rng) & 1) ? e.version : 0;
+		op->version = (tt_rng_next(&w->rng) & 1) ? e.version : 0;
 	} else if (r < 40 && w->ndue > 0) {
 		e = pool_take(w, w->due, &w->ndue);
 		op->type = TLI_OP_DELETE_OWNED;
 		op->who = w->owner;
-		op->version = (rng_next(&w->rng) & 1) ? e.version : 0;
+		op->version = (tt_rng_next(&w->rng) & 1) ? e.version : 0;
 	} else if (r < 50 && w->nleased > 0) {
 		e = pool_take(w, w->leased, &w->nleased);
 		op->type = TLI_OP_DELETE_LEASED;
@@ -214,12 +189,12 @@ batch_add(worker *w, size_t i, const char *tag, int64_t now)
 		op->type = TLI_OP_CREATE;
 		op->who = w->owner;
 		/* mostly due at once (so they can be leased), some a day out */
-		if (rng_next(&w->rng) % 100 < 85) {
-			op->ts =
-			    now - 1000 - (int64_t) (rng_next(&w->rng) % 100000);
+		if (tt_rng_next(&w->rng) % 100 < 85) {
+			op->ts = now - 1000 -
+			    (int64_t) (tt_rng_next(&w->rng) % 100000);
 		} else {
 			op->ts = now + 86400000 +
-			    (int64_t) (rng_next(&w->rng) % 1000);
+			    (int64_t) (tt_rng_next(&w->rng) % 1000);
 		}
 	}
 	snprintf(id, ID_CAP, "%s", e.id);
@@ -227,7 +202,7 @@ batch_add(worker *w, size_t i, const char *tag, int64_t now)
 	op->who_len = strlen(op->who);
 	if (op->type == TLI_OP_CREATE) {
 		op->body = w->bodies[i];
-		op->body_len = body_make(id, op->id_len, w->bodies[i]);
+		op->body_len = tt_crash_body(id, op->id_len, w->bodies[i]);
 		line("P %s C %s %s %" PRId64 "\n", tag, id, op->who, op->ts);
 	} else {
 		line("P %s %c %s %s %" PRIu64 "\n", tag, op_letter(op->type),
@@ -276,7 +251,7 @@ worker_main(void *arg)
 	char tag[32];
 
 	for (;;) {
-		size_t n = 1 + (size_t) (rng_next(&w->rng) % MAX_OPS);
+		size_t n = 1 + (size_t) (tt_rng_next(&w->rng) % MAX_OPS);
 		int64_t now = tli_wall_ms();
 		int rv;
 

@@ -33,6 +33,7 @@
 #include <criterion/criterion.h>
 
 #include "testutil.h"
+#include "tlcheck.h"
 
 #define CHILD TL_TEST_BINDIR "/tests/tl-crash-child"
 #define TOPIC "crash"
@@ -102,19 +103,6 @@ typedef struct journal {
 	char bad[256]; /* first line that does not parse */
 	size_t lines;
 } journal;
-
-/* Kept identical to body_make in crash_child.c. */
-static size_t
-body_make(const char *id, size_t id_len, char *out)
-{
-	size_t len = 1 + (size_t) (tli_hash64(id, id_len) % 700);
-
-	for (size_t i = 0; i < len; i++) {
-		size_t k = i % (id_len + 1);
-		out[i] = k == id_len ? '|' : id[k];
-	}
-	return len;
-}
 
 static ment **
 model_slot(model *m, const char *id)
@@ -471,14 +459,13 @@ static void
 check_msg(tli_store *s, const ment *e, int64_t now)
 {
 	char body[BODY_CAP];
-	size_t blen = body_make(e->id, strlen(e->id), body);
+	size_t blen = tt_crash_body(e->id, strlen(e->id), body);
 	tli_msg m;
 	int rv;
 
 	memset(&m, 0, sizeof(m));
 	rv = tli_store_get(s, TOPIC, e->id, strlen(e->id), &m);
-	cr_assert_eq(rv, TL_OK, "acknowledged message %s lost: %s", e->id,
-	    tl_errname(rv));
+	TL_PASS(rv, "acknowledged message %s lost", e->id);
 	cr_assert_eq(m.ts, e->ts, "%s: ts %" PRId64 ", acknowledged %" PRId64,
 	    e->id, m.ts, e->ts);
 	cr_assert_eq(m.version, e->version,
@@ -711,7 +698,7 @@ scan_all(tli_store *s, model *md, uint32_t buckets)
 			int rv = tli_store_scan_due(
 			    s, TOPIC, b, TL_TS_MAX, &cur, ents, 256, &n, &more);
 
-			cr_assert_eq(rv, TL_OK, "scan_due: %s", tl_errname(rv));
+			TL_PASS(rv, "scan_due");
 			for (size_t i = 0; i < n; i++) {
 				tli_entry *e = &ents[i];
 				char id[TL_MAX_ID_LEN + 1];
@@ -760,7 +747,7 @@ verify_store(tli_store *s, model *md)
 	if (rv == TL_ENOTOPIC && md->n == 0) {
 		return; /* killed before the topic was acknowledged */
 	}
-	cr_assert_eq(rv, TL_OK, "topic_get: %s", tl_errname(rv));
+	TL_PASS(rv, "topic_get");
 
 	for (size_t i = 0; i < md->cap; i++) {
 		ment *e = md->slots[i];
@@ -797,7 +784,7 @@ verify_store(tli_store *s, model *md)
 	    info.dead);
 
 	rv = tli_store_totals(s, TOPIC, &tot);
-	cr_assert_eq(rv, TL_OK, "totals: %s", tl_errname(rv));
+	TL_PASS(rv, "totals");
 	cr_assert_eq(tot.processing, md->leased,
 	    "processing %" PRIu64 ", want %zu", tot.processing, md->leased);
 	cr_assert_eq(tot.waiting, md->future, "waiting %" PRIu64 ", want %zu",

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "tlcheck.h"
 
 #define BODY (200 * 1024)
 #define MAXMSG 4096
@@ -35,9 +36,9 @@ Test(diskfull, full_disk_is_a_clear_error_and_loses_nothing_acknowledged)
 	}
 	snprintf(path, sizeof(path), "%s/db", dir);
 	s = tt_store_open(path, NULL);
-	cr_assert_eq(tli_topic_conf_init(&c, "t"), TL_OK);
+	TL_PASS(tli_topic_conf_init(&c, "t"));
 	c.max_body = TL_MAX_BODY_LEN;
-	cr_assert_eq(tli_store_topic_create(s, &c), TL_OK);
+	TL_PASS(tli_store_topic_create(s, &c));
 	memset(body, 'z', sizeof(body));
 
 	for (int i = 0; i < MAXMSG && failure == TL_OK; i++) {
@@ -54,7 +55,7 @@ Test(diskfull, full_disk_is_a_clear_error_and_loses_nothing_acknowledged)
 		op.ts = TL_TS_MAX;
 		op.body = body;
 		op.body_len = sizeof(body);
-		cr_assert_eq(tli_store_apply(s, &op, 1), TL_OK);
+		TL_PASS(tli_store_apply(s, &op, 1));
 		if (op.err == TL_OK) {
 			nack++;
 		} else {
@@ -71,8 +72,8 @@ Test(diskfull, full_disk_is_a_clear_error_and_loses_nothing_acknowledged)
 	/* Everything acknowledged is still readable. */
 	for (int i = 0; i < nack; i++) {
 		tli_msg m;
-		cr_assert_eq(tli_store_get(s, "t", ids[i], strlen(ids[i]), &m),
-		    TL_OK, "acknowledged %s unreadable", ids[i]);
+		TL_PASS(tli_store_get(s, "t", ids[i], strlen(ids[i]), &m),
+		    "acknowledged %s unreadable", ids[i]);
 		cr_assert_eq(m.body_len, sizeof(body));
 		tli_msg_fini(&m);
 	}
@@ -85,8 +86,8 @@ Test(diskfull, full_disk_is_a_clear_error_and_loses_nothing_acknowledged)
 	s = tt_store_open(path, NULL);
 	for (int i = 0; i < nack; i++) {
 		tli_msg m;
-		cr_assert_eq(tli_store_get(s, "t", ids[i], strlen(ids[i]), &m),
-		    TL_OK, "acknowledged %s lost after reopen", ids[i]);
+		TL_PASS(tli_store_get(s, "t", ids[i], strlen(ids[i]), &m),
+		    "acknowledged %s lost after reopen", ids[i]);
 		tli_msg_fini(&m);
 	}
 	cr_assert_eq(tt_check(s), 0);
@@ -99,8 +100,8 @@ Test(diskfull, full_disk_is_a_clear_error_and_loses_nothing_acknowledged)
 		op.who = "g";
 		op.who_len = 1;
 		op.ts = TL_TS_MAX;
-		cr_assert_eq(tli_store_apply(s, &op, 1), TL_OK);
-		cr_assert_eq(op.err, TL_OK, "%s", tl_errname(op.err));
+		TL_PASS(tli_store_apply(s, &op, 1));
+		TL_PASS(op.err);
 	}
 	tli_store_close(s);
 	umount(dir);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "testutil.h"
+#include "tlcheck.h"
 
 #define T0 INT64_C(1800000000000)
 
@@ -27,37 +28,35 @@ Test(getmany, mixed_answers_in_one_call)
 	tt_topic(s, "t", 0);
 	memset(big, 'B', sizeof(big) - 1);
 	big[sizeof(big) - 1] = '\0';
-	cr_assert_eq(
-	    tt_create(s, "t", "small", "g", T0 + 5, "hello", NULL), TL_OK);
-	cr_assert_eq(tt_create(s, "t", "big", "g", T0 + 7, big, NULL), TL_OK);
-	cr_assert_eq(tt_create(s, "t", "gone", "g", T0 + 9, "x", NULL), TL_OK);
-	cr_assert_eq(
-	    tt_op(s, TLI_OP_DELETE_OWNED, "t", "gone", "g", 0, 0, NULL), TL_OK);
+	TL_PASS(tt_create(s, "t", "small", "g", T0 + 5, "hello", NULL));
+	TL_PASS(tt_create(s, "t", "big", "g", T0 + 7, big, NULL));
+	TL_PASS(tt_create(s, "t", "gone", "g", T0 + 9, "x", NULL));
+	TL_PASS(tt_op(s, TLI_OP_DELETE_OWNED, "t", "gone", "g", 0, 0, NULL));
 	for (int i = 0; i < 6; i++) {
 		lens[i] = strlen(ids[i]);
 	}
-	cr_assert_eq(tli_store_get_many(s, "t", 6, ids, lens, m, rvs), TL_OK);
-	cr_assert_eq(rvs[0], TL_OK);
+	TL_PASS(tli_store_get_many(s, "t", 6, ids, lens, m, rvs));
+	TL_PASS(rvs[0]);
 	cr_assert_eq(m[0].body_len, 5);
 	cr_assert_eq(memcmp(m[0].body, "hello", 5), 0);
 	cr_assert_eq(m[0].ts, T0 + 5);
 	cr_assert_eq(m[0].sched, T0 + 5);
 	cr_assert_eq(m[0].version, 1);
-	cr_assert_eq(rvs[1], TL_OK);
+	TL_PASS(rvs[1]);
 	cr_assert_eq(m[1].body_len, strlen(big), "a body kept apart");
 	cr_assert_eq(memcmp(m[1].body, big, strlen(big)), 0);
-	cr_assert_eq(rvs[2], TL_ENOTFOUND);
-	cr_assert_eq(rvs[3], TL_EBADID);
-	cr_assert_eq(rvs[4], TL_OK, "the same id twice");
+	TL_FAIL(rvs[2], TL_ENOTFOUND);
+	TL_FAIL(rvs[3], TL_EBADID);
+	TL_PASS(rvs[4], "the same id twice");
 	cr_assert_eq(m[4].body_len, 5);
-	cr_assert_eq(rvs[5], TL_ENOTFOUND, "deleted");
+	TL_FAIL(rvs[5], TL_ENOTFOUND, "deleted");
 	cr_assert_neq(m[0].gen, 0, "a generation for read hints");
 	tli_msg_fini(&m[0]);
 	tli_msg_fini(&m[1]);
 	tli_msg_fini(&m[4]);
-	cr_assert_eq(
+	TL_FAIL(
 	    tli_store_get_many(s, "nope", 6, ids, lens, m, rvs), TL_ENOTOPIC);
-	cr_assert_eq(tli_store_get_many(s, "t", 0, ids, lens, m, rvs), TL_OK);
+	TL_PASS(tli_store_get_many(s, "t", 0, ids, lens, m, rvs));
 	tli_store_close(s);
 	tt_rmtree(dir);
 	free(dir);

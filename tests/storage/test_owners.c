@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "testutil.h"
+#include "tlcheck.h"
 
 #define T0 INT64_C(1800000000000)
 
@@ -22,7 +23,7 @@ owned(tli_store *s, const char *topic, const char *owner)
 	    ? tli_store_owner_count_topic(s, topic, owner, strlen(owner), &n)
 	    : tli_store_owner_count(s, owner, strlen(owner), &n);
 
-	cr_assert_eq(rv, TL_OK, "owner count %s: %s", owner, tl_errname(rv));
+	TL_PASS(rv, "owner count %s", owner);
 	return n;
 }
 
@@ -33,16 +34,13 @@ populate(tli_store *s)
 
 	for (int i = 0; i < 5; i++) {
 		snprintf(id, sizeof(id), "a%d", i);
-		cr_assert_eq(
-		    tt_create(s, "t1", id, "alice", T0 + 10, "x", NULL), TL_OK);
+		TL_PASS(tt_create(s, "t1", id, "alice", T0 + 10, "x", NULL));
 	}
 	for (int i = 0; i < 3; i++) {
 		snprintf(id, sizeof(id), "b%d", i);
-		cr_assert_eq(
-		    tt_create(s, "t1", id, "bob", T0 + 10, "y", NULL), TL_OK);
+		TL_PASS(tt_create(s, "t1", id, "bob", T0 + 10, "y", NULL));
 	}
-	cr_assert_eq(
-	    tt_create(s, "t2", "c0", "alice", T0 + 10, "z", NULL), TL_OK);
+	TL_PASS(tt_create(s, "t2", "c0", "alice", T0 + 10, "z", NULL));
 }
 
 Test(owners, counts_follow_every_operation)
@@ -55,9 +53,9 @@ Test(owners, counts_follow_every_operation)
 
 	tt_clock_init(&clk, T0);
 	s = tt_store_open(dir, &clk);
-	cr_assert_eq(tli_topic_conf_init(&c, "t1"), TL_OK);
+	TL_PASS(tli_topic_conf_init(&c, "t1"));
 	c.max_deliveries = 1;
-	cr_assert_eq(tli_store_topic_create(s, &c), TL_OK);
+	TL_PASS(tli_store_topic_create(s, &c));
 	tt_topic(s, "t2", 0);
 	populate(s);
 	cr_assert_eq(owned(s, "t1", "alice"), 5);
@@ -66,38 +64,32 @@ Test(owners, counts_follow_every_operation)
 	cr_assert_eq(owned(s, NULL, "alice"), 6);
 	cr_assert_eq(owned(s, NULL, "nobody"), 0);
 	/* A refused create changes nothing. */
-	cr_assert_eq(
+	TL_FAIL(
 	    tt_create(s, "t1", "a0", "alice", T0 + 10, "x", NULL), TL_EEXISTS);
 	cr_assert_eq(owned(s, "t1", "alice"), 5);
 
 	/* Delete by owner; delete by the lease holder. */
-	cr_assert_eq(
-	    tt_op(s, TLI_OP_DELETE_OWNED, "t1", "a0", "alice", 0, 0, NULL),
-	    TL_OK);
+	TL_PASS(tt_op(s, TLI_OP_DELETE_OWNED, "t1", "a0", "alice", 0, 0, NULL));
 	tt_clock_advance(&clk, 20);
-	cr_assert_eq(
-	    tt_op(s, TLI_OP_LEASE, "t1", "b0", "w", T0 + 5000, 0, &op), TL_OK);
-	cr_assert_eq(tt_op(s, TLI_OP_DELETE_LEASED, "t1", "b0", "w", 0,
-	                 op.new_version, NULL),
-	    TL_OK);
+	TL_PASS(tt_op(s, TLI_OP_LEASE, "t1", "b0", "w", T0 + 5000, 0, &op));
+	TL_PASS(tt_op(
+	    s, TLI_OP_DELETE_LEASED, "t1", "b0", "w", 0, op.new_version, NULL));
 	cr_assert_eq(owned(s, "t1", "alice"), 4);
 	cr_assert_eq(owned(s, "t1", "bob"), 2);
 
 	/* A dead letter still occupies its owner's share; a kick keeps it. */
-	cr_assert_eq(
-	    tt_op(s, TLI_OP_LEASE, "t1", "b1", "w", T0 + 1000, 0, &op), TL_OK);
+	TL_PASS(tt_op(s, TLI_OP_LEASE, "t1", "b1", "w", T0 + 1000, 0, &op));
 	tt_clock_advance(&clk, 1000);
-	cr_assert_eq(tt_op(s, TLI_OP_LEASE, "t1", "b1", "w",
-	                 atomic_load(&clk.now) + 1000, 0, &op),
+	TL_FAIL(tt_op(s, TLI_OP_LEASE, "t1", "b1", "w",
+	            atomic_load(&clk.now) + 1000, 0, &op),
 	    TL_EDEAD);
 	cr_assert_eq(owned(s, "t1", "bob"), 2);
-	cr_assert_eq(tt_op(s, TLI_OP_DLQ_KICK, "t1", "b1", "bob",
-	                 atomic_load(&clk.now) + 100, 0, NULL),
-	    TL_OK);
+	TL_PASS(tt_op(s, TLI_OP_DLQ_KICK, "t1", "b1", "bob",
+	    atomic_load(&clk.now) + 100, 0, NULL));
 	cr_assert_eq(owned(s, "t1", "bob"), 2);
 
 	/* Deleting a topic takes its counts with it; a reopen keeps them. */
-	cr_assert_eq(tli_store_topic_delete(s, "t2"), TL_OK);
+	TL_PASS(tli_store_topic_delete(s, "t2"));
 	cr_assert_eq(owned(s, NULL, "alice"), 4);
 	cr_assert_eq(tt_check(s), 0);
 	tli_store_close(s);
@@ -124,9 +116,9 @@ Test(owners, bad_names_and_unknown_topics_are_refused)
 	s = tt_store_open(dir, &clk);
 	tt_topic(s, "t1", 0);
 	memset(big, 'x', sizeof(big));
-	cr_assert_eq(tli_store_owner_count(s, "", 0, &n), TL_EBADID);
-	cr_assert_eq(tli_store_owner_count(s, big, sizeof(big), &n), TL_EBADID);
-	cr_assert_eq(
+	TL_FAIL(tli_store_owner_count(s, "", 0, &n), TL_EBADID);
+	TL_FAIL(tli_store_owner_count(s, big, sizeof(big), &n), TL_EBADID);
+	TL_FAIL(
 	    tli_store_owner_count_topic(s, "nope", "a", 1, &n), TL_ENOTOPIC);
 	cr_assert_eq(n, 7, "nothing written on failure");
 	tli_store_close(s);

@@ -16,6 +16,7 @@
 #include <rocksdb/c.h>
 
 #include "testutil.h"
+#include "tlcheck.h"
 
 #define NOW0 INT64_C(10000000)
 #define LEASE_MS INT64_C(30000)
@@ -34,24 +35,6 @@ typedef struct tmsg {
 
 /* ---- small helpers ---- */
 
-static uint64_t
-rng_next(uint64_t *s)
-{
-	uint64_t x = *s;
-
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	*s = x;
-	return x;
-}
-
-static uint32_t
-rng_below(uint64_t *s, uint32_t n)
-{
-	return (uint32_t) (rng_next(s) % n);
-}
-
 static size_t *
 shuffled(size_t n, uint64_t *rng)
 {
@@ -62,7 +45,7 @@ shuffled(size_t n, uint64_t *rng)
 		ix[i] = i;
 	}
 	for (size_t i = n; i > 1; i--) {
-		size_t j = rng_next(rng) % i;
+		size_t j = tt_rng_next(rng) % i;
 		size_t t = ix[i - 1];
 		ix[i - 1] = ix[j];
 		ix[j] = t;
@@ -139,7 +122,7 @@ apply_ok(tli_store *s, tli_op *ops, size_t n)
 {
 	int rv = tli_store_apply(s, ops, n);
 
-	cr_assert_eq(rv, TL_OK, "tli_store_apply: %s", tl_errname(rv));
+	TL_PASS(rv, "tli_store_apply");
 }
 
 /* Apply one op on a model message and check it succeeds. */
@@ -151,8 +134,7 @@ apply_one(tli_store *s, tli_op_type type, const char *topic, const tmsg *m,
 
 	op_fill_msg(&op, type, topic, m, who, ts, version);
 	apply_ok(s, &op, 1);
-	cr_assert_eq(op.err, TL_OK, "op %d on %.*s: %s", (int) type,
-	    (int) m->id_len, m->id, tl_errname(op.err));
+	TL_PASS(op.err, "op %d on %.*s", (int) type, (int) m->id_len, m->id);
 	return op;
 }
 
@@ -187,7 +169,7 @@ create_all(tli_store *s, const char *topic, tmsg *m, size_t n, uint32_t buckets,
 
 	cr_assert_not_null(ops);
 	while (done < n) {
-		size_t k = first ? TL_MAX_BATCH : 1 + rng_below(rng, 1500);
+		size_t k = first ? TL_MAX_BATCH : 1 + tt_rng_below(rng, 1500);
 
 		first = false;
 		if (k > n - done) {
@@ -205,8 +187,8 @@ create_all(tli_store *s, const char *topic, tmsg *m, size_t n, uint32_t buckets,
 		for (size_t i = 0; i < k; i++) {
 			tmsg *x = &m[ix[done + i]];
 
-			cr_assert_eq(ops[i].err, TL_OK, "create %.*s: %s",
-			    (int) x->id_len, x->id, tl_errname(ops[i].err));
+			TL_PASS(
+			    ops[i].err, "create %.*s", (int) x->id_len, x->id);
 			cr_assert_eq(ops[i].new_version, 1);
 			cr_assert_eq(ops[i].new_ts, x->ts);
 			x->version = 1;
@@ -270,7 +252,7 @@ scan_all(
 		bool more = false;
 		int rv = scan_page(s, sp, &cur, buf, page, &n, &more);
 
-		cr_assert_eq(rv, TL_OK, "scan: %s", tl_errname(rv));
+		TL_PASS(rv, "scan");
 		cr_assert_leq(n, page, "page of %zu entries, max %zu", n, page);
 		if (pages > 0) {
 			cr_assert_gt(n, 0,
@@ -438,7 +420,7 @@ make_big(uint64_t *rng)
 		    id, sizeof(id), "%cm%zu", i % 7 == 3 ? '\xc3' : 'm', i);
 		tmsg_set_id(&m[i], id);
 		m[i].owner = "g";
-		m[i].ts = 1000 + 37 * (int64_t) rng_below(rng, 200);
+		m[i].ts = 1000 + 37 * (int64_t) tt_rng_below(rng, 200);
 	}
 	return m;
 }
@@ -570,7 +552,7 @@ get_ok(tli_store *s, const char *topic, const char *id, tli_msg *out)
 {
 	int rv = tli_store_get(s, topic, id, strlen(id), out);
 
-	cr_assert_eq(rv, TL_OK, "get %s: %s", id, tl_errname(rv));
+	TL_PASS(rv, "get %s", id);
 }
 
 Test(scan, batch_lease_sees_create_of_the_same_batch)
@@ -588,9 +570,9 @@ Test(scan, batch_lease_sees_create_of_the_same_batch)
 	op_fill(&ops[0], TLI_OP_CREATE, "t", "x", 1, "g", NOW0, 0);
 	op_fill(&ops[1], TLI_OP_LEASE, "t", "x", 1, "c", NOW0 + LEASE_MS, 1);
 	apply_ok(e.s, ops, 2);
-	cr_assert_eq(ops[0].err, TL_OK, "%s", tl_errname(ops[0].err));
+	TL_PASS(ops[0].err);
 	cr_assert_eq(ops[0].new_version, 1);
-	cr_assert_eq(ops[1].err, TL_OK, "%s", tl_errname(ops[1].err));
+	TL_PASS(ops[1].err);
 	cr_assert_eq(ops[1].new_version, 2);
 	cr_assert_eq(ops[1].new_ts, NOW0 + LEASE_MS);
 	cr_assert_eq(ops[1].deliveries, 1);
@@ -626,8 +608,8 @@ Test(scan, batch_second_create_of_the_same_id_is_eexists)
 	ops[1].body = "two!";
 	ops[1].body_len = 4;
 	apply_ok(e.s, ops, 2);
-	cr_assert_eq(ops[0].err, TL_OK, "%s", tl_errname(ops[0].err));
-	cr_assert_eq(ops[1].err, TL_EEXISTS, "%s", tl_errname(ops[1].err));
+	TL_PASS(ops[0].err);
+	TL_FAIL(ops[1].err, TL_EEXISTS);
 	cr_assert_eq(stats_batches(e.s) - b0, 1);
 
 	get_ok(e.s, "t", "x", &msg);
@@ -636,7 +618,7 @@ Test(scan, batch_second_create_of_the_same_id_is_eexists)
 	cr_assert_eq(msg.body_len, 3);
 	cr_assert_eq(memcmp(msg.body, "one", 3), 0);
 	tli_msg_fini(&msg);
-	cr_assert_eq(tli_store_topic_get(e.s, "t", &ti), TL_OK);
+	TL_PASS(tli_store_topic_get(e.s, "t", &ti));
 	cr_assert_eq(ti.messages, 1);
 	cr_assert_eq(tt_check(e.s), 0);
 	env_fini(&e);
@@ -664,22 +646,20 @@ Test(scan, batch_create_then_owner_delete_leaves_nothing)
 	op_fill(&ops[3], TLI_OP_DELETE_OWNED, "t", "y", 1, "g", 0, 1);
 	apply_ok(e.s, ops, 4);
 	for (int i = 0; i < 4; i++) {
-		cr_assert_eq(
-		    ops[i].err, TL_OK, "op %d: %s", i, tl_errname(ops[i].err));
+		TL_PASS(ops[i].err, "op %d", i);
 	}
 	cr_assert_eq(stats_batches(e.s) - b0, 1);
 
-	cr_assert_eq(tli_store_get(e.s, "t", "x", 1, &msg), TL_ENOTFOUND);
-	cr_assert_eq(tli_store_get(e.s, "t", "y", 1, &msg), TL_ENOTFOUND);
+	TL_FAIL(tli_store_get(e.s, "t", "x", 1, &msg), TL_ENOTFOUND);
+	TL_FAIL(tli_store_get(e.s, "t", "y", 1, &msg), TL_ENOTFOUND);
 	memset(&cur, 0, sizeof(cur));
-	cr_assert_eq(
-	    tli_store_scan_due(e.s, "t", 0, TL_TS_MAX, &cur, ent, 4, &n, &more),
-	    TL_OK);
+	TL_PASS(tli_store_scan_due(
+	    e.s, "t", 0, TL_TS_MAX, &cur, ent, 4, &n, &more));
 	cr_assert_eq(n, 0, "deleted messages still on the timeline");
 	cr_assert_not(more);
-	cr_assert_eq(tli_store_totals(e.s, "t", &tot), TL_OK);
+	TL_PASS(tli_store_totals(e.s, "t", &tot));
 	cr_assert_eq(tot.available + tot.waiting + tot.processing, 0);
-	cr_assert_eq(tli_store_topic_get(e.s, "t", &ti), TL_OK);
+	TL_PASS(tli_store_topic_get(e.s, "t", &ti));
 	cr_assert_eq(ti.messages, 0);
 	cr_assert_eq(tt_check(e.s), 0);
 	env_fini(&e);
@@ -694,10 +674,8 @@ Test(scan, batch_second_lease_of_the_same_message_fails)
 
 	env_open(&e, "scan-b4", NOW0);
 	tt_topic(e.s, "t", 0);
-	cr_assert_eq(
-	    tt_create(e.s, "t", "x", "g", NOW0 - 10, "b", NULL), TL_OK);
-	cr_assert_eq(
-	    tt_create(e.s, "t", "y", "g", NOW0 - 10, "b", NULL), TL_OK);
+	TL_PASS(tt_create(e.s, "t", "x", "g", NOW0 - 10, "b", NULL));
+	TL_PASS(tt_create(e.s, "t", "y", "g", NOW0 - 10, "b", NULL));
 
 	/* With the version: the first lease made it 2, so the second sees
 	 * TL_EVERSION (checked before the lease state). */
@@ -705,8 +683,8 @@ Test(scan, batch_second_lease_of_the_same_message_fails)
 	op_fill(&ops[0], TLI_OP_LEASE, "t", "x", 1, "c1", NOW0 + LEASE_MS, 1);
 	op_fill(&ops[1], TLI_OP_LEASE, "t", "x", 1, "c2", NOW0 + LEASE_MS, 1);
 	apply_ok(e.s, ops, 2);
-	cr_assert_eq(ops[0].err, TL_OK, "%s", tl_errname(ops[0].err));
-	cr_assert_eq(ops[1].err, TL_EVERSION, "%s", tl_errname(ops[1].err));
+	TL_PASS(ops[0].err);
+	TL_FAIL(ops[1].err, TL_EVERSION);
 	cr_assert_eq(stats_batches(e.s) - b0, 1);
 
 	/* With "any version": the second meets an active lease. */
@@ -714,8 +692,8 @@ Test(scan, batch_second_lease_of_the_same_message_fails)
 	op_fill(&ops[0], TLI_OP_LEASE, "t", "y", 1, "c1", NOW0 + LEASE_MS, 0);
 	op_fill(&ops[1], TLI_OP_LEASE, "t", "y", 1, "c2", NOW0 + LEASE_MS, 0);
 	apply_ok(e.s, ops, 2);
-	cr_assert_eq(ops[0].err, TL_OK, "%s", tl_errname(ops[0].err));
-	cr_assert_eq(ops[1].err, TL_ELEASED, "%s", tl_errname(ops[1].err));
+	TL_PASS(ops[0].err);
+	TL_FAIL(ops[1].err, TL_ELEASED);
 	cr_assert_eq(stats_batches(e.s) - b0, 1);
 
 	get_ok(e.s, "t", "x", &msg);
@@ -746,9 +724,9 @@ Test(scan, batch_failed_op_changes_nothing_later_ops_see)
 	op_fill(&ops[1], TLI_OP_CREATE, "t", "a", 1, "g", NOW0 - 1, 0);
 	op_fill(&ops[2], TLI_OP_LEASE, "t", "a", 1, "c", NOW0 + LEASE_MS, 1);
 	apply_ok(e.s, ops, 3);
-	cr_assert_eq(ops[0].err, TL_OK, "%s", tl_errname(ops[0].err));
-	cr_assert_eq(ops[1].err, TL_EEXISTS, "%s", tl_errname(ops[1].err));
-	cr_assert_eq(ops[2].err, TL_OK, "%s", tl_errname(ops[2].err));
+	TL_PASS(ops[0].err);
+	TL_FAIL(ops[1].err, TL_EEXISTS);
+	TL_PASS(ops[2].err);
 	cr_assert_eq(ops[2].new_version, 2);
 
 	/* A message created in the future is not due for a lease in the
@@ -756,8 +734,8 @@ Test(scan, batch_failed_op_changes_nothing_later_ops_see)
 	op_fill(&ops[0], TLI_OP_CREATE, "t", "f", 1, "g", NOW0 + 5000, 0);
 	op_fill(&ops[1], TLI_OP_LEASE, "t", "f", 1, "c", NOW0 + LEASE_MS, 1);
 	apply_ok(e.s, ops, 2);
-	cr_assert_eq(ops[0].err, TL_OK, "%s", tl_errname(ops[0].err));
-	cr_assert_eq(ops[1].err, TL_ENOTDUE, "%s", tl_errname(ops[1].err));
+	TL_PASS(ops[0].err);
+	TL_FAIL(ops[1].err, TL_ENOTDUE);
 
 	/* A chain of holder operations, each on the previous one's version. */
 	op_fill(&ops[0], TLI_OP_CREATE, "t", "h", 1, "g", NOW0, 0);
@@ -766,8 +744,7 @@ Test(scan, batch_failed_op_changes_nothing_later_ops_see)
 	op_fill(&ops[3], TLI_OP_RELEASE, "t", "h", 1, "c", NOW0 + 300, 3);
 	apply_ok(e.s, ops, 4);
 	for (int i = 0; i < 4; i++) {
-		cr_assert_eq(
-		    ops[i].err, TL_OK, "op %d: %s", i, tl_errname(ops[i].err));
+		TL_PASS(ops[i].err, "op %d", i);
 		cr_assert_eq(ops[i].new_version, (uint64_t) i + 1);
 	}
 	get_ok(e.s, "t", "h", &msg);
@@ -857,7 +834,7 @@ Test(scan, concurrent_submitters_are_grouped_into_fewer_batches)
 			tli_msg_fini(&msg);
 		}
 	}
-	cr_assert_eq(tli_store_totals(e.s, "t", &tot), TL_OK);
+	TL_PASS(tli_store_totals(e.s, "t", &tot));
 	cr_assert_eq(tot.available, NTHREADS * PER_THREAD);
 	cr_assert_eq(tot.waiting + tot.processing, 0);
 	cr_assert_eq(tt_check(e.s), 0);
@@ -891,8 +868,7 @@ Test(scan, consumer_scan_returns_exactly_that_consumers_leases)
 		tmsg_set_id(&m[i], id);
 		m[i].owner = "g";
 		m[i].ts = NOW0 - 100 - i;
-		cr_assert_eq(
-		    tt_create(e.s, "t", id, "g", m[i].ts, "b", NULL), TL_OK);
+		TL_PASS(tt_create(e.s, "t", id, "g", m[i].ts, "b", NULL));
 		m[i].version = 1;
 	}
 	/* A leases every third message, B the next ones; k3's lease is short
@@ -960,8 +936,8 @@ Test(scan, owner_scan_returns_only_that_owners_messages_in_order)
 
 		snprintf(id, sizeof(id), "o%zu", i);
 		tmsg_set_id(&m[i], id);
-		m[i].owner = owners[rng_below(&rng, 3)];
-		m[i].ts = NOW0 - 1000 + 10 * (int64_t) rng_below(&rng, 40);
+		m[i].owner = owners[tt_rng_below(&rng, 3)];
+		m[i].ts = NOW0 - 1000 + 10 * (int64_t) tt_rng_below(&rng, 40);
 	}
 	env_open(&e, "scan-owner", NOW0);
 	tt_topic(e.s, "t", 4);
@@ -971,13 +947,15 @@ Test(scan, owner_scan_returns_only_that_owners_messages_in_order)
 	 * sees it where it was placed, with the lease's version and lock. A
 	 * release to another time places it anew. */
 	for (size_t i = 0; i < NOWN; i += 4) {
-		int64_t end = NOW0 + 1000 + 10 * (int64_t) rng_below(&rng, 20);
+		int64_t end =
+		    NOW0 + 1000 + 10 * (int64_t) tt_rng_below(&rng, 20);
 
 		apply_one(e.s, TLI_OP_LEASE, "t", &m[i], "c", end, 1);
 		m[i].version = 2;
 		m[i].consumer = "c";
 		if (i % 8 == 4) {
-			int64_t at = NOW0 + 10 * (int64_t) rng_below(&rng, 60);
+			int64_t at =
+			    NOW0 + 10 * (int64_t) tt_rng_below(&rng, 60);
 			apply_one(e.s, TLI_OP_RELEASE, "t", &m[i], "c", at, 2);
 			m[i].ts = at;
 			m[i].version = 3;
@@ -1059,7 +1037,7 @@ check_all_counts(tli_store *s, const tmsg *m, int64_t now, uint64_t *rng)
 		int rv =
 		    tli_store_count(s, "t", fixed[i][0], fixed[i][1], &got);
 
-		cr_assert_eq(rv, TL_OK, "count: %s", tl_errname(rv));
+		TL_PASS(rv, "count");
 		snprintf(what, sizeof(what), "count [%lld, %lld) at now %lld",
 		    (long long) fixed[i][0], (long long) fixed[i][1],
 		    (long long) now);
@@ -1067,16 +1045,16 @@ check_all_counts(tli_store *s, const tmsg *m, int64_t now, uint64_t *rng)
 		    model_count(m, NCOUNT, now, fixed[i][0], fixed[i][1]));
 	}
 	for (int k = 0; k < 60; k++) {
-		int64_t a = NOW0 - 6000 + (int64_t) rng_below(rng, 40000);
-		int64_t b = a + (int64_t) rng_below(rng, 8000);
+		int64_t a = NOW0 - 6000 + (int64_t) tt_rng_below(rng, 40000);
+		int64_t b = a + (int64_t) tt_rng_below(rng, 8000);
 		int rv = tli_store_count(s, "t", a, b, &got);
 
-		cr_assert_eq(rv, TL_OK, "count: %s", tl_errname(rv));
+		TL_PASS(rv, "count");
 		snprintf(what, sizeof(what), "count [%lld, %lld) at now %lld",
 		    (long long) a, (long long) b, (long long) now);
 		expect_counts(what, got, model_count(m, NCOUNT, now, a, b));
 	}
-	cr_assert_eq(tli_store_totals(s, "t", &tot), TL_OK);
+	TL_PASS(tli_store_totals(s, "t", &tot));
 	expect_counts(
 	    "totals", tot, model_count(m, NCOUNT, now, INT64_MIN, INT64_MAX));
 
@@ -1084,7 +1062,7 @@ check_all_counts(tli_store *s, const tmsg *m, int64_t now, uint64_t *rng)
 		live += !m[i].gone;
 		locked += !m[i].gone && m[i].consumer != NULL;
 	}
-	cr_assert_eq(tli_store_topic_get(s, "t", &ti), TL_OK);
+	TL_PASS(tli_store_topic_get(s, "t", &ti));
 	cr_assert_eq(ti.messages, live);
 	cr_assert_eq(ti.locked, locked, "locked counter %llu, expected %llu",
 	    (unsigned long long) ti.locked, (unsigned long long) locked);
@@ -1110,7 +1088,7 @@ Test(scan, counts_and_totals_are_exact_by_status)
 		m[i].owner = "g";
 		m[i].ts = i % 25 == 0
 		    ? NOW0
-		    : NOW0 - 5000 + (int64_t) rng_below(&rng, 10001);
+		    : NOW0 - 5000 + (int64_t) tt_rng_below(&rng, 10001);
 	}
 	env_open(&e, "scan-count", NOW0);
 	tt_topic(e.s, "t", 8);
@@ -1122,7 +1100,7 @@ Test(scan, counts_and_totals_are_exact_by_status)
 	for (size_t i = 0; i < NCOUNT; i++) {
 		if (i % 3 == 0 && m[i].ts <= now) {
 			int64_t end =
-			    now + 1 + (int64_t) rng_below(&rng, 20000);
+			    now + 1 + (int64_t) tt_rng_below(&rng, 20000);
 
 			op_fill_msg(
 			    &ops[k++], TLI_OP_LEASE, "t", &m[i], "c", end, 1);
@@ -1133,15 +1111,15 @@ Test(scan, counts_and_totals_are_exact_by_status)
 	}
 	apply_ok(e.s, ops, k);
 	for (size_t i = 0; i < k; i++) {
-		cr_assert_eq(
-		    ops[i].err, TL_OK, "lease: %s", tl_errname(ops[i].err));
+		TL_PASS(ops[i].err, "lease");
 	}
 	/* Release some leases, to now (available) or later (waiting), and
 	 * delete a few messages. */
 	k = 0;
 	for (size_t i = 0; i < NCOUNT; i++) {
 		if (m[i].consumer != NULL && i % 2 == 0) {
-			int64_t to = now + (int64_t) rng_below(&rng, 3) * 1500;
+			int64_t to =
+			    now + (int64_t) tt_rng_below(&rng, 3) * 1500;
 
 			op_fill_msg(
 			    &ops[k++], TLI_OP_RELEASE, "t", &m[i], "c", to, 2);
@@ -1156,8 +1134,7 @@ Test(scan, counts_and_totals_are_exact_by_status)
 	}
 	apply_ok(e.s, ops, k);
 	for (size_t i = 0; i < k; i++) {
-		cr_assert_eq(
-		    ops[i].err, TL_OK, "op %zu: %s", i, tl_errname(ops[i].err));
+		TL_PASS(ops[i].err, "op %zu", i);
 	}
 	check_all_counts(e.s, m, now, &rng);
 	before = model_count(m, NCOUNT, now, INT64_MIN, INT64_MAX);
@@ -1287,13 +1264,11 @@ damage_and_check(const char *tag, const char *cf, const char *suffix)
 		char id[16];
 
 		snprintf(id, sizeof(id), "d%02d", i);
-		cr_assert_eq(tt_create(e.s, "t", id, i % 2 ? "g1" : "g2",
-		                 NOW0 - 100 + i, "body", NULL),
-		    TL_OK);
+		TL_PASS(tt_create(e.s, "t", id, i % 2 ? "g1" : "g2",
+		    NOW0 - 100 + i, "body", NULL));
 		if (i % 4 == 0) {
-			cr_assert_eq(tt_op(e.s, TLI_OP_LEASE, "t", id, "c",
-			                 NOW0 + LEASE_MS, 1, NULL),
-			    TL_OK);
+			TL_PASS(tt_op(e.s, TLI_OP_LEASE, "t", id, "c",
+			    NOW0 + LEASE_MS, 1, NULL));
 		}
 	}
 	cr_assert_eq(tt_check(e.s), 0, "the undamaged store is not clean");
@@ -1303,7 +1278,7 @@ damage_and_check(const char *tag, const char *cf, const char *suffix)
 
 	e.s = tt_store_open(e.dir, &e.clk);
 	rv = tli_store_check(e.s, count_report, &reports, &problems);
-	cr_assert_eq(rv, TL_OK, "check: %s", tl_errname(rv));
+	TL_PASS(rv, "check");
 	cr_assert_eq(reports, problems, "%llu reports for %llu problems",
 	    (unsigned long long) reports, (unsigned long long) problems);
 	env_fini(&e);

@@ -130,34 +130,9 @@ tt_check(tli_store *s)
 	return problems;
 }
 
-int
-tt_create(tli_store *s, const char *topic, const char *id, const char *owner,
-    int64_t ts, const char *body, tli_op *out)
-{
-	tli_op op;
-
-	memset(&op, 0, sizeof(op));
-	op.type = TLI_OP_CREATE;
-	op.topic = topic;
-	op.id = id;
-	op.id_len = id != NULL ? strlen(id) : 0;
-	op.who = owner;
-	op.who_len = owner != NULL ? strlen(owner) : 0;
-	op.ts = ts;
-	op.body = body;
-	op.body_len = body != NULL ? strlen(body) : 0;
-	if (tli_store_apply(s, &op, 1) != TL_OK) {
-		abort();
-	}
-	if (out != NULL) {
-		*out = op;
-	}
-	return op.err;
-}
-
-int
-tt_op(tli_store *s, tli_op_type type, const char *topic, const char *id,
-    const char *who, int64_t ts, uint64_t version, tli_op *out)
+tli_op
+tt_mkop(tli_op_type type, const char *topic, const char *id, const char *who,
+    int64_t ts, uint64_t version)
 {
 	tli_op op;
 
@@ -169,12 +144,70 @@ tt_op(tli_store *s, tli_op_type type, const char *topic, const char *id,
 	op.who = who;
 	op.who_len = who != NULL ? strlen(who) : 0;
 	op.ts = ts;
+	op.ts_mode = TLI_TS_ABS;
 	op.version = version;
-	if (tli_store_apply(s, &op, 1) != TL_OK) {
+	return op;
+}
+
+/* Apply op alone (the store must take it); op.err is the outcome. */
+static int
+tt_apply_one(tli_store *s, tli_op *op, tli_op *out)
+{
+	if (tli_store_apply(s, op, 1) != TL_OK) {
 		abort();
 	}
 	if (out != NULL) {
-		*out = op;
+		*out = *op;
 	}
-	return op.err;
+	return op->err;
+}
+
+int
+tt_create(tli_store *s, const char *topic, const char *id, const char *owner,
+    int64_t ts, const char *body, tli_op *out)
+{
+	tli_op op = tt_mkop(TLI_OP_CREATE, topic, id, owner, ts, 0);
+
+	op.body = body;
+	op.body_len = body != NULL ? strlen(body) : 0;
+	return tt_apply_one(s, &op, out);
+}
+
+int
+tt_op(tli_store *s, tli_op_type type, const char *topic, const char *id,
+    const char *who, int64_t ts, uint64_t version, tli_op *out)
+{
+	tli_op op = tt_mkop(type, topic, id, who, ts, version);
+
+	return tt_apply_one(s, &op, out);
+}
+
+uint64_t
+tt_rng_next(uint64_t *s)
+{
+	uint64_t x = *s;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	*s = x;
+	return x;
+}
+
+uint32_t
+tt_rng_below(uint64_t *s, uint32_t n)
+{
+	return (uint32_t) (tt_rng_next(s) % n);
+}
+
+size_t
+tt_crash_body(const char *id, size_t id_len, char *out)
+{
+	size_t len = 1 + (size_t) (tli_hash64(id, id_len) % 700);
+
+	for (size_t i = 0; i < len; i++) {
+		size_t k = i % (id_len + 1);
+		out[i] = k == id_len ? '|' : id[k];
+	}
+	return len;
 }

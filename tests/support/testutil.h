@@ -1,6 +1,8 @@
 /*
- * Shared test helpers: private temporary directories, a manual clock that
- * tests move by hand (no sleeping), and a store opened on both.
+ * The core of the test support library (tltestsupport, linked into every
+ * test): private temporary directories, a manual clock that tests move by
+ * hand (no sleeping), and a store opened on both. The error-code
+ * assertions are in tlcheck.h, the launcher of real programs in launch.h.
  */
 #ifndef TL_TESTUTIL_H
 #define TL_TESTUTIL_H
@@ -22,9 +24,9 @@ void tt_clock_set(tt_clock *c, int64_t ms);
 void tt_clock_advance(tt_clock *c, int64_t ms);
 tli_clock tt_clock_as_tli(tt_clock *c);
 
-/* Make a fresh private directory /tmp/tl-test-<tag>-XXXXXX; the returned
- * string is static per call site only until the next call: copy it. Aborts
- * the test on failure. */
+/* Make a fresh private directory /tmp/tl-test-<tag>-XXXXXX and return its
+ * path, malloc'd: the caller frees it (after tt_rmtree). Aborts the test
+ * process on failure. */
 char *tt_mkdtemp(const char *tag);
 
 /* rm -rf path (best effort). */
@@ -39,6 +41,21 @@ void tt_topic(tli_store *s, const char *name, uint32_t buckets);
 /* Run the consistency checker and return the number of problems (printing
  * each to stderr). */
 uint64_t tt_check(tli_store *s);
+
+/* The suites' pseudo-random numbers (xorshift64; *s must not be 0): the
+ * same seed gives the same run. */
+uint64_t tt_rng_next(uint64_t *s);
+/* A number in [0, n). */
+uint32_t tt_rng_below(uint64_t *s, uint32_t n);
+
+/* The body of message `id` in the crash test (its child writes it, the
+ * test checks it): a function of the id only, 1..700 bytes into out. */
+size_t tt_crash_body(const char *id, size_t id_len, char *out);
+
+/* An op of the given type with its strings' lengths set (absolute ts, no
+ * body). */
+tli_op tt_mkop(tli_op_type type, const char *topic, const char *id,
+    const char *who, int64_t ts, uint64_t version);
 
 /* One-op helpers: fill an op and apply it alone; return op.err. */
 int tt_create(tli_store *s, const char *topic, const char *id,

@@ -9,18 +9,19 @@
  * rc_wait_push. Nothing here hides a protocol error: replies come back as
  * frames, and the helpers return the broker's error code.
  *
- * The broker helpers start timelined with posix_spawn on an ipc socket in a
- * private temporary directory, wait for its ready file with a deadline and
- * stop it with a signal. Every wait has a deadline; none sleeps to "let
- * something happen".
+ * The broker helpers describe timelined by the settings the suites vary
+ * (metrics port, window, durability, topics ...) and run it through the
+ * launcher (launch.h) on an ipc socket in a private temporary directory.
+ * Every wait has a deadline; none sleeps to "let something happen".
  *
- * Every test_*.c of tests/broker is its own executable and includes
- * raw_client.c directly.
+ * Part of the test support library (tltestsupport_wire), compiled once.
  */
 #ifndef TL_TESTS_BROKER_RAW_CLIENT_H
 #define TL_TESTS_BROKER_RAW_CLIENT_H
 
 #include <nng/nng.h>
+
+#include <criterion/criterion.h>
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -28,6 +29,7 @@
 #include <sys/types.h>
 
 #include "frame.h"
+#include "launch.h"
 #include "msgs.h"
 
 /* ---- the broker process ---- */
@@ -37,8 +39,6 @@ typedef struct rc_broker {
 	char data[600];
 	char sock[600];
 	char url[700];
-	char ready[600];
-	char log[600];
 	int metrics_port;       /* 0: --metrics off */
 	int64_t window_ms;      /* 0: the broker's default */
 	const char *durability; /* NULL: the broker's default */
@@ -46,7 +46,7 @@ typedef struct rc_broker {
 	int64_t idle_ms;        /* 0: the broker's default idle timeout */
 	const char *topics[8];  /* --topic values; none: "t" */
 	int ntopics;
-	pid_t pid;
+	tt_proc proc; /* the process: pid, log, ready file */
 } rc_broker;
 
 /* Make the directory and fill in the paths (no process yet). */
@@ -61,10 +61,18 @@ void rc_broker_start(rc_broker *b, const char *tag);
 int rc_broker_signal(rc_broker *b, int sig, int timeout_ms);
 /* SIGTERM, reap, remove the directory. */
 void rc_broker_stop(rc_broker *b);
-/* A free TCP port on 127.0.0.1 (bind 0, read it, close). */
-int rc_free_port(void);
 /* Print the broker's log to stderr (for failures). */
 void rc_broker_dump_log(const rc_broker *b);
+
+/* A suite whose tests each start the broker B: defines it, a fini that
+ * stops it, and the TestSuite (timeout 60 s). */
+#define RC_SUITE(suite)                \
+	static rc_broker B;            \
+	static void suite##_fini(void) \
+	{                              \
+		rc_broker_stop(&B);    \
+	}                              \
+	TestSuite(suite, .fini = suite##_fini, .timeout = 60)
 
 /* ---- frames ---- */
 
@@ -170,16 +178,25 @@ typedef struct rc_deliver {
  * thread (it asserts nothing). */
 int rc_wait_deliver(rc_client *c, int timeout_ms, rc_deliver *out);
 void rc_deliver_free(rc_deliver *d);
+/* ACK every message of a DELIVER (id and version) as `consumer`: the
+ * request's error; on TL_OK *res holds the per-message results (free with
+ * rc_results_free). Asserts nothing, so safe off the main thread. */
+int rc_ack_all(rc_client *c, const char *topic, const char *consumer,
+    const rc_deliver *dv, rc_results *res);
+
+/* ---- below the client ---- */
+
+/* A plain AF_UNIX stream socket connected to the broker's socket path
+ * (for tests that need to see every byte); the fd, or -1 with errno. */
+int rc_unix_connect(const char *path);
+/* A HELLO frame (protocol TLP_VERSION, request id 1) from `name` with the
+ * current wall clock into b (initialised here; tli_buf_fini it). */
+int rc_hello_frame(tli_buf *b, const char *name);
 
 /* ---- HTTP ---- */
 
 /* GET http://127.0.0.1:port/path; returns the body (malloc'd, NUL
  * terminated) or NULL. *status gets the HTTP status. */
 char *rc_http_get(int port, const char *path, int timeout_ms, int *status);
-
-/* ---- time ---- */
-
-int64_t rc_now_ms(void);
-void rc_nap_ms(int ms);
 
 #endif

@@ -1,7 +1,6 @@
 /*
- * The broker end-to-end suites' raw wire client and process helpers (see
- * raw_client.h). Included by every test_*.c of tests/broker, so everything
- * here is static to its executable in practice.
+ * The raw wire client of the end-to-end suites and the broker described
+ * for the launcher (see raw_client.h).
  */
 #define _GNU_SOURCE
 #include <nng/nng.h>
@@ -12,11 +11,11 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -26,16 +25,7 @@
 
 #include "raw_client.h"
 #include "testutil.h"
-
-extern char **environ;
-
-/* ---- time ---- */
-
-int64_t
-rc_now_ms(void)
-{
-	return tli_wall_ms();
-}
+#include "tlcheck.h"
 
 static int64_t
 rc_now_us(void)
@@ -46,145 +36,68 @@ rc_now_us(void)
 	return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-void
-rc_nap_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (long) (ms % 1000) * 1000000L};
-
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-	}
-}
-
 /* ---- the broker process ---- */
-
-static const char *
-rc_broker_bin(void)
-{
-	static char path[1024];
-
-	snprintf(path, sizeof(path), "%s/broker/timelined", TL_TEST_BINDIR);
-	return path;
-}
 
 void
 rc_broker_init(rc_broker *b, const char *tag)
 {
 	memset(b, 0, sizeof(*b));
-	b->pid = -1;
 	b->dir = tt_mkdtemp(tag);
 	snprintf(b->data, sizeof(b->data), "%s/data", b->dir);
 	snprintf(b->sock, sizeof(b->sock), "%s/tl.sock", b->dir);
 	snprintf(b->url, sizeof(b->url), "ipc://%s", b->sock);
-	snprintf(b->ready, sizeof(b->ready), "%s/ready", b->dir);
-	snprintf(b->log, sizeof(b->log), "%s/broker.log", b->dir);
+	tt_proc_timelined(&b->proc, b->dir, "broker");
 }
 
 void
 rc_broker_dump_log(const rc_broker *b)
 {
-	char line[1024];
-	FILE *f = fopen(b->log, "r");
-
-	if (f == NULL) {
-		return;
-	}
-	fprintf(stderr, "---- %s ----\n", b->log);
-	while (fgets(line, sizeof(line), f) != NULL) {
-		fputs(line, stderr);
-	}
-	fclose(f);
+	tt_proc_dump_log(&b->proc);
 }
 
-static bool
-rc_ready_present(const rc_broker *b)
+/* The command line from the settings the test chose (they may change
+ * between two starts). */
+static void
+rc_broker_args(rc_broker *b)
 {
-	struct stat st;
+	tt_proc *p = &b->proc;
 
-	return stat(b->ready, &st) == 0 && st.st_size > 0;
+	tt_proc_fini(p);
+	tt_proc_timelined(p, b->dir, "broker");
+	tt_proc_args(p, "--data", b->data, "--listen", b->url, NULL);
+	if (b->ntopics == 0) {
+		tt_proc_args(p, "--topic", "t", NULL);
+	}
+	for (int i = 0; i < b->ntopics; i++) {
+		tt_proc_args(p, "--topic", b->topics[i], NULL);
+	}
+	tt_proc_arg(p, "--metrics");
+	if (b->metrics_port > 0) {
+		tt_proc_arg(p, "127.0.0.1:%d", b->metrics_port);
+	} else {
+		tt_proc_arg(p, "off");
+	}
+	tt_proc_args(p, "--log-level",
+	    b->log_level != NULL ? b->log_level : "debug", NULL);
+	if (b->window_ms > 0) {
+		tt_proc_arg(p, "--window");
+		tt_proc_arg(p, "%lld", (long long) b->window_ms);
+	}
+	if (b->durability != NULL) {
+		tt_proc_args(p, "--durability", b->durability, NULL);
+	}
+	if (b->idle_ms > 0) {
+		tt_proc_arg(p, "--idle-timeout");
+		tt_proc_arg(p, "%lld", (long long) b->idle_ms);
+	}
 }
 
 void
 rc_broker_spawn(rc_broker *b, int timeout_ms)
 {
-	const char *bin = rc_broker_bin();
-	char metrics[64], window[32], idle[32];
-	char *argv[64];
-	int argc = 0;
-	posix_spawn_file_actions_t fa;
-	int64_t deadline;
-	int rv;
-
-	cr_assert(
-	    access(bin, X_OK) == 0, "the broker binary %s is not built", bin);
-	unlink(b->ready);
-	if (b->metrics_port > 0) {
-		snprintf(
-		    metrics, sizeof(metrics), "127.0.0.1:%d", b->metrics_port);
-	} else {
-		snprintf(metrics, sizeof(metrics), "off");
-	}
-	argv[argc++] = (char *) bin;
-	argv[argc++] = "--data";
-	argv[argc++] = b->data;
-	argv[argc++] = "--listen";
-	argv[argc++] = b->url;
-	if (b->ntopics == 0) {
-		argv[argc++] = "--topic";
-		argv[argc++] = "t";
-	}
-	for (int i = 0; i < b->ntopics; i++) {
-		argv[argc++] = "--topic";
-		argv[argc++] = (char *) b->topics[i];
-	}
-	argv[argc++] = "--metrics";
-	argv[argc++] = metrics;
-	argv[argc++] = "--ready-file";
-	argv[argc++] = b->ready;
-	argv[argc++] = "--log-level";
-	argv[argc++] = (char *) (b->log_level != NULL ? b->log_level : "debug");
-	if (b->window_ms > 0) {
-		snprintf(
-		    window, sizeof(window), "%lld", (long long) b->window_ms);
-		argv[argc++] = "--window";
-		argv[argc++] = window;
-	}
-	if (b->durability != NULL) {
-		argv[argc++] = "--durability";
-		argv[argc++] = (char *) b->durability;
-	}
-	if (b->idle_ms > 0) {
-		snprintf(idle, sizeof(idle), "%lld", (long long) b->idle_ms);
-		argv[argc++] = "--idle-timeout";
-		argv[argc++] = idle;
-	}
-	argv[argc] = NULL;
-
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(
-	    &fa, 1, b->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-	posix_spawn_file_actions_adddup2(&fa, 1, 2);
-	rv = posix_spawn(&b->pid, bin, &fa, NULL, argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	cr_assert_eq(rv, 0, "posix_spawn %s: %s", bin, strerror(rv));
-
-	deadline = tli_mono_ms() + timeout_ms;
-	while (!rc_ready_present(b)) {
-		int st;
-		if (waitpid(b->pid, &st, WNOHANG) == b->pid) {
-			b->pid = -1;
-			rc_broker_dump_log(b);
-			cr_assert_fail("the broker exited before it was ready "
-			               "(status 0x%x); log %s",
-			    st, b->log);
-		}
-		if (tli_mono_ms() >= deadline) {
-			rc_broker_dump_log(b);
-			cr_assert_fail(
-			    "the broker did not write %s within %d ms",
-			    b->ready, timeout_ms);
-		}
-		rc_nap_ms(5);
-	}
+	rc_broker_args(b);
+	b->proc.timeout_ms = timeout_ms;
+	tt_proc_start(&b->proc);
 }
 
 void
@@ -197,35 +110,14 @@ rc_broker_start(rc_broker *b, const char *tag)
 int
 rc_broker_signal(rc_broker *b, int sig, int timeout_ms)
 {
-	int64_t deadline = tli_mono_ms() + timeout_ms;
-	int st = -1;
-
-	if (b->pid <= 0) {
-		return -1;
-	}
-	kill(b->pid, sig);
-	for (;;) {
-		pid_t r = waitpid(b->pid, &st, WNOHANG);
-		if (r == b->pid || (r < 0 && errno != EINTR)) {
-			break;
-		}
-		if (tli_mono_ms() >= deadline) {
-			/* It did not stop: say so through the status. */
-			kill(b->pid, SIGKILL);
-			waitpid(b->pid, &st, 0);
-			st = -2;
-			break;
-		}
-		rc_nap_ms(5);
-	}
-	b->pid = -1;
-	return st;
+	return tt_proc_signal(&b->proc, sig, timeout_ms);
 }
 
 void
 rc_broker_stop(rc_broker *b)
 {
 	rc_broker_signal(b, SIGTERM, 20000);
+	tt_proc_fini(&b->proc);
 	if (b->dir != NULL && getenv("TL_E2E_KEEP") != NULL) {
 		fprintf(stderr, "kept %s\n", b->dir);
 	} else if (b->dir != NULL) {
@@ -233,27 +125,6 @@ rc_broker_stop(rc_broker *b)
 		free(b->dir);
 		b->dir = NULL;
 	}
-}
-
-int
-rc_free_port(void)
-{
-	struct sockaddr_in sa;
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-
-	if (fd < 0) {
-		return -1;
-	}
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) == 0 &&
-	    getsockname(fd, (struct sockaddr *) &sa, &len) == 0) {
-		port = ntohs(sa.sin_port);
-	}
-	close(fd);
-	return port;
 }
 
 /* ---- frames ---- */
@@ -408,8 +279,8 @@ rc_open(const char *url, const char *name)
 	int rv;
 
 	cr_assert_not_null(c, "cannot connect to %s", url);
-	rv = rc_hello(c, name, rc_now_ms(), NULL);
-	cr_assert_eq(rv, TL_OK, "HELLO as %s: %s", name, tl_strerror(rv));
+	rv = rc_hello(c, name, tli_wall_ms(), NULL);
+	TL_PASS(rv, "HELLO as %s", name);
 	return c;
 }
 
@@ -425,7 +296,7 @@ rc_close(rc_client *c)
 	nng_stream_close(c->st);
 	while (c->th_started && !c->th_done) {
 		nng_aio_cancel(c->rx_aio);
-		rc_nap_ms(1);
+		tt_nap_ms(1);
 	}
 	if (c->th_started) {
 		pthread_join(c->th, NULL);
@@ -616,7 +487,7 @@ rc_wait_push_any(
 		}
 		/* Arrival times are taken by the readers, so polling here
 		 * costs no precision. */
-		rc_nap_ms(1);
+		tt_nap_ms(1);
 	}
 }
 
@@ -911,28 +782,77 @@ rc_deliver_free(rc_deliver *d)
 	memset(d, 0, sizeof(*d));
 }
 
+int
+rc_ack_all(rc_client *c, const char *topic, const char *consumer,
+    const rc_deliver *dv, rc_results *res)
+{
+	tlp_item acks[TL_MAX_BATCH];
+	size_t n = dv->d.n < TL_MAX_BATCH ? dv->d.n : TL_MAX_BATCH;
+
+	memset(acks, 0, sizeof(acks[0]) * n);
+	for (size_t j = 0; j < n; j++) {
+		acks[j].id = dv->d.v[j].id;
+		acks[j].version = dv->d.v[j].version;
+	}
+	return rc_batch(c, TLP_OP_ACK, topic, consumer, acks, n, res);
+}
+
+/* ---- below the client ---- */
+
+int
+rc_unix_connect(const char *path)
+{
+	struct sockaddr_un sa;
+	int fd;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	if ((fd = socket(AF_UNIX, SOCK_STREAM, 0)) < 0) {
+		return -1;
+	}
+	if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) != 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+int
+rc_hello_frame(tli_buf *b, const char *name)
+{
+	tlp_w w;
+	tlp_hello h;
+
+	memset(&h, 0, sizeof(h));
+	h.proto = TLP_VERSION;
+	h.name = TLP_STR(name);
+	h.client_ms = tli_wall_ms();
+	tli_buf_init(b);
+	tlp_frame_begin(b, &w, TLP_OP_HELLO, 0, 1);
+	tlp_enc_hello(&w, &h);
+	return tlp_frame_end(b, 0);
+}
+
 /* ---- HTTP ---- */
 
 char *
 rc_http_get(int port, const char *path, int timeout_ms, int *status)
 {
 	int64_t deadline = tli_mono_ms() + timeout_ms;
-	struct sockaddr_in sa;
 	char req[512];
 	char *buf = NULL, *body;
 	size_t len = 0, cap = 0;
 	int fd, n;
 
 	*status = 0;
-	if ((fd = socket(AF_INET, SOCK_STREAM, 0)) < 0) {
-		return NULL;
-	}
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_port = htons((uint16_t) port);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) != 0) {
-		close(fd);
+	if ((fd = tt_tcp_connect(port)) < 0) {
 		return NULL;
 	}
 	n = snprintf(req, sizeof(req),
