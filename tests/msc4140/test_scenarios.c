@@ -279,7 +279,9 @@ kept_across_restart(bool standalone)
 	json_t *evs;
 
 	gw_start(&e, "gw-persist", standalone, NULL);
-	id = gw_schedule(&e, "tok_alice", ROOM, "p1", 1500, "{\"body\":\"p\"}");
+	/* Due after the restart even when a sanitizer build on a busy machine
+	 * takes a few seconds to restart. */
+	id = gw_schedule(&e, "tok_alice", ROOM, "p1", 6000, "{\"body\":\"p\"}");
 	id2 = gw_schedule(
 	    &e, "tok_alice", ROOM, "p2", 600000, "{\"body\":\"q\"}");
 	gw_restart(&e, SIGKILL);
@@ -287,7 +289,7 @@ kept_across_restart(bool standalone)
 	cr_assert_eq(json_array_size(evs), 0);
 	json_decref(evs);
 	cr_assert_eq(gw_list_len(&e, "tok_alice"), 2);
-	evs = gw_wait_events(&e, 1, 10000);
+	evs = gw_wait_events(&e, 1, 15000);
 	cr_assert_eq(json_array_size(evs), 1, "sent after the restart");
 	json_decref(evs);
 	/* the other one is still managed by its id */

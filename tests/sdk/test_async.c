@@ -83,12 +83,8 @@ tracker_wait(tracker *t, int n)
 	pthread_mutex_lock(&t->m);
 	while (t->done < n && tli_mono_ms() < deadline) {
 		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 50000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
+
+		tli_deadline(&ts, CLOCK_REALTIME, 50);
 		pthread_cond_timedwait(&t->cv, &t->m, &ts);
 	}
 	got = t->done;

@@ -66,12 +66,8 @@ Test(consume, callback_gets_due_messages_and_deletes)
 	pthread_mutex_lock(&s.m);
 	while (s.n < 5 && tli_mono_ms() < deadline) {
 		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 50000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
+
+		tli_deadline(&ts, CLOCK_REALTIME, 50);
 		pthread_cond_timedwait(&s.cv, &s.m, &ts);
 	}
 	pthread_mutex_unlock(&s.m);

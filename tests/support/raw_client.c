@@ -27,15 +27,6 @@
 #include "testutil.h"
 #include "tlcheck.h"
 
-static int64_t
-rc_now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* ---- the broker process ---- */
 
 void
@@ -199,7 +190,7 @@ rc_reader(void *arg)
 			rc_frame_free(f);
 			break;
 		}
-		f->rx_us = rc_now_us();
+		f->rx_us = tli_wall_us();
 		f->rx_ms = f->rx_us / 1000;
 		if (tlp_hdr_decode(&f->h, f->data, f->len) != TL_OK) {
 			/* Keep it: the test decides what a bad header means. */
