@@ -726,7 +726,12 @@ ackq_wait(ackq *q, uint64_t total, double deadline)
 	while (q->ok + q->fail < total && tlb_bench_mono_s() < deadline) {
 		struct timespec ts;
 
-		tli_deadline(&ts, CLOCK_REALTIME, 50);
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 50 * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
 		pthread_cond_timedwait(&q->done_cv, &q->mtx, &ts);
 	}
 	pthread_mutex_unlock(&q->mtx);
