@@ -71,6 +71,10 @@ typedef struct tlb_bench_late {
 
 /* The statistics of late_us[i] for every seen[i] into out; returns the
  * sorted lateness (*n of them, free it) or NULL when out of memory. */
+/* Copies l into a result r that has the same six fields. */
+#define TLB_BENCH_LATE_INTO(r, l)                                    \
+	((r)->p50 = (l).p50, (r)->p90 = (l).p90, (r)->p99 = (l).p99, \
+	    (r)->p999 = (l).p999, (r)->max = (l).max, (r)->mean = (l).mean)
 int64_t *tlb_bench_late_stats(const _Atomic uint8_t *seen,
     const int64_t *late_us, uint64_t total, tlb_bench_late *out, size_t *n);
 

@@ -944,12 +944,7 @@ lateness_stats(recv_state *rs, bench_result *r)
 
 	free(tlb_bench_late_stats(rs->seen, rs->late_us, rs->total, &l, &n));
 	r->early += l.early;
-	r->p50 = l.p50;
-	r->p90 = l.p90;
-	r->p99 = l.p99;
-	r->p999 = l.p999;
-	r->max = l.max;
-	r->mean = l.mean;
+	TLB_BENCH_LATE_INTO(r, l);
 }
 
 static int

@@ -418,12 +418,7 @@ late_stats(const run_state *st, tlb_result *r)
 	size_t n;
 	int64_t *v = tlb_bench_late_stats(st->seen, st->late_us, st->n, &l, &n);
 
-	r->p50 = l.p50;
-	r->p90 = l.p90;
-	r->p99 = l.p99;
-	r->p999 = l.p999;
-	r->max = l.max;
-	r->mean = l.mean;
+	TLB_BENCH_LATE_INTO(r, l);
 	if (n > 0 &&
 	    (r->cdf = malloc(sizeof(float) * TLB_CDF_POINTS)) != NULL) {
 		for (size_t k = 0; k < TLB_CDF_POINTS; k++) {
