@@ -78,6 +78,35 @@ tlb_bench_proc_mem(pid_t pid, uint64_t *rss_kb, uint64_t *hwm_kb)
 	return got == want ? 0 : -1;
 }
 
+int64_t *
+tlb_bench_late_stats(const _Atomic uint8_t *seen, const int64_t *late_us,
+    uint64_t total, tlb_bench_late *out, size_t *n)
+{
+	int64_t *v = malloc(sizeof(*v) * (total + 1));
+	double sum = 0;
+
+	*n = 0;
+	memset(out, 0, sizeof(*out));
+	if (v == NULL) {
+		return NULL;
+	}
+	for (uint64_t i = 0; i < total; i++) {
+		if (seen[i]) {
+			v[(*n)++] = late_us[i];
+			sum += (double) late_us[i];
+			out->early += late_us[i] < 0 ? 1 : 0;
+		}
+	}
+	tlb_bench_sort_i64(v, *n);
+	out->p50 = tlb_bench_pct_ms(v, *n, 0.50);
+	out->p90 = tlb_bench_pct_ms(v, *n, 0.90);
+	out->p99 = tlb_bench_pct_ms(v, *n, 0.99);
+	out->p999 = tlb_bench_pct_ms(v, *n, 0.999);
+	out->max = *n > 0 ? (double) v[*n - 1] / 1000.0 : NAN;
+	out->mean = *n > 0 ? sum / (double) *n / 1000.0 : NAN;
+	return v;
+}
+
 char *
 tlb_bench_default_timelined(void)
 {

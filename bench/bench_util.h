@@ -63,6 +63,21 @@ double tlb_bench_median(double *v, int k, double none);
 void tlb_bench_sort_i64(int64_t *v, size_t n);
 double tlb_bench_pct_ms(const int64_t *v, size_t n, double p);
 
+/* Lateness of the messages seen (by message number), in ms. */
+typedef struct tlb_bench_late {
+	double p50, p90, p99, p999, max, mean;
+	uint64_t early; /* delivered before their due time */
+} tlb_bench_late;
+
+/* The statistics of late_us[i] for every seen[i] into out; returns the
+ * sorted lateness (*n of them, free it) or NULL when out of memory. */
+/* Copies l into a result r that has the same six fields. */
+#define TLB_BENCH_LATE_INTO(r, l)                                    \
+	((r)->p50 = (l).p50, (r)->p90 = (l).p90, (r)->p99 = (l).p99, \
+	    (r)->p999 = (l).p999, (r)->max = (l).max, (r)->mean = (l).mean)
+int64_t *tlb_bench_late_stats(const _Atomic uint8_t *seen,
+    const int64_t *late_us, uint64_t total, tlb_bench_late *out, size_t *n);
+
 /* The frame of the --json file: open (with the cpus line) or NULL,
  * the start of the runs, the separator after run i of n, the start of
  * the medians, and the end. */

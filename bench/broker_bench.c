@@ -939,30 +939,12 @@ out:
 static void
 lateness_stats(recv_state *rs, bench_result *r)
 {
-	int64_t *v = malloc(sizeof(*v) * (rs->total + 1));
-	size_t n = 0;
-	double sum = 0;
+	tlb_bench_late l;
+	size_t n;
 
-	if (v == NULL) {
-		return;
-	}
-	for (uint64_t i = 0; i < rs->total; i++) {
-		if (rs->seen[i]) {
-			v[n++] = rs->late_us[i];
-			sum += (double) rs->late_us[i];
-			if (rs->late_us[i] < 0) {
-				r->early++;
-			}
-		}
-	}
-	tlb_bench_sort_i64(v, n);
-	r->p50 = tlb_bench_pct_ms(v, n, 0.50);
-	r->p90 = tlb_bench_pct_ms(v, n, 0.90);
-	r->p99 = tlb_bench_pct_ms(v, n, 0.99);
-	r->p999 = tlb_bench_pct_ms(v, n, 0.999);
-	r->max = n > 0 ? (double) v[n - 1] / 1000.0 : NAN;
-	r->mean = n > 0 ? sum / (double) n / 1000.0 : NAN;
-	free(v);
+	free(tlb_bench_late_stats(rs->seen, rs->late_us, rs->total, &l, &n));
+	r->early += l.early;
+	TLB_BENCH_LATE_INTO(r, l);
 }
 
 static int

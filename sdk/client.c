@@ -89,59 +89,60 @@ cv_wait_until(pthread_cond_t *cv, pthread_mutex_t *m, int64_t deadline_ms)
 
 /* ---- request table ---- */
 
+static bool
+req_is(const tli_hnode *hn, const void *key)
+{
+	return TLI_CONTAINER(hn, tli_req, hn)->id == *(const uint32_t *) key;
+}
+
 static void
 table_insert(tl_client *c, tli_req *q)
 {
-	tli_req **slot = &c->table[q->id % TLI_TABLE_SIZE];
-
-	q->hnext = *slot;
-	*slot = q;
+	/* Cannot fail: the table has had slots since the client opened. */
+	(void) tli_htab_insert(&c->table, &q->hn, q->id);
 	c->inflight++;
+}
+
+static void
+table_take(tl_client *c, tli_req *q)
+{
+	TLI_ASSERT(c->inflight > 0);
+	tli_htab_remove(&c->table, &q->hn);
+	c->inflight--;
 }
 
 static tli_req *
 table_find(tl_client *c, uint32_t id, bool take)
 {
-	tli_req **pp = &c->table[id % TLI_TABLE_SIZE];
+	tli_hnode *hn = tli_htab_find(&c->table, id, req_is, &id);
+	tli_req *q = hn != NULL ? TLI_CONTAINER(hn, tli_req, hn) : NULL;
 
-	for (; *pp != NULL; pp = &(*pp)->hnext) {
-		if ((*pp)->id == id) {
-			tli_req *q = *pp;
-			if (take) {
-				TLI_ASSERT(c->inflight > 0);
-				*pp = q->hnext;
-				q->hnext = NULL;
-				c->inflight--;
-			}
-			return q;
-		}
+	if (q != NULL && take) {
+		table_take(c, q);
 	}
-	return NULL;
+	return q;
 }
 
 /* Take out every request whose deadline passed (all: every request) and
- * return them as a list linked through hnext. */
+ * return them as a list linked through next. */
 static tli_req *
 table_expire(tl_client *c, int64_t now, bool all)
 {
 	tli_req *out = NULL;
+	tli_htab_iter it;
 
 	if (c->inflight == 0) {
 		return NULL;
 	}
-	for (size_t i = 0; i < TLI_TABLE_SIZE; i++) {
-		tli_req **pp = &c->table[i];
-		while (*pp != NULL) {
-			tli_req *q = *pp;
-			if (all || q->deadline <= now) {
-				TLI_ASSERT(c->inflight > 0);
-				*pp = q->hnext;
-				q->hnext = out;
-				out = q;
-				c->inflight--;
-			} else {
-				pp = &q->hnext;
-			}
+	for (tli_hnode *hn = tli_htab_first(&c->table, &it), *nx; hn != NULL;
+	     hn = nx) {
+		tli_req *q = TLI_CONTAINER(hn, tli_req, hn);
+
+		nx = tli_htab_next(&c->table, &it, hn);
+		if (all || q->deadline <= now) {
+			table_take(c, q);
+			q->next = out;
+			out = q;
 		}
 	}
 	return out;
@@ -152,8 +153,8 @@ reqs_fail(tli_req *list, int err)
 {
 	while (list != NULL) {
 		tli_req *q = list;
-		list = q->hnext;
-		q->hnext = NULL;
+		list = q->next;
+		q->next = NULL;
 		q->on_reply(q, err, NULL);
 	}
 }
@@ -894,6 +895,7 @@ client_free(tl_client *c)
 		nng_aio_free(c->saio);
 	}
 	tli_buf_fini(&c->outq);
+	tli_htab_fini(&c->table);
 	tli_opts_fini(&c->opts);
 	pthread_mutex_destroy(&c->mtx);
 	pthread_cond_destroy(&c->cv);
@@ -1067,6 +1069,7 @@ tl_client_open(tl_client **out, const tl_opts *o)
 	cv_init_mono(&c->cv);
 	cv_init_mono(&c->cb_cv);
 	tli_buf_init(&c->outq);
+	tli_htab_init(&c->table);
 	c->first_err = -1;
 	if (o == NULL) {
 		tl_opts *d = NULL;
@@ -1078,6 +1081,10 @@ tl_client_open(tl_client **out, const tl_opts *o)
 		tl_opts_free(d);
 	} else {
 		rv = tli_opts_copy(&c->opts, o);
+	}
+	if (rv == TL_OK &&
+	    tli_htab_reserve(&c->table, TLI_TABLE_SIZE) != TL_OK) {
+		rv = TL_ENOMEM;
 	}
 	if (rv != TL_OK) {
 		goto fail;

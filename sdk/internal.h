@@ -76,7 +76,8 @@ struct tli_req {
 	uint32_t id;
 	uint8_t op;
 	int64_t deadline; /* monotonic ms */
-	tli_req *hnext;   /* request table chain */
+	tli_hnode hn;     /* in the request table, by id */
+	tli_req *next;    /* a list of expired or failed requests */
 	tli_buf frame;    /* the encoded frame until it is queued */
 	tli_reply_fn on_reply;
 	void *arg;
@@ -196,7 +197,10 @@ struct tl_client {
 	nng_aio *saio;             /* the send thread's */
 	bool conn_done, send_done; /* the thread left its loop */
 	uint32_t next_id;
-	tli_req *table[TLI_TABLE_SIZE];
+	/* In-flight requests by id; the id is the hash (ids are sequential, so
+	 * they spread over the slots as they are). Has TLI_TABLE_SIZE slots
+	 * from the start. */
+	tli_htab table;
 	size_t inflight;
 	tli_buf outq;
 	tli_cb *cb_head, *cb_tail;

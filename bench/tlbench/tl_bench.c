@@ -414,26 +414,11 @@ wait_count(atomic_uint_fast64_t *a, uint64_t want, double deadline,
 static void
 late_stats(const run_state *st, tlb_result *r)
 {
-	int64_t *v = malloc(sizeof(*v) * (st->n + 1));
-	size_t n = 0;
-	double sum = 0;
+	tlb_bench_late l;
+	size_t n;
+	int64_t *v = tlb_bench_late_stats(st->seen, st->late_us, st->n, &l, &n);
 
-	if (v == NULL) {
-		return;
-	}
-	for (uint64_t i = 0; i < st->n; i++) {
-		if (st->seen[i]) {
-			v[n++] = st->late_us[i];
-			sum += (double) st->late_us[i];
-		}
-	}
-	tlb_bench_sort_i64(v, n);
-	r->p50 = tlb_bench_pct_ms(v, n, 0.50);
-	r->p90 = tlb_bench_pct_ms(v, n, 0.90);
-	r->p99 = tlb_bench_pct_ms(v, n, 0.99);
-	r->p999 = tlb_bench_pct_ms(v, n, 0.999);
-	r->max = n > 0 ? (double) v[n - 1] / 1000.0 : NAN;
-	r->mean = n > 0 ? sum / (double) n / 1000.0 : NAN;
+	TLB_BENCH_LATE_INTO(r, l);
 	if (n > 0 &&
 	    (r->cdf = malloc(sizeof(float) * TLB_CDF_POINTS)) != NULL) {
 		for (size_t k = 0; k < TLB_CDF_POINTS; k++) {
