@@ -7,10 +7,12 @@
  *
  * DESIGN. A table is immutable once loaded and reference counted: the
  * broker holds the current one, each authenticated session holds the one
- * its principal came from. SIGHUP loads a new table and swaps it in; a
- * session notices the swap at its next request and resolves its token
- * again against the new table (closed when the token is gone). Tokens are
- * never kept: a session keeps the SHA-256 of its token only.
+ * its principal came from. SIGHUP loads a new table and swaps it in, and
+ * the server closes at once every session whose token the new table lacks
+ * (tlb_server_close_revoked); any other session moves to the new table at
+ * its next request, resolving its token again (and is closed if it is gone
+ * by then). Tokens are never kept: a session keeps the SHA-256 of its
+ * token only.
  */
 #ifndef TL_BROKER_AUTH_H
 #define TL_BROKER_AUTH_H
