@@ -93,7 +93,13 @@ tt_tcp_connect(int port)
 	sa.sin_family = AF_INET;
 	sa.sin_port = htons((uint16_t) port);
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) != 0) {
+	return tt_connect_or_close(fd, &sa, sizeof(sa));
+}
+
+int
+tt_connect_or_close(int fd, const void *sa, size_t len)
+{
+	if (connect(fd, sa, (socklen_t) len) != 0) {
 		int e = errno;
 
 		close(fd);

@@ -126,6 +126,8 @@ void tt_write_file(const char *path, const char *text);
 char *tt_read_file(const char *path);
 /* A TCP connection to 127.0.0.1:port: the fd, or -1 with errno. */
 int tt_tcp_connect(int port);
+/* connect(fd, sa): fd, or -1 with fd closed and errno kept. */
+int tt_connect_or_close(int fd, const void *sa, size_t len);
 /* A free TCP port on 127.0.0.1 (bind 0, read it, close), or -1. */
 int tt_free_port(void);
 

@@ -806,13 +806,7 @@ rc_unix_connect(const char *path)
 	if ((fd = socket(AF_UNIX, SOCK_STREAM, 0)) < 0) {
 		return -1;
 	}
-	if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) != 0) {
-		int e = errno;
-		close(fd);
-		errno = e;
-		return -1;
-	}
-	return fd;
+	return tt_connect_or_close(fd, &sa, sizeof(sa));
 }
 
 int
