@@ -230,6 +230,8 @@ render_sessions(tlb_broker *b, tli_buf *o)
 	    atomic_load(&m->sessions_total));
 	scalar(o, "timeline_protocol_errors_total", "counter", NULL,
 	    atomic_load(&m->proto_errors));
+	scalar(o, "timeline_pre_hello_refused_total", "counter", NULL,
+	    atomic_load(&m->pre_hello_refused));
 	tli_buf_printf(o,
 	    "# HELP timeline_client_clock_offset_ms Client clock minus the "
 	    "broker's.\n# TYPE timeline_client_clock_offset_ms gauge\n");

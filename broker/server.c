@@ -53,9 +53,11 @@ struct tlb_session {
 	nng_aio *rx_aio;
 	uint8_t rx_len[TLP_LEN_BYTES];
 	uint8_t *rx_buf;
+	size_t rx_cap; /* rx_buf's size: grows with what arrived */
 	size_t rx_need;
 	size_t rx_got;
 	bool rx_body;
+	bool rx_first_done; /* a first frame (the HELLO) was read */
 	/* write side (under mtx) */
 	nng_aio *tx_aio;
 	tli_buf tx_pending;  /* frames waiting to be sent */
@@ -451,7 +453,7 @@ rx_start(tlb_session *s)
 	nng_iov iov;
 
 	iov.iov_buf = (s->rx_body ? s->rx_buf : s->rx_len) + s->rx_got;
-	iov.iov_len = s->rx_need - s->rx_got;
+	iov.iov_len = (s->rx_body ? s->rx_cap : s->rx_need) - s->rx_got;
 	nng_aio_set_iov(s->rx_aio, 1, &iov);
 	tlb_session_hold(s); /* the read may complete and drop its own */
 	if (!io_start(s, s->rx_aio, false)) {
@@ -481,9 +483,31 @@ rx_frame_done(tlb_session *s)
 		worker_push(s->srv, j);
 	}
 	s->rx_buf = NULL;
+	s->rx_cap = 0;
 	s->rx_body = false;
 	s->rx_got = 0;
 	s->rx_need = TLP_LEN_BYTES;
+	s->rx_first_done = true;
+}
+
+/* The body buffer is full but the frame is not: double it (up to the
+ * frame's length). Memory follows the bytes that arrived, never the length
+ * a peer declared. */
+static bool
+rx_grow(tlb_session *s)
+{
+	size_t cap = s->rx_cap * 2;
+	uint8_t *p;
+
+	if (cap > s->rx_need) {
+		cap = s->rx_need;
+	}
+	if ((p = tli_realloc(s->rx_buf, cap)) == NULL) {
+		return false;
+	}
+	s->rx_buf = p;
+	s->rx_cap = cap;
+	return true;
 }
 
 static void
@@ -517,11 +541,29 @@ rx_cb(void *arg)
 	atomic_fetch_add(&s->rx_ops, 1);
 	s->rx_got += nng_aio_count(s->rx_aio);
 	if (s->rx_got < s->rx_need) {
+		if (s->rx_body && s->rx_got == s->rx_cap && !rx_grow(s)) {
+			tlb_session_close(s, "out of memory");
+			tlb_session_rele(s);
+			return;
+		}
 		rx_start(s);
 		return;
 	}
 	if (!s->rx_body) {
 		rv = tlp_frame_len(s->rx_len, &len);
+		if (rv == TL_OK && !s->rx_first_done &&
+		    len > TLB_PRE_HELLO_FRAME) {
+			/* Before HELLO only a HELLO-sized frame: a stranger
+			 * gets no large buffer. */
+			atomic_fetch_add(&s->b->m.proto_errors, 1);
+			atomic_fetch_add(&s->b->m.pre_hello_refused, 1);
+			tlb_send_error(s, 0, 0, TL_ETOOLARGE,
+			    "the first frame (HELLO) is longer than the limit "
+			    "before HELLO");
+			tlb_session_close(s, "first frame too long");
+			tlb_session_rele(s);
+			return;
+		}
 		if (rv != TL_OK) {
 			/* The stream's framing is lost: nothing after this can
 			 * be trusted. Say why, then hang up. */
@@ -533,7 +575,8 @@ rx_cb(void *arg)
 			tlb_session_rele(s);
 			return;
 		}
-		if ((s->rx_buf = tli_alloc(len)) == NULL) {
+		s->rx_cap = len < TLB_RX_CHUNK ? len : TLB_RX_CHUNK;
+		if ((s->rx_buf = tli_alloc(s->rx_cap)) == NULL) {
 			tlb_session_close(s, "out of memory");
 			tlb_session_rele(s);
 			return;

@@ -78,6 +78,11 @@ void tlb_session_close_after_reply(tlb_session *s, const char *why);
 bool tlb_session_ending(tlb_session *s);
 
 #define TLB_MAX_PENDING (64u * 1024u * 1024u)
+/* A frame body is read into a buffer of at most this much at first, then
+ * doubled as bytes arrive (never sized by the declared length alone). */
+#define TLB_RX_CHUNK (64u * 1024u)
+/* The longest first frame (the HELLO) a session may send. */
+#define TLB_PRE_HELLO_FRAME (64u * 1024u)
 
 /* Encode a whole frame into a fresh buffer and send it on s: `enc` writes
  * the body. Returns TL_OK, or TL_ETOOLARGE / TL_ENOMEM when the frame
