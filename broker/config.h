@@ -33,6 +33,7 @@ typedef struct tlb_conf {
 	int64_t clock_warn_ms; /* warn when a client's clock is this far off */
 	int64_t window_ms;     /* the dispatcher's near-future window */
 	int64_t idle_ms;       /* close a session silent this long; 0: never */
+	int64_t hello_ms;      /* close a session without HELLO; 0: never */
 	char msc4140[512];     /* MSC4140 gateway configuration file, or "" */
 	/* authentication and TLS (docs/auth.md) */
 	bool auth;             /* auth = on: every session needs a token */

@@ -232,6 +232,8 @@ render_sessions(tlb_broker *b, tli_buf *o)
 	    atomic_load(&m->proto_errors));
 	scalar(o, "timeline_pre_hello_refused_total", "counter", NULL,
 	    atomic_load(&m->pre_hello_refused));
+	scalar(o, "timeline_hello_timeouts_total", "counter", NULL,
+	    atomic_load(&m->hello_timeouts));
 	tli_buf_printf(o,
 	    "# HELP timeline_client_clock_offset_ms Client clock minus the "
 	    "broker's.\n# TYPE timeline_client_clock_offset_ms gauge\n");

@@ -58,6 +58,9 @@ struct tlb_session {
 	size_t rx_got;
 	bool rx_body;
 	bool rx_first_done; /* a first frame (the HELLO) was read */
+	/* the HELLO deadline: closes a session not greeted by then */
+	nng_aio *hello_aio;
+	_Atomic bool hello_done; /* HELLO accepted (set by the worker) */
 	/* write side (under mtx) */
 	nng_aio *tx_aio;
 	tli_buf tx_pending;  /* frames waiting to be sent */
@@ -140,6 +143,7 @@ session_free(tlb_session *s)
 	nng_aio_reap(s->rx_aio);
 	nng_aio_reap(s->tx_aio);
 	nng_aio_reap(s->linger_aio);
+	nng_aio_reap(s->hello_aio);
 	nng_stream_free(s->st);
 	tli_free(s->rx_buf);
 	tli_buf_fini(&s->tx_pending);
@@ -187,6 +191,7 @@ tlb_session_close(tlb_session *s, const char *why)
 	nng_stream_close(s->st);
 	pthread_mutex_unlock(&s->io_mtx);
 	nng_aio_abort(s->linger_aio, NNG_ECLOSED);
+	nng_aio_abort(s->hello_aio, NNG_ECLOSED);
 }
 
 /* Closing after an error reply: the reply is sent, but the client may
@@ -590,6 +595,23 @@ rx_cb(void *arg)
 	rx_start(s);
 }
 
+/* The HELLO deadline passed (or the session closed first). */
+static void
+hello_cb(void *arg)
+{
+	tlb_session *s = arg;
+
+	if (nng_aio_result(s->hello_aio) == 0 && !atomic_load(&s->hello_done)) {
+		char why[80];
+
+		atomic_fetch_add(&s->b->m.hello_timeouts, 1);
+		snprintf(why, sizeof(why), "no HELLO within %lld ms",
+		    (long long) s->b->conf.hello_ms);
+		tlb_session_close(s, why);
+	}
+	tlb_session_rele(s); /* the deadline's reference */
+}
+
 static void
 session_new(tlb_server *sv, nng_stream *st)
 {
@@ -599,10 +621,12 @@ session_new(tlb_server *sv, nng_stream *st)
 
 	if (s == NULL || nng_aio_alloc(&s->rx_aio, rx_cb, s) != 0 ||
 	    nng_aio_alloc(&s->tx_aio, tx_cb, s) != 0 ||
-	    nng_aio_alloc(&s->linger_aio, linger_cb, s) != 0) {
+	    nng_aio_alloc(&s->linger_aio, linger_cb, s) != 0 ||
+	    nng_aio_alloc(&s->hello_aio, hello_cb, s) != 0) {
 		if (s != NULL) {
 			nng_aio_free(s->rx_aio);
 			nng_aio_free(s->tx_aio);
+			nng_aio_free(s->linger_aio);
 			tli_free(s);
 		}
 		nng_stream_free(st);
@@ -628,6 +652,12 @@ session_new(tlb_server *sv, nng_stream *st)
 	tli_buf_init(&s->tx_pending);
 	tli_buf_init(&s->tx_inflight);
 	s->rx_need = TLP_LEN_BYTES;
+	if (b->conf.hello_ms > 0) {
+		/* Started before the session can be closed, so that the
+		 * close's abort always finds it. */
+		tlb_session_hold(s); /* the deadline's reference */
+		nng_sleep_aio((nng_duration) b->conf.hello_ms, s->hello_aio);
+	}
 	pthread_mutex_lock(&sv->sess_mtx);
 	s->next = sv->sessions;
 	sv->sessions = s;
@@ -669,6 +699,7 @@ tlb_session_greet(tlb_session *s, const char *name, size_t n)
 	    name != NULL ? name : "");
 	pthread_mutex_unlock(&s->mtx);
 	s->hello = true;
+	atomic_store(&s->hello_done, true);
 }
 
 int64_t

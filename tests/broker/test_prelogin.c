@@ -3,7 +3,8 @@
  * declare the largest frame the protocol allows and then send little of it:
  * the broker's memory follows the bytes that arrived, not the declared
  * lengths, a first frame longer than a HELLO is refused and the connection
- * closed, and a normal client works throughout.
+ * closed, a connection that never says HELLO is closed after
+ * hello_timeout_ms, and a normal client works throughout.
  */
 #include "tltest.h"
 #include "raw_client.h"
@@ -35,7 +36,7 @@ prelogin_fini(void)
 TestSuite(prelogin, .fini = prelogin_fini, .timeout = 60);
 
 static void
-start(void)
+start_with(const char *hello_timeout)
 {
 	dir = tt_mkdtemp("prelogin");
 	port = tt_free_port();
@@ -45,8 +46,14 @@ start(void)
 	tt_proc_arg(&P, "--listen");
 	tt_proc_arg(&P, "tcp://127.0.0.1:%d", port);
 	tt_proc_args(&P, "--topic", "t", "--metrics", "off", "--log-level",
-	    "info", NULL);
+	    "info", "--hello-timeout", hello_timeout, NULL);
 	tt_proc_start(&P);
+}
+
+static void
+start(void)
+{
+	start_with("10000");
 }
 
 /* A line "Key:  N kB" of /proc/PID/status, in bytes. */
@@ -223,5 +230,31 @@ Test(prelogin, large_first_frame_refused)
 	    (rss1 - rss0) / MIB);
 	client_works();
 	cr_assert(tt_proc_log_wait(&P, "first frame too long", 2000));
+	tt_proc_stop_clean(&P);
+}
+
+/* A connection that never sends HELLO is closed after hello_timeout_ms;
+ * one that did stays open past it. */
+Test(prelogin, no_hello_closed_after_timeout)
+{
+	char url[64];
+	rc_client *c;
+	tlp_topic t;
+	int fd;
+	int64_t t0;
+
+	start_with("500");
+	snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", port);
+	c = rc_open(url, "greeted");
+	t0 = tli_wall_ms();
+	fd = open_raw();
+	cr_assert(closed_within(fd, 5000),
+	    "a connection without HELLO still open after 5 s");
+	cr_assert_geq(tli_wall_ms() - t0, 400, "closed before the deadline");
+	close(fd);
+	cr_assert(tt_proc_log_wait(&P, "no HELLO within 500 ms", 2000));
+	tt_nap_ms(300);
+	TL_PASS(rc_topic_get(c, "t", &t), "a greeted session after 800 ms");
+	rc_close(c);
 	tt_proc_stop_clean(&P);
 }
