@@ -34,7 +34,9 @@ typedef struct tlb_conf {
 	int64_t window_ms;     /* the dispatcher's near-future window */
 	int64_t idle_ms;       /* close a session silent this long; 0: never */
 	int64_t hello_ms;      /* close a session without HELLO; 0: never */
-	char msc4140[512];     /* MSC4140 gateway configuration file, or "" */
+	int64_t max_sessions;  /* refuse connections beyond; 0: no limit */
+	int64_t max_sessions_per_ip; /* the same per client address */
+	char msc4140[512]; /* MSC4140 gateway configuration file, or "" */
 	/* authentication and TLS (docs/auth.md) */
 	bool auth;             /* auth = on: every session needs a token */
 	char credentials[512]; /* the credentials file */

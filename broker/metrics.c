@@ -235,6 +235,13 @@ render_sessions(tlb_broker *b, tli_buf *o)
 	scalar(o, "timeline_hello_timeouts_total", "counter", NULL,
 	    atomic_load(&m->hello_timeouts));
 	tli_buf_printf(o,
+	    "# TYPE timeline_sessions_refused_total counter\n"
+	    "timeline_sessions_refused_total{reason=\"max_sessions\"} %llu\n"
+	    "timeline_sessions_refused_total{reason=\"max_sessions_per_ip\"} "
+	    "%llu\n",
+	    (unsigned long long) atomic_load(&m->refused_max_sessions),
+	    (unsigned long long) atomic_load(&m->refused_per_ip));
+	tli_buf_printf(o,
 	    "# HELP timeline_client_clock_offset_ms Client clock minus the "
 	    "broker's.\n# TYPE timeline_client_clock_offset_ms gauge\n");
 	v = tlb_sessions_info(b, &n);

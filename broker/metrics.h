@@ -42,6 +42,8 @@ typedef struct tlb_metrics {
 	_Atomic uint64_t proto_errors;
 	_Atomic uint64_t pre_hello_refused; /* first frame over the limit */
 	_Atomic uint64_t hello_timeouts;    /* no HELLO in hello_timeout_ms */
+	_Atomic uint64_t refused_max_sessions; /* at accept: max_sessions */
+	_Atomic uint64_t refused_per_ip; /* at accept: max_sessions_per_ip */
 	_Atomic uint64_t auth_refusals[TLP_OP_MAX_];  /* TL_ENOTAUTH */
 	_Atomic uint64_t quota_refusals[TLP_OP_MAX_]; /* per-group limits */
 } tlb_metrics;

@@ -12,6 +12,7 @@
  * the next send.
  */
 #define _GNU_SOURCE /* pthread_setname_np */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,7 +61,8 @@ struct tlb_session {
 	bool rx_first_done; /* a first frame (the HELLO) was read */
 	/* the HELLO deadline: closes a session not greeted by then */
 	nng_aio *hello_aio;
-	_Atomic bool hello_done; /* HELLO accepted (set by the worker) */
+	_Atomic bool hello_done;     /* HELLO accepted (set by the worker) */
+	char peer[INET6_ADDRSTRLEN]; /* the client's IP address, or "" */
 	/* write side (under mtx) */
 	nng_aio *tx_aio;
 	tli_buf tx_pending;  /* frames waiting to be sent */
@@ -97,6 +99,9 @@ typedef struct tlb_server {
 	_Atomic uint64_t next_session;
 	pthread_cond_t sess_cv; /* signalled when a session is freed */
 	int live_sessions;
+	/* when a refusal at accept was last logged, per reason */
+	_Atomic int64_t refused_log_ms[2];
+	_Atomic uint64_t refused_unlogged[2];
 
 	pthread_mutex_t wq_mtx; /* the worker queue; a leaf */
 	pthread_cond_t wq_cv;
@@ -595,6 +600,80 @@ rx_cb(void *arg)
 	rx_start(s);
 }
 
+/* The peer's IP address as text into out ("" when not an IP peer). */
+static void
+peer_addr(nng_stream *st, char *out, size_t cap)
+{
+	nng_sockaddr sa;
+
+	out[0] = '\0';
+	if (nng_stream_get_addr(st, NNG_OPT_REMADDR, &sa) != 0) {
+		return;
+	}
+	if (sa.s_family == NNG_AF_INET) {
+		inet_ntop(AF_INET, &sa.s_in.sa_addr, out, (socklen_t) cap);
+	} else if (sa.s_family == NNG_AF_INET6) {
+		inet_ntop(AF_INET6, sa.s_in6.sa_addr, out, (socklen_t) cap);
+	}
+}
+
+enum { REFUSE_TOTAL, REFUSE_PER_IP };
+
+/* Whether a connection from peer would go over max_sessions or
+ * max_sessions_per_ip; if so it is logged (at most once a second per
+ * reason) and counted. */
+static bool
+session_refused(tlb_server *sv, const char *peer)
+{
+	tlb_broker *b = sv->b;
+	int total, same = 0, why = -1;
+	int64_t now, last;
+
+	pthread_mutex_lock(&sv->sess_mtx);
+	total = sv->live_sessions;
+	if (peer[0] != '\0' && b->conf.max_sessions_per_ip > 0) {
+		for (tlb_session *s = sv->sessions; s != NULL; s = s->next) {
+			same += strcmp(s->peer, peer) == 0;
+		}
+	}
+	pthread_mutex_unlock(&sv->sess_mtx);
+	if (b->conf.max_sessions > 0 && total >= b->conf.max_sessions) {
+		why = REFUSE_TOTAL;
+	} else if (b->conf.max_sessions_per_ip > 0 &&
+	    same >= b->conf.max_sessions_per_ip) {
+		why = REFUSE_PER_IP;
+	}
+	if (why < 0) {
+		return false;
+	}
+	atomic_fetch_add(why == REFUSE_TOTAL ? &b->m.refused_max_sessions
+	                                     : &b->m.refused_per_ip,
+	    1);
+	now = tli_mono_ms();
+	last = atomic_load(&sv->refused_log_ms[why]);
+	if (now - last >= 1000 &&
+	    atomic_compare_exchange_strong(
+	        &sv->refused_log_ms[why], &last, now)) {
+		uint64_t more = atomic_exchange(&sv->refused_unlogged[why], 0);
+
+		tlb_log(TLB_WARN, "S012",
+		    "connection from %s refused: %d sessions%s (%s = %lld); "
+		    "%llu more refused since the last such message",
+		    peer[0] ? peer : "a local socket",
+		    why == REFUSE_TOTAL ? total : same,
+		    why == REFUSE_TOTAL ? "" : " from that address",
+		    why == REFUSE_TOTAL ? "max_sessions"
+		                        : "max_sessions_per_ip",
+		    (long long) (why == REFUSE_TOTAL
+		            ? b->conf.max_sessions
+		            : b->conf.max_sessions_per_ip),
+		    (unsigned long long) more);
+	} else {
+		atomic_fetch_add(&sv->refused_unlogged[why], 1);
+	}
+	return true;
+}
+
 /* The HELLO deadline passed (or the session closed first). */
 static void
 hello_cb(void *arg)
@@ -616,9 +695,16 @@ static void
 session_new(tlb_server *sv, nng_stream *st)
 {
 	tlb_broker *b = sv->b;
-	tlb_session *s = tli_zalloc(sizeof(*s));
+	tlb_session *s;
 	pthread_mutexattr_t ma;
+	char peer[INET6_ADDRSTRLEN];
 
+	peer_addr(st, peer, sizeof(peer));
+	if (session_refused(sv, peer)) {
+		nng_stream_free(st);
+		return;
+	}
+	s = tli_zalloc(sizeof(*s));
 	if (s == NULL || nng_aio_alloc(&s->rx_aio, rx_cb, s) != 0 ||
 	    nng_aio_alloc(&s->tx_aio, tx_cb, s) != 0 ||
 	    nng_aio_alloc(&s->linger_aio, linger_cb, s) != 0 ||
@@ -635,6 +721,7 @@ session_new(tlb_server *sv, nng_stream *st)
 	s->b = b;
 	s->srv = sv;
 	s->st = st;
+	memcpy(s->peer, peer, sizeof(s->peer));
 	s->id = atomic_fetch_add(&sv->next_session, 1);
 	/* Every read waits at most idle_ms: a client that sends nothing (not
 	 * even the SDK's pings) for that long is gone, or its connection is

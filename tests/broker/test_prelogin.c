@@ -4,7 +4,8 @@
  * the broker's memory follows the bytes that arrived, not the declared
  * lengths, a first frame longer than a HELLO is refused and the connection
  * closed, a connection that never says HELLO is closed after
- * hello_timeout_ms, and a normal client works throughout.
+ * hello_timeout_ms, a connection over max_sessions_per_ip is closed at
+ * accept, and a normal client works throughout.
  */
 #include "tltest.h"
 #include "raw_client.h"
@@ -36,7 +37,7 @@ prelogin_fini(void)
 TestSuite(prelogin, .fini = prelogin_fini, .timeout = 60);
 
 static void
-start_with(const char *hello_timeout)
+start_with(const char *hello_timeout, const char *per_ip)
 {
 	dir = tt_mkdtemp("prelogin");
 	port = tt_free_port();
@@ -46,14 +47,15 @@ start_with(const char *hello_timeout)
 	tt_proc_arg(&P, "--listen");
 	tt_proc_arg(&P, "tcp://127.0.0.1:%d", port);
 	tt_proc_args(&P, "--topic", "t", "--metrics", "off", "--log-level",
-	    "info", "--hello-timeout", hello_timeout, NULL);
+	    "info", "--hello-timeout", hello_timeout, "--max-sessions-per-ip",
+	    per_ip, NULL);
 	tt_proc_start(&P);
 }
 
 static void
 start(void)
 {
-	start_with("10000");
+	start_with("10000", "256");
 }
 
 /* A line "Key:  N kB" of /proc/PID/status, in bytes. */
@@ -243,7 +245,7 @@ Test(prelogin, no_hello_closed_after_timeout)
 	int fd;
 	int64_t t0;
 
-	start_with("500");
+	start_with("500", "256");
 	snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", port);
 	c = rc_open(url, "greeted");
 	t0 = tli_wall_ms();
@@ -256,5 +258,52 @@ Test(prelogin, no_hello_closed_after_timeout)
 	tt_nap_ms(300);
 	TL_PASS(rc_topic_get(c, "t", &t), "a greeted session after 800 ms");
 	rc_close(c);
+	tt_proc_stop_clean(&P);
+}
+
+/* With max_sessions_per_ip 4, a fifth connection from 127.0.0.1 is closed
+ * at once; once one of the four has gone, a client connects again. */
+Test(prelogin, per_ip_limit)
+{
+	struct pollfd pfd = {.events = POLLIN};
+	uint8_t buf[256];
+	tli_buf hello;
+	bool ok = false;
+	int fd[4], extra;
+
+	start_with("10000", "4");
+	for (int i = 0; i < 4; i++) {
+		fd[i] = open_raw();
+	}
+	extra = open_raw();
+	cr_assert(closed_within(extra, 3000),
+	    "a fifth connection from one address still open");
+	close(extra);
+	cr_assert(tt_proc_log_wait(&P, "max_sessions_per_ip = 4", 2000));
+	for (int i = 0; i < 4; i++) {
+		cr_assert(!closed_within(fd[i], 0), "connection %d closed", i);
+	}
+	close(fd[0]);
+	/* The broker sees that close when it reads: try until it has. */
+	for (int tries = 0; tries < 40 && !ok; tries++) {
+		tt_nap_ms(50);
+		extra = open_raw();
+		if (closed_within(extra, 100)) {
+			close(extra);
+			continue;
+		}
+		TL_PASS(rc_hello_frame(&hello, "after"));
+		cr_assert(send_all(extra, hello.data, hello.len));
+		tli_buf_fini(&hello);
+		pfd.fd = extra;
+		cr_assert_eq(poll(&pfd, 1, 5000), 1, "no HELLO reply");
+		cr_assert_gt(recv(extra, buf, sizeof(buf), 0), 0, "no reply");
+		close(extra);
+		ok = true;
+	}
+	cr_assert(ok, "no connection accepted after one of the four closed");
+	for (int i = 1; i < 4; i++) {
+		close(fd[i]);
+	}
 	tt_proc_stop_clean(&P);
 }
