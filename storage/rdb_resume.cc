@@ -8,11 +8,11 @@
  */
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 
 #include <rocksdb/c.h>
 #include <rocksdb/db.h>
 #include <rocksdb/listener.h>
-#include <memory>
 #include <rocksdb/options.h>
 
 struct rocksdb_t {
@@ -29,12 +29,13 @@ struct rocksdb_options_t {
  * Busy. It is turned off here (a listener's answer, and no retrying
  * thread for retryable I/O errors): the store's writer calls DB::Resume
  * itself, which succeeds as soon as the memtables can be flushed. */
-namespace {
-class manual_resume : public rocksdb::EventListener {
+namespace
+{
+class manual_resume : public rocksdb::EventListener
+{
       public:
-	void
-	OnErrorRecoveryBegin(rocksdb::BackgroundErrorReason, rocksdb::Status,
-	    bool *auto_recovery) override
+	void OnErrorRecoveryBegin(rocksdb::BackgroundErrorReason,
+	    rocksdb::Status, bool *auto_recovery) override
 	{
 		*auto_recovery = false;
 	}
