@@ -104,6 +104,25 @@ broker_stop(tlb_broker *b, up_stage up)
 	}
 }
 
+/* The store's word on a full disk (its writer thread): once when writes
+ * stop, once when they resume. */
+static void
+store_report(void *arg, bool stopped, const char *detail)
+{
+	tlb_broker *b = arg;
+
+	if (stopped) {
+		tlb_log(TLB_ERROR, "B010",
+		    "writes stopped: the disk of %s is full (%s); every write "
+		    "fails with TL_ENOSPC until space is freed, then they "
+		    "resume by themselves",
+		    b->conf.data_dir, detail);
+	} else {
+		tlb_log(
+		    TLB_INFO, "B011", "writes resumed in %s", b->conf.data_dir);
+	}
+}
+
 /* Open the store (b->conf) with the broker clock; logged when it fails. */
 static int
 open_store(tlb_broker *b)
@@ -116,6 +135,8 @@ open_store(tlb_broker *b)
 	so.sync_mode = b->conf.sync_mode;
 	so.sync_interval_ms = b->conf.sync_interval_ms;
 	so.clock.now_ms = tlb_clock_now;
+	so.report = store_report;
+	so.report_arg = b;
 	if ((rv = tli_store_open(&b->store, &so)) != TL_OK) {
 		tlb_log(TLB_ERROR, "B001",
 		    "cannot open the store in %s: %s (%s)", b->conf.data_dir,

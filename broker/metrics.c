@@ -215,6 +215,12 @@ render_store(tlb_broker *b, tli_buf *o)
 	    "timeline_commit_sync_seconds_total %.6f\n",
 	    (double) st.sync_ns_total / 1e9);
 	scalar(o, "timeline_commit_batch_max", "gauge", NULL, st.max_batch);
+	scalar(o, "timeline_store_writable", "gauge",
+	    "0 while writes are stopped by a full disk.",
+	    tli_store_writable(b->store) ? 1 : 0);
+	scalar(o, "timeline_store_write_stops_total", "counter",
+	    "Times writes stopped for a full disk.",
+	    tli_store_write_stops(b->store));
 }
 
 static void

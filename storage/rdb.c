@@ -57,6 +57,18 @@ tli_rdb_get_fixed(
 	return rv;
 }
 
+bool
+tli_store_writable(tli_store *s)
+{
+	return !atomic_load(&s->stopped);
+}
+
+uint64_t
+tli_store_write_stops(tli_store *s)
+{
+	return atomic_load(&s->st_stops);
+}
+
 const char *
 tli_store_last_error(tli_store *s)
 {

@@ -342,14 +342,67 @@ stage_reset(stage *g)
 
 /* ---- the writer ---- */
 
+/* A full disk (see store.h): the first and the longest wait between two
+ * DB::Resume attempts. */
+#define RESUME_FIRST_MS 250
+#define RESUME_MAX_MS 2000
+
+/* A write failed for lack of space: RocksDB now refuses every write until
+ * resumed. Reported once per episode. */
+static void
+writes_stop(tli_store *s)
+{
+	if (!atomic_load(&s->stopped)) {
+		atomic_store(&s->stopped, true);
+		atomic_fetch_add(&s->st_stops, 1);
+		s->resume_wait_ms = RESUME_FIRST_MS;
+		if (s->opts.report != NULL) {
+			char detail[sizeof(s->last_err)];
+			pthread_mutex_lock(&s->err_lock);
+			memcpy(detail, s->last_err, sizeof(detail));
+			pthread_mutex_unlock(&s->err_lock);
+			s->opts.report(s->opts.report_arg, true, detail);
+		}
+	}
+	s->need_resume = true;
+	s->resume_at_ms = tli_mono_ms() + s->resume_wait_ms;
+}
+
+/* While RocksDB holds the error, ask it to resume when the backoff has
+ * run out. Its failure (the disk is still full) doubles the backoff. */
+static void
+writes_try_resume(tli_store *s)
+{
+	char *err = NULL;
+
+	if (!s->need_resume || tli_mono_ms() < s->resume_at_ms) {
+		return;
+	}
+	tli_rdb_resume(s->db, &err);
+	if (err == NULL) {
+		s->need_resume = false;
+		return;
+	}
+	(void) tli_rdb_err(s, err);
+	s->resume_wait_ms = s->resume_wait_ms * 2 > RESUME_MAX_MS
+	    ? RESUME_MAX_MS
+	    : s->resume_wait_ms * 2;
+	s->resume_at_ms = tli_mono_ms() + s->resume_wait_ms;
+}
+
 static int
 write_batch(tli_store *s)
 {
 	char *err = NULL;
 	int64_t t0;
+	int rv;
 
 	if (rocksdb_writebatch_count(s->wb) == 0) {
 		return TL_OK;
+	}
+	writes_try_resume(s);
+	if (s->need_resume) {
+		return TL_ENOSPC;
 	}
 	t0 = tli_mono_ns();
 	rocksdb_write(s->db, s->wopts, s->wb, &err);
@@ -358,7 +411,16 @@ write_batch(tli_store *s)
 	if (err == NULL && s->opts.sync_mode != TLI_SYNC_ALWAYS) {
 		s->unsynced = true;
 	}
-	return tli_rdb_err(s, err);
+	rv = tli_rdb_err(s, err);
+	if (rv == TL_ENOSPC) {
+		writes_stop(s);
+	} else if (rv == TL_OK && atomic_load(&s->stopped)) {
+		atomic_store(&s->stopped, false);
+		if (s->opts.report != NULL) {
+			s->opts.report(s->opts.report_arg, false, "");
+		}
+	}
+	return rv;
 }
 
 static void
@@ -374,7 +436,9 @@ interval_sync(tli_store *s, bool force)
 		return;
 	}
 	rocksdb_flush_wal(s->db, 1, &err);
-	(void) tli_rdb_err(s, err);
+	if (tli_rdb_err(s, err) == TL_ENOSPC) {
+		writes_stop(s);
+	}
 	s->last_sync_ms = now;
 	s->unsynced = false;
 }
@@ -591,12 +655,20 @@ queue_wait(tli_store *s)
 	int64_t ms;
 
 	TLI_ASSERT_LOCKED(&s->q_lock);
-	if (!s->unsynced || s->opts.sync_mode != TLI_SYNC_INTERVAL) {
+	ms = -1;
+	if (s->unsynced && s->opts.sync_mode == TLI_SYNC_INTERVAL) {
+		ms = s->opts.sync_interval_ms;
+	}
+	if (s->need_resume) {
+		int64_t r = s->resume_at_ms - tli_mono_ms();
+		r = r < 1 ? 1 : r;
+		ms = ms < 0 || r < ms ? r : ms;
+	}
+	if (ms < 0) {
 		pthread_cond_wait(&s->q_cv, &s->q_lock);
 		return;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ms = s->opts.sync_interval_ms;
 	ts.tv_sec += ms / 1000;
 	ts.tv_nsec += (ms % 1000) * 1000000;
 	if (ts.tv_nsec >= 1000000000) {
@@ -627,6 +699,7 @@ writer_main(void *arg)
 			if (s->q_head == NULL) {
 				pthread_mutex_unlock(&s->q_lock);
 				interval_sync(s, false);
+				writes_try_resume(s);
 				pthread_mutex_lock(&s->q_lock);
 			}
 		}
@@ -920,6 +993,8 @@ options_setup(tli_store *s)
 	rocksdb_options_increase_parallelism(s->dbopts, 2);
 	rocksdb_options_set_max_background_jobs(s->dbopts, 2);
 	rocksdb_options_set_keep_log_file_num(s->dbopts, 4);
+	/* A full disk: the writer resumes RocksDB itself (store.h). */
+	tli_rdb_manual_resume(s->dbopts);
 	/* Bound the write-ahead log: past this RocksDB flushes the column
 	 * families holding the oldest log, so a restart replays at most this
 	 * much (measured: 1.7 GB of log and 3.6 s of replay after 5M creates

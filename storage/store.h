@@ -60,6 +60,11 @@ typedef struct tli_store_opts {
 	tli_clock clock;          /* default: wall clock */
 	bool no_record_cache;     /* the writer keeps no records between
 	                             batches (tests: every path reads) */
+	/* Called from the writer thread once when writes stop (a write failed
+	 * for lack of disk space; stopped true, detail RocksDB's text) and
+	 * once when they resume (stopped false). Optional. */
+	void (*report)(void *arg, bool stopped, const char *detail);
+	void *report_arg;
 } tli_store_opts;
 
 /* Fill opts with the defaults. */
@@ -76,6 +81,20 @@ void tli_store_close(tli_store *s);
 
 /* The last RocksDB error text seen by this store (for logs), or "". */
 const char *tli_store_last_error(tli_store *s);
+
+/*
+ * A full disk. When a write fails for lack of space the store stops taking
+ * writes: every operation fails with TL_ENOSPC (nothing is acknowledged
+ * that is not durable) while reads go on. The writer thread then asks
+ * RocksDB to resume (DB::Resume: flush the memtables, clear the error)
+ * every 250 ms, doubling up to 2 s, and lets writes through again once
+ * that succeeds; the first write that succeeds after that ends the
+ * episode. No restart is needed; opts.report hears of both ends.
+ */
+/* False from a write failing for lack of space until a write succeeds. */
+bool tli_store_writable(tli_store *s);
+/* How many times writes stopped since open. */
+uint64_t tli_store_write_stops(tli_store *s);
 
 /* ---- topics ---- */
 

@@ -143,6 +143,14 @@ struct tli_store {
 
 	pthread_mutex_t err_lock;
 	char last_err[256];
+
+	/* A full disk (store.c, "writes stopped"): set and cleared by the
+	 * writer, read by anyone. */
+	_Atomic bool stopped;
+	_Atomic uint64_t st_stops;
+	bool need_resume;       /* writer: RocksDB holds a background error */
+	int64_t resume_at_ms;   /* writer: next DB::Resume attempt */
+	int64_t resume_wait_ms; /* writer: the backoff */
 };
 
 /* ---- codec.c: keys and values ---- */
@@ -173,6 +181,10 @@ int tli_topic_decode(topic_rt *t, const uint8_t *p, size_t len);
 
 /* ---- rdb.c: the one place RocksDB error strings become codes ---- */
 int tli_rdb_err(tli_store *s, char *errstr);
+/* rdb_resume.cc: DB::Resume, which the C API lacks; *errptr as in c.h. */
+void tli_rdb_resume(rocksdb_t *db, char **errptr);
+/* rdb_resume.cc: no automatic recovery; the writer calls tli_rdb_resume. */
+void tli_rdb_manual_resume(rocksdb_options_t *o);
 /* A value of exactly len bytes under k in the default column family, into
  * out; *found false (out untouched) when there is none. TL_ECORRUPT for a
  * value of another size. */

@@ -8,6 +8,7 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -102,6 +103,174 @@ Test(diskfull, full_disk_is_a_clear_error_and_loses_nothing_acknowledged)
 		op.ts = TL_TS_MAX;
 		TL_PASS(tli_store_apply(s, &op, 1));
 		TL_PASS(op.err);
+	}
+	tli_store_close(s);
+	umount(dir);
+	tt_rmtree(dir);
+	free(dir);
+}
+
+/* ---- writes stop while the disk is full and resume by themselves ---- */
+
+static _Atomic int n_stop, n_resume;
+
+static void
+on_report(void *arg, bool stopped, const char *detail)
+{
+	(void) arg;
+	cr_log_info("store report: writes %s %s",
+	    stopped ? "stopped" : "resumed", detail);
+	atomic_fetch_add(stopped ? &n_stop : &n_resume, 1);
+}
+
+/* One create (ts relative: due now) of len bytes; its error. */
+static int
+create(tli_store *s, const char *id, const void *body, size_t len)
+{
+	tli_op op;
+
+	memset(&op, 0, sizeof(op));
+	op.type = TLI_OP_CREATE;
+	op.topic = "t";
+	op.id = id;
+	op.id_len = strlen(id);
+	op.who = "g";
+	op.who_len = 1;
+	op.ts_mode = TLI_TS_REL;
+	op.body = body;
+	op.body_len = len;
+	if (tli_store_apply(s, &op, 1) != TL_OK) {
+		return TL_ESTORAGE;
+	}
+	return op.err;
+}
+
+/* Fill the file system holding dir with a filler file; its path. */
+static void
+fill(const char *dir, char *path, size_t plen)
+{
+	static char chunk[64 * 1024];
+	FILE *f;
+
+	snprintf(path, plen, "%s/filler", dir);
+	cr_assert_not_null(f = fopen(path, "w"));
+	memset(chunk, 'f', sizeof(chunk));
+	while (fwrite(chunk, 1, sizeof(chunk), f) == sizeof(chunk)) {
+	}
+	/* the last partial chunk, byte by byte to the last free page */
+	while (fwrite(chunk, 1, 1, f) == 1 && fflush(f) == 0) {
+	}
+	fclose(f);
+}
+
+Test(diskfull, writes_resume_without_a_restart_once_space_is_freed,
+    .timeout = 60)
+{
+	char *dir = tt_mkdtemp("diskfull2");
+	char path[512], filler[512], id[32];
+	static char body[32 * 1024];
+	tli_store_opts o;
+	tli_store *s = NULL;
+	tli_topic_conf c;
+	int nack = 0, err = TL_OK, tries;
+	int64_t t0;
+
+	if (mount("tmpfs", dir, "tmpfs", 0, "size=8m") != 0) {
+		tt_rmtree(dir);
+		cr_skip_test("cannot mount a tmpfs here (%s): needs root",
+		    strerror(errno));
+	}
+	snprintf(path, sizeof(path), "%s/db", dir);
+	tli_store_opts_init(&o);
+	o.path = path;
+	o.report = on_report;
+	TL_PASS(tli_store_open(&s, &o));
+	TL_PASS(tli_topic_conf_init(&c, "t"));
+	TL_PASS(tli_store_topic_create(s, &c));
+	memset(body, 'b', sizeof(body));
+	for (; nack < 20; nack++) {
+		snprintf(id, sizeof(id), "a%03d", nack);
+		TL_PASS(create(s, id, body, 100));
+	}
+	cr_assert(tli_store_writable(s));
+
+	/* The disk fills up (another program's file): a write fails. */
+	fill(dir, filler, sizeof(filler));
+	for (tries = 0; tries < 200 && err == TL_OK; tries++) {
+		snprintf(id, sizeof(id), "b%03d", tries);
+		if ((err = create(s, id, body, sizeof(body))) == TL_OK) {
+			nack++; /* fitted in the last free bytes */
+		}
+	}
+	TL_FAIL(err, TL_ENOSPC, "writes on a full disk");
+	cr_assert(!tli_store_writable(s));
+	cr_assert_eq(tli_store_write_stops(s), 1);
+	/* Reads go on; writes keep failing clearly while it is full. */
+	{
+		tli_msg m;
+		TL_PASS(tli_store_get(s, "t", "a000", 4, &m));
+		tli_msg_fini(&m);
+	}
+	usleep(800 * 1000); /* the store retries, and fails, meanwhile */
+	TL_FAIL(create(s, "c0", "x", 1), TL_ENOSPC);
+	TL_FAIL(create(s, "c0", "x", 1), TL_ENOSPC);
+
+	/* The operator frees space: writes and leases resume, no restart. */
+	cr_assert_eq(unlink(filler), 0);
+	t0 = tli_mono_ms();
+	while ((err = create(s, "c1", "x", 1)) != TL_OK &&
+	    tli_mono_ms() - t0 < 5000) {
+		cr_assert_eq(err, TL_ENOSPC, "%s", tl_errname(err));
+		usleep(50 * 1000);
+	}
+	TL_PASS(err, "writes did not resume within 5 s of freeing space (%s)",
+	    tli_store_last_error(s));
+	cr_log_info("writes resumed %lld ms after space was freed",
+	    (long long) (tli_mono_ms() - t0));
+	cr_assert(tli_store_writable(s));
+	{
+		tli_msg m;
+		tli_op op;
+		TL_PASS(tli_store_get(s, "t", "a001", 4, &m));
+		memset(&op, 0, sizeof(op));
+		op.type = TLI_OP_LEASE;
+		op.topic = "t";
+		op.id = "a001";
+		op.id_len = 4;
+		op.who = "w";
+		op.who_len = 1;
+		op.ts_mode = TLI_TS_REL;
+		op.ts = 30000;
+		op.version = m.version;
+		TL_PASS(tli_store_apply(s, &op, 1));
+		TL_PASS(op.err, "a lease after space was freed");
+		tli_msg_fini(&m);
+	}
+	cr_assert_eq(atomic_load(&n_stop), 1, "writes-stopped reports");
+	cr_assert_eq(atomic_load(&n_resume), 1, "writes-resumed reports");
+	cr_assert_eq(tli_store_write_stops(s), 1);
+
+	/* Everything acknowledged is there, now and after a reopen. */
+	for (int pass = 0; pass < 2; pass++) {
+		for (int i = 0; i < 20; i++) {
+			tli_msg m;
+			snprintf(id, sizeof(id), "a%03d", i);
+			TL_PASS(tli_store_get(s, "t", id, strlen(id), &m),
+			    "acknowledged %s lost", id);
+			tli_msg_fini(&m);
+		}
+		for (int i = 0; i < tries - 1; i++) {
+			tli_msg m;
+			snprintf(id, sizeof(id), "b%03d", i);
+			TL_PASS(tli_store_get(s, "t", id, strlen(id), &m),
+			    "acknowledged %s lost", id);
+			tli_msg_fini(&m);
+		}
+		cr_assert_eq(tt_check(s), 0);
+		if (pass == 0) {
+			tli_store_close(s);
+			s = tt_store_open(path, NULL);
+		}
 	}
 	tli_store_close(s);
 	umount(dir);
