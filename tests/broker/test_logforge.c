@@ -4,7 +4,8 @@
  * The name reaches the log through C001 (clock warning), S020 (session
  * closed) and the topic through T001; the broker's log afterwards holds
  * only lines of the shape "STAMP timelined LEVEL ID text" and none that
- * starts with the forged text.
+ * starts with the forged text. A topic name cannot forge a metrics sample
+ * either.
  */
 #include "tltest.h"
 #include "raw_client.h"
@@ -83,4 +84,45 @@ Test(logforge, client_and_topic_names_cannot_forge_lines)
 	/* the name is still there, escaped, for whoever reads the log */
 	cr_assert_not_null(strstr(log, "bob\\n" FORGED), "%s", log);
 	free(log);
+}
+
+/* The same for the metrics: a topic name with a quote, a backslash and a
+ * newline stays inside its label value, escaped as the Prometheus text
+ * format wants, and forges no sample. */
+Test(logforge, topic_name_cannot_forge_metrics)
+{
+	const char *topic = "q\"\\\nforged_metric 1";
+	const char *want =
+	    "timeline_messages{topic=\"q\\\"\\\\\\nforged_metric "
+	    "1\",status=\"available\"} 0";
+	int64_t deadline;
+	char *body = NULL;
+	rc_client *c;
+
+	rc_broker_init(&B, "logforge-m");
+	B.metrics_port = tt_free_port();
+	cr_assert(B.metrics_port > 0);
+	rc_broker_spawn(&B, 20000);
+	c = rc_open(B.url, "m");
+	cr_assert_not_null(c);
+	TL_PASS(rc_topic_create(c, topic, 0));
+	rc_close(c);
+	/* the topic gauges are refreshed once a second */
+	deadline = tli_mono_ms() + 10000;
+	for (;;) {
+		int status = 0;
+
+		free(body);
+		body = rc_http_get(B.metrics_port, "/metrics", 2000, &status);
+		if (status == 200 && body != NULL &&
+		    strstr(body, "\"q\\\"") != NULL) {
+			break;
+		}
+		cr_assert(tli_mono_ms() < deadline, "no topic row: %s",
+		    body ? body : "(none)");
+		tt_nap_ms(50);
+	}
+	cr_assert_null(strstr(body, "\nforged_metric"), "%s", body);
+	cr_assert_not_null(strstr(body, want), "%s", body);
+	free(body);
 }
