@@ -49,11 +49,48 @@ tli_log_level_parse(const char *s, tli_log_level *out)
 	return -1;
 }
 
+/* Copies in to out with every control byte (below 0x20, and 0x7f) and the
+ * backslash written as an escape (\n, \r, \t, \\, \xHH), so whatever a
+ * client sent that ends up in a message (a name, a topic) stays on its
+ * line and cannot forge another; out holds 4 bytes per byte of in. */
+static void
+log_escape(char *out, size_t cap, const char *in)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t o = 0;
+
+	for (; *in != '\0' && o + 5 <= cap; in++) {
+		unsigned char c = (unsigned char) *in;
+
+		if (c == '\\') {
+			out[o++] = '\\';
+			out[o++] = '\\';
+		} else if (c == '\n') {
+			out[o++] = '\\';
+			out[o++] = 'n';
+		} else if (c == '\r') {
+			out[o++] = '\\';
+			out[o++] = 'r';
+		} else if (c == '\t') {
+			out[o++] = '\\';
+			out[o++] = 't';
+		} else if (c < 0x20 || c == 0x7f) {
+			out[o++] = '\\';
+			out[o++] = 'x';
+			out[o++] = hex[c >> 4];
+			out[o++] = hex[c & 0xf];
+		} else {
+			out[o++] = (char) c;
+		}
+	}
+	out[o] = '\0';
+}
+
 void
 tli_log(
     const char *who, tli_log_level lvl, const char *id, const char *fmt, ...)
 {
-	char msg[1024], stamp[32];
+	char msg[1024], esc[4 * sizeof(msg) + 1], stamp[32];
 	struct tm tm;
 	time_t t;
 	va_list ap;
@@ -64,9 +101,10 @@ tli_log(
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	log_escape(esc, sizeof(esc), msg);
 	t = time(NULL);
 	gmtime_r(&t, &tm);
 	strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	fprintf(stderr, "%s %s %s %s %s\n", stamp, who, tli_log_level_name(lvl),
-	    id, msg);
+	    id, esc);
 }

@@ -55,10 +55,12 @@ topic_rows(tli_buf *o, const char *t, const tli_counts *c, uint64_t dead)
 		uint64_t v;
 	} row[] = {{"available", c->available}, {"waiting", c->waiting},
 	    {"processing", c->processing}, {"dead", dead}};
+	char tn[4 * TL_MAX_NAME_LEN + 1];
 
+	label_escape(tn, sizeof(tn), t);
 	for (size_t k = 0; k < sizeof(row) / sizeof(row[0]); k++) {
 		tli_buf_printf(o,
-		    "timeline_messages{topic=\"%s\",status=\"%s\"} %llu\n", t,
+		    "timeline_messages{topic=\"%s\",status=\"%s\"} %llu\n", tn,
 		    row[k].status, (unsigned long long) row[k].v);
 	}
 }

@@ -370,6 +370,7 @@ reply_error(tlh_req *q, tlh_error e, unsigned allow)
 	    [TLH_E_STOPPING] = {503, "Stopping"},
 	    [TLH_E_NO_REPLY] = {500, "Internal error"},
 	    [TLH_E_NOT_FOUND] = {404, "Not found"},
+	    [TLH_E_BAD_REQUEST] = {400, "Bad request"},
 	};
 
 	if (q->s->cfg.error != NULL) {
@@ -788,6 +789,40 @@ no_unescape(void *cls, struct MHD_Connection *c, char *s)
 }
 
 /* The first call, headers only: route, and answer what needs no body. */
+/* Counts the Content-Length headers and whether they differ. */
+typedef struct clen_ctx {
+	const char *first;
+	bool differ;
+} clen_ctx;
+
+static enum MHD_Result
+clen_header(void *arg, enum MHD_ValueKind kind, const char *k, const char *v)
+{
+	clen_ctx *c = arg;
+
+	(void) kind;
+	if (strcasecmp(k, "Content-Length") == 0) {
+		if (c->first == NULL) {
+			c->first = v;
+		} else if (strcmp(c->first, v) != 0) {
+			c->differ = true;
+		}
+	}
+	return MHD_YES;
+}
+
+/* Two different Content-Length headers leave the body's end to whoever
+ * reads it (RFC 9112 6.3: a request smuggling risk behind a proxy that
+ * reads the other): refused. */
+static bool
+framing_ok(tlh_req *q)
+{
+	clen_ctx c = {NULL, false};
+
+	MHD_get_connection_values(q->conn, MHD_HEADER_KIND, clen_header, &c);
+	return !c.differ;
+}
+
 static void
 first_call(tlh_req *q)
 {
@@ -797,6 +832,10 @@ first_call(tlh_req *q)
 
 	client_ip(q);
 	q->limit = s->cfg.body_max;
+	if (!framing_ok(q)) {
+		reply_error(q, TLH_E_BAD_REQUEST, 0);
+		return;
+	}
 	/* Only origin-form targets: "@host/..." or an absolute URL would
 	 * send a pass-through elsewhere. */
 	if (q->uri[0] != '/') {
@@ -1005,7 +1044,9 @@ tlh_server_start(tlh_server *s)
 	    MHD_OPTION_NOTIFY_COMPLETED, on_done, s,
 	    MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, s,
 	    MHD_OPTION_CONNECTION_TIMEOUT, s->cfg.conn_timeout_s,
-	    MHD_OPTION_CONNECTION_LIMIT, s->cfg.conn_limit, MHD_OPTION_END);
+	    MHD_OPTION_CONNECTION_LIMIT, s->cfg.conn_limit,
+	    /* HTTP/1.1 without Host: 400 */
+	    MHD_OPTION_STRICT_FOR_CLIENT, (int) 1, MHD_OPTION_END);
 	if (s->d == NULL) {
 		return TL_ECONN;
 	}

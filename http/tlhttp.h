@@ -93,12 +93,13 @@ int tlh_route_add(tlh_server *s, const tlh_route *r);
 
 /* The server's own refusals, answered through the error hook. */
 typedef enum tlh_error {
-	TLH_E_TARGET,    /* 400: not an origin-form request target */
-	TLH_E_METHOD,    /* 405: known path, other method (Allow is added) */
-	TLH_E_TOO_LARGE, /* 413: Content-Length over the route's limit */
-	TLH_E_STOPPING,  /* 503: the server is stopping */
-	TLH_E_NO_REPLY,  /* 500: a handler made no reply */
-	TLH_E_NOT_FOUND, /* 404: no route and no fallback */
+	TLH_E_TARGET,      /* 400: not an origin-form request target */
+	TLH_E_METHOD,      /* 405: known path, other method (Allow is added) */
+	TLH_E_TOO_LARGE,   /* 413: Content-Length over the route's limit */
+	TLH_E_STOPPING,    /* 503: the server is stopping */
+	TLH_E_NO_REPLY,    /* 500: a handler made no reply */
+	TLH_E_NOT_FOUND,   /* 404: no route and no fallback */
+	TLH_E_BAD_REQUEST, /* 400: malformed framing (Content-Length twice) */
 } tlh_error;
 
 typedef struct tlh_config {

@@ -94,6 +94,7 @@ on_error(tlh_req *q, tlh_error e, void *arg)
 	    [TLH_E_STOPPING] = {503, "M_UNKNOWN", "The gateway is stopping"},
 	    [TLH_E_NO_REPLY] = {500, "M_UNKNOWN", "Internal error"},
 	    [TLH_E_NOT_FOUND] = {404, "M_UNRECOGNIZED", "Unrecognized request"},
+	    [TLH_E_BAD_REQUEST] = {400, "M_UNRECOGNIZED", "Malformed request"},
 	};
 
 	(void) arg;
