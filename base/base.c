@@ -1,7 +1,10 @@
 /*
- * Allocation wrappers with a failure-injection hook, and the clocks.
+ * Allocation wrappers with a failure-injection hook, the clocks, and the
+ * file helpers.
  */
+#define _GNU_SOURCE /* nftw */
 #include <errno.h>
+#include <ftw.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,4 +152,19 @@ tli_read_file(const char *path, size_t max)
 	buf[n] = '\0';
 	fclose(f);
 	return buf;
+}
+
+static int
+rmtree_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void) sb;
+	(void) flag;
+	(void) ftw;
+	return remove(path);
+}
+
+int
+tli_rmtree(const char *path)
+{
+	return nftw(path, rmtree_one, 16, FTW_DEPTH | FTW_PHYS);
 }

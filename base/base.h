@@ -29,6 +29,8 @@ char *tli_strndup(const char *s, size_t n);
  * NULL with errno set when it cannot be opened or read, or is larger
  * (EFBIG). */
 char *tli_read_file(const char *path, size_t max);
+/* rm -rf path: 0, or -1 with errno (what could be removed is gone). */
+int tli_rmtree(const char *path);
 
 /* Test hook: after `n` more successful allocations every allocation fails
  * (n < 0 disables the hook). Returns the count of allocations so far. */

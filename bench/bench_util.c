@@ -178,15 +178,6 @@ tlb_bench_load_avg(void)
 
 /* ---- run directories ---- */
 
-static int
-rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void) sb;
-	(void) flag;
-	(void) ftw;
-	return remove(path);
-}
-
 int
 tlb_bench_dir_make(
     char *buf, size_t len, const tlb_bench_common *o, const char *prefix)
@@ -206,7 +197,7 @@ tlb_bench_dir_done(const tlb_bench_common *o, const char *path)
 	if (o->keep) {
 		fprintf(stderr, "kept %s\n", path);
 	} else {
-		nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+		(void) tli_rmtree(path);
 	}
 }
 

@@ -7,6 +7,7 @@
 #include <nng/nng.h>
 #include <nng/supplemental/http/http.h>
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -122,6 +123,31 @@ scalar(tli_buf *o, const char *name, const char *type, const char *help,
 	    (unsigned long long) v);
 }
 
+/* One sample of a tlb_metrics counter: its name, type, HELP (or NULL) and
+ * where it is. */
+typedef struct counter_row {
+	const char *name;
+	const char *type;
+	const char *help;
+	size_t off;
+} counter_row;
+
+#define COUNTER(name, type, help, field)                       \
+	{                                                      \
+		name, type, help, offsetof(tlb_metrics, field) \
+	}
+
+static void
+counters(tli_buf *o, tlb_metrics *m, const counter_row *rows, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		_Atomic uint64_t *v =
+		    (_Atomic uint64_t *) (void *) ((char *) m + rows[i].off);
+		scalar(o, rows[i].name, rows[i].type, rows[i].help,
+		    atomic_load(v));
+	}
+}
+
 /* A counter by request operation. */
 static void
 per_op(tli_buf *o, const char *name, const char *help, _Atomic uint64_t *v)
@@ -169,21 +195,20 @@ render_requests(tlb_metrics *m, tli_buf *o)
 static void
 render_delivery(tlb_metrics *m, tli_buf *o)
 {
+	static const counter_row rows[] = {
+	    COUNTER("timeline_leases_total", "counter", NULL, leases),
+	    COUNTER(
+	        "timeline_lease_failures_total", "counter", NULL, lease_fail),
+	    COUNTER(
+	        "timeline_dead_lettered_total", "counter", NULL, dead_lettered),
+	    COUNTER("timeline_delivered_total", "counter", NULL, delivered),
+	    COUNTER("timeline_leases_lost_total", "counter", NULL, lost),
+	    COUNTER("timeline_delivered_early_total", "counter",
+	        "Deliveries before their due time (always 0).", early),
+	};
 	uint64_t cum = 0;
 
-	scalar(o, "timeline_leases_total", "counter", NULL,
-	    atomic_load(&m->leases));
-	scalar(o, "timeline_lease_failures_total", "counter", NULL,
-	    atomic_load(&m->lease_fail));
-	scalar(o, "timeline_dead_lettered_total", "counter", NULL,
-	    atomic_load(&m->dead_lettered));
-	scalar(o, "timeline_delivered_total", "counter", NULL,
-	    atomic_load(&m->delivered));
-	scalar(o, "timeline_leases_lost_total", "counter", NULL,
-	    atomic_load(&m->lost));
-	scalar(o, "timeline_delivered_early_total", "counter",
-	    "Deliveries before their due time (always 0).",
-	    atomic_load(&m->early));
+	counters(o, m, rows, sizeof(rows) / sizeof(rows[0]));
 	tli_buf_printf(o,
 	    "# HELP timeline_lateness_ms Due time to push, milliseconds.\n"
 	    "# TYPE timeline_lateness_ms histogram\n");
@@ -225,6 +250,15 @@ render_store(tlb_broker *b, tli_buf *o)
 	    tli_store_write_stops(b->store));
 }
 
+static const counter_row session_rows[] = {
+    COUNTER("timeline_sessions", "gauge", NULL, sessions),
+    COUNTER("timeline_sessions_total", "counter", NULL, sessions_total),
+    COUNTER("timeline_protocol_errors_total", "counter", NULL, proto_errors),
+    COUNTER(
+        "timeline_pre_hello_refused_total", "counter", NULL, pre_hello_refused),
+    COUNTER("timeline_hello_timeouts_total", "counter", NULL, hello_timeouts),
+};
+
 static void
 render_sessions(tlb_broker *b, tli_buf *o)
 {
@@ -232,16 +266,8 @@ render_sessions(tlb_broker *b, tli_buf *o)
 	tlb_session_info *v;
 	size_t n = 0;
 
-	scalar(
-	    o, "timeline_sessions", "gauge", NULL, atomic_load(&m->sessions));
-	scalar(o, "timeline_sessions_total", "counter", NULL,
-	    atomic_load(&m->sessions_total));
-	scalar(o, "timeline_protocol_errors_total", "counter", NULL,
-	    atomic_load(&m->proto_errors));
-	scalar(o, "timeline_pre_hello_refused_total", "counter", NULL,
-	    atomic_load(&m->pre_hello_refused));
-	scalar(o, "timeline_hello_timeouts_total", "counter", NULL,
-	    atomic_load(&m->hello_timeouts));
+	counters(
+	    o, m, session_rows, sizeof(session_rows) / sizeof(session_rows[0]));
 	tli_buf_printf(o,
 	    "# TYPE timeline_sessions_refused_total counter\n"
 	    "timeline_sessions_refused_total{reason=\"max_sessions\"} %llu\n"

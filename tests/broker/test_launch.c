@@ -19,11 +19,7 @@ fini(void)
 	for (int i = 0; i < NB; i++) {
 		tt_proc_fini(&procs[i]);
 	}
-	if (dir != NULL) {
-		tt_rmtree(dir);
-		free(dir);
-		dir = NULL;
-	}
+	tt_rmtree_free(&dir);
 }
 
 TestSuite(launch, .fini = fini, .timeout = 60);

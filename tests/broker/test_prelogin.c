@@ -27,11 +27,7 @@ static void
 prelogin_fini(void)
 {
 	tt_proc_fini(&P);
-	if (dir != NULL) {
-		tt_rmtree(dir);
-		free(dir);
-		dir = NULL;
-	}
+	tt_rmtree_free(&dir);
 }
 
 TestSuite(prelogin, .fini = prelogin_fini, .timeout = 60);

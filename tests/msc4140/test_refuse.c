@@ -57,15 +57,6 @@ teardown(void)
 
 TestSuite(refuse, .init = setup, .fini = teardown, .timeout = 30);
 
-static int64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Sends req on a new connection and returns the status of the answer,
  * read within timeout_ms (0: none came). */
 static int
@@ -73,7 +64,7 @@ status_of(const char *req, int timeout_ms)
 {
 	char buf[4096] = "";
 	size_t len = 0;
-	int64_t end = now_ms() + timeout_ms;
+	int64_t end = tli_mono_ms() + timeout_ms;
 	int fd = tt_tcp_connect(port), st = 0;
 
 	cr_assert(fd >= 0);
@@ -81,7 +72,7 @@ status_of(const char *req, int timeout_ms)
 	/* the status line is enough */
 	while (len < sizeof(buf) - 1 && strstr(buf, "\r\n") == NULL) {
 		struct pollfd p = {.fd = fd, .events = POLLIN};
-		int64_t left = end - now_ms();
+		int64_t left = end - tli_mono_ms();
 		ssize_t n;
 
 		if (left <= 0 || poll(&p, 1, (int) left) <= 0 ||
@@ -102,11 +93,11 @@ status_of(const char *req, int timeout_ms)
 static void
 refused_then_ok(const char *bad)
 {
-	int64_t t0 = now_ms();
+	int64_t t0 = tli_mono_ms();
 
 	cr_assert_eq(
 	    status_of(bad, 1000), 400, "no 400 within 1 s for:\n%s", bad);
-	cr_assert(now_ms() - t0 < 1000);
+	cr_assert(tli_mono_ms() - t0 < 1000);
 	cr_assert_eq(
 	    status_of("GET /echo HTTP/1.1\r\nHost: x\r\n\r\n", 5000), 200);
 }

@@ -57,11 +57,7 @@ env_close(void)
 {
 	tli_store_close(st);
 	st = NULL;
-	if (dir != NULL) {
-		tt_rmtree(dir);
-		free(dir);
-		dir = NULL;
-	}
+	tt_rmtree_free(&dir);
 }
 
 /* Every test that wrote data ends here. */

@@ -355,15 +355,6 @@ journal_feed(journal *j, char *buf, size_t *len)
 
 /* ---- running the child ---- */
 
-static int64_t
-mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Read one chunk from fd into buf; returns false at EOF. */
 static bool
 pipe_read(int fd, journal *j, char *buf, size_t *len, size_t cap)
@@ -420,9 +411,9 @@ child_run(const char *dir, const char *seed, bool from_start, int run_ms,
 		return -1;
 	}
 
-	deadline = mono_ms() + (from_start ? run_ms : START_MAX_MS);
+	deadline = tli_mono_ms() + (from_start ? run_ms : START_MAX_MS);
 	while (!eof) {
-		int64_t left = deadline - mono_ms();
+		int64_t left = deadline - tli_mono_ms();
 		struct pollfd p = {.fd = fds[0], .events = POLLIN};
 		int rv;
 
@@ -436,7 +427,7 @@ child_run(const char *dir, const char *seed, bool from_start, int run_ms,
 		if (rv > 0) {
 			eof = !pipe_read(fds[0], j, buf, &len, sizeof(buf));
 			if (!from_start && j->lines > 0) {
-				deadline = mono_ms() + run_ms;
+				deadline = tli_mono_ms() + run_ms;
 				from_start = true;
 			}
 		}

@@ -56,20 +56,11 @@ tt_mkdtemp(const char *tag)
 	return strdup(p);
 }
 
-static int
-rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void) sb;
-	(void) flag;
-	(void) ftw;
-	return remove(path);
-}
-
 void
 tt_rmtree(const char *path)
 {
 	if (path != NULL) {
-		nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+		(void) tli_rmtree(path);
 	}
 }
 
@@ -210,4 +201,14 @@ tt_crash_body(const char *id, size_t id_len, char *out)
 		out[i] = k == id_len ? '|' : id[k];
 	}
 	return len;
+}
+
+void
+tt_rmtree_free(char **dir)
+{
+	if (*dir != NULL) {
+		tt_rmtree(*dir);
+		free(*dir);
+		*dir = NULL;
+	}
 }

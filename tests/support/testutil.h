@@ -31,6 +31,8 @@ char *tt_mkdtemp(const char *tag);
 
 /* rm -rf path (best effort). */
 void tt_rmtree(const char *path);
+/* rm -rf *dir, free it and set it to NULL; nothing when it is NULL. */
+void tt_rmtree_free(char **dir);
 
 /* Open a store at path on the given clock with default options. */
 tli_store *tt_store_open(const char *path, tt_clock *clk);
