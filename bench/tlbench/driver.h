@@ -73,6 +73,10 @@ typedef struct tlb_driver {
 	int nmodes;
 	const char *mode_name[TLB_MAX_MODES]; /* short label */
 	const char *mode_desc[TLB_MAX_MODES]; /* exactly how it runs */
+	/* Replies before the data are on disk: a kill -9 may lose
+	 * acknowledged writes, which the crash workload then reports
+	 * rather than counts as a failure of the run. */
+	bool lossy[TLB_MAX_MODES];
 	int scale_mode; /* the mode the scale workload uses */
 	/* Start a server on conf->dir and wait until it accepts. */
 	const tlb_proc_kind *proc; /* with tlb_proc_start */

@@ -191,6 +191,7 @@ const tlb_driver tlb_drv_beanstalkd = {
     .name = "beanstalkd",
     .nmodes = 2,
     .mode_name = {"fsync", "default"},
+    .lossy = {false, true},
     .mode_desc =
         {
             "beanstalkd -b DIR -f 0: fsync on every binlog write",

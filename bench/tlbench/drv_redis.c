@@ -344,6 +344,7 @@ const tlb_driver tlb_drv_redis = {
     .name = "redis",
     .nmodes = 2,
     .mode_name = {"always", "everysec"},
+    .lossy = {false, true},
     .mode_desc =
         {
             "redis-server --appendonly yes --appendfsync always --save ''",
