@@ -2,8 +2,9 @@
  * report.c: the outputs of tl-bench: the table for people (medians per
  * workload and system, and the ratio Timeline / peer of each workload's
  * main figure), the JSON file (the machine, the configuration, every run,
- * the medians and the ratios) and the PNG plots drawn by gnuplot
- * (lateness distribution per system, throughput per workload per system,
+ * the medians and the ratios, the tail: the worst lateness of any run) and
+ * the PNG plots drawn by gnuplot (lateness distribution per system, one
+ * plot per rate of a --rates sweep; throughput per workload per system;
  * memory and disk per scheduled message).
  */
 #define _GNU_SOURCE
@@ -18,20 +19,69 @@
 
 #include "tlbench.h"
 
+static bool
+is_of(const tlb_result *r, tlb_workload w, int s, uint32_t rate_due)
+{
+	return r->ran && r->w == w && r->sys == s && r->rate_due == rate_due;
+}
+
 double
-tlb_median(const tlb_report *rp, tlb_workload w, int s, tlb_field_fn f)
+tlb_median(const tlb_report *rp, tlb_workload w, int s, uint32_t rate_due,
+    tlb_field_fn f)
 {
 	double v[TLB_BENCH_MAX_RUNS];
 	int k = 0;
 
 	for (int i = 0; i < rp->nres && k < TLB_BENCH_MAX_RUNS; i++) {
-		const tlb_result *r = &rp->res[i];
-
-		if (r->ran && r->w == w && r->sys == s) {
-			v[k++] = f(r);
+		if (is_of(&rp->res[i], w, s, rate_due)) {
+			v[k++] = f(&rp->res[i]);
 		}
 	}
 	return tlb_bench_median(v, k, NAN);
+}
+
+/* The largest value over the runs (the tail summary), NAN without runs. */
+static double
+worst(const tlb_report *rp, tlb_workload w, int s, uint32_t rate_due,
+    tlb_field_fn f)
+{
+	double m = NAN;
+
+	for (int i = 0; i < rp->nres; i++) {
+		if (is_of(&rp->res[i], w, s, rate_due)) {
+			double v = f(&rp->res[i]);
+
+			m = isnan(m) || v > m ? v : m;
+		}
+	}
+	return m;
+}
+
+/* The rates the rows of workload w are of: a --rates sweep's for
+ * lateness, else one row (0). */
+static int
+rates_of(const tlb_report *rp, tlb_workload w, uint32_t *rates)
+{
+	const tlb_cfg *c = rp->cfg;
+
+	if (w == TLB_W_LATENESS && c->nrates > 0) {
+		memcpy(rates, c->rates, sizeof(uint32_t) * (size_t) c->nrates);
+		return c->nrates;
+	}
+	rates[0] = 0;
+	return 1;
+}
+
+/* A row's name: the system's label, and the rate in a sweep. */
+static const char *
+row_name(const tlb_report *rp, int s, uint32_t rate_due, char *buf, size_t size)
+{
+	if (rate_due > 0) {
+		snprintf(buf, size, "%s @%u/s", rp->sys[s].label, rate_due);
+	} else {
+		snprintf(buf, size, "%s", rp->sys[s].label);
+	}
+	return buf;
 }
 
 /* clang-format off */
@@ -95,6 +145,18 @@ static const wtable tables[TLB_NWORKLOADS] = {
 };
 
 static bool
+has_runs_at(const tlb_report *rp, tlb_workload w, int s, uint32_t rate_due)
+{
+	for (int i = 0; i < rp->nres; i++) {
+		if (is_of(&rp->res[i], w, s, rate_due)) {
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Runs of w on s at any rate. */
+static bool
 has_runs(const tlb_report *rp, tlb_workload w, int s)
 {
 	for (int i = 0; i < rp->nres; i++) {
@@ -119,18 +181,81 @@ timeline_index(const tlb_report *rp)
 }
 
 static double
-ratio_of(const tlb_report *rp, tlb_workload w, int s)
+ratio_of(const tlb_report *rp, tlb_workload w, int s, uint32_t rate_due)
 {
 	int t = timeline_index(rp);
 	const column *c = &tables[w].cols[tables[w].ratio_col];
 	double a, b;
 
-	if (t < 0 || t == s || !has_runs(rp, w, t)) {
+	if (t < 0 || t == s || !has_runs_at(rp, w, t, rate_due)) {
 		return NAN;
 	}
-	a = tlb_median(rp, w, t, c->f);
-	b = tlb_median(rp, w, s, c->f);
+	a = tlb_median(rp, w, t, rate_due, c->f);
+	b = tlb_median(rp, w, s, rate_due, c->f);
 	return b != 0 && !isnan(a) && !isnan(b) ? a / b : NAN;
+}
+
+static void
+table_rows(const tlb_report *rp, tlb_workload w)
+{
+	const wtable *t = &tables[w];
+	uint32_t rates[TLB_MAX_RATES];
+	int nr = rates_of(rp, w, rates);
+	char name[96];
+
+	for (int k = 0; k < nr; k++) {
+		for (int s = 0; s < rp->nsys; s++) {
+			double q;
+
+			if (!has_runs_at(rp, w, s, rates[k])) {
+				continue;
+			}
+			printf("%-20s",
+			    row_name(rp, s, rates[k], name, sizeof(name)));
+			for (int c = 0; c < t->ncols; c++) {
+				printf(" ");
+				printf(t->cols[c].fmt,
+				    tlb_median(
+				        rp, w, s, rates[k], t->cols[c].f));
+			}
+			q = ratio_of(rp, w, s, rates[k]);
+			if (!isnan(q)) {
+				printf("   %.3g", q);
+			}
+			printf("\n");
+		}
+	}
+}
+
+/* The tail beside the medians: the worst p99, p99.9 and max lateness of
+ * any run (a median of runs hides the one run that stalled). */
+static void
+tail_table(const tlb_report *rp)
+{
+	uint32_t rates[TLB_MAX_RATES];
+	int nr = rates_of(rp, TLB_W_LATENESS, rates);
+	bool head = false;
+	char name[96];
+
+	for (int k = 0; k < nr; k++) {
+		for (int s = 0; s < rp->nsys; s++) {
+			if (!has_runs_at(rp, TLB_W_LATENESS, s, rates[k])) {
+				continue;
+			}
+			if (!head) {
+				printf("\nlateness tail: worst of %d run(s), "
+				       "ms\n%-20s %9s %9s %9s\n",
+				    rp->cfg->com.repeat, "system", "p99",
+				    "p99.9", "max");
+				head = true;
+			}
+			printf("%-20s %9.2f %9.2f %9.2f\n",
+			    row_name(rp, s, rates[k], name, sizeof(name)),
+			    worst(rp, TLB_W_LATENESS, s, rates[k], f_p99),
+			    worst(rp, TLB_W_LATENESS, s, rates[k], f_p999),
+			    worst(rp, TLB_W_LATENESS, s, rates[k], f_max));
+		}
+	}
 }
 
 void
@@ -154,26 +279,9 @@ tlb_report_table(const tlb_report *rp)
 			printf(" %*s", width, t->cols[c].name);
 		}
 		printf("   timeline/system (%s)\n", t->ratio_note);
-		for (int s = 0; s < rp->nsys; s++) {
-			double q;
-
-			if (!has_runs(rp, (tlb_workload) w, s)) {
-				continue;
-			}
-			printf("%-20s", rp->sys[s].label);
-			for (int c = 0; c < t->ncols; c++) {
-				printf(" ");
-				printf(t->cols[c].fmt,
-				    tlb_median(
-				        rp, (tlb_workload) w, s, t->cols[c].f));
-			}
-			q = ratio_of(rp, (tlb_workload) w, s);
-			if (!isnan(q)) {
-				printf("   %.3g", q);
-			}
-			printf("\n");
-		}
+		table_rows(rp, (tlb_workload) w);
 	}
+	tail_table(rp);
 	fflush(stdout);
 }
 
@@ -236,6 +344,9 @@ run_json(FILE *f, const tlb_report *rp, const tlb_result *r)
 	jnum(f, "seconds", r->secs, ", ");
 	jnum(f, "rate", r->rate, ", ");
 	if (r->w == TLB_W_LATENESS) {
+		jnum(f, "due_per_s",
+		    (double) r->n * 1000.0 / (double) rp->cfg->late_window_ms,
+		    ", ");
 		jnum(f, "p50_ms", r->p50, ", ");
 		jnum(f, "p90_ms", r->p90, ", ");
 		jnum(f, "p99_ms", r->p99, ", ");
@@ -268,12 +379,92 @@ run_json(FILE *f, const tlb_report *rp, const tlb_result *r)
 	    r->lost == 0 && r->early == 0 && r->failed == 0 ? "true" : "false");
 }
 
+/* The median rows: one per workload and system (and rate in a sweep). */
+static void
+median_json(FILE *f, const tlb_report *rp)
+{
+	const char *sep = "";
+
+	for (int w = 0; w < TLB_NWORKLOADS; w++) {
+		const wtable *t = &tables[w];
+		uint32_t rates[TLB_MAX_RATES];
+		int nr = rates_of(rp, (tlb_workload) w, rates);
+
+		for (int k = 0; k < nr; k++) {
+			for (int s = 0; s < rp->nsys; s++) {
+				if (!has_runs_at(
+				        rp, (tlb_workload) w, s, rates[k])) {
+					continue;
+				}
+				fprintf(f,
+				    "%s\n    {\"workload\": \"%s\", "
+				    "\"system\": \"%s\", ",
+				    sep, tlb_workload_names[w],
+				    rp->sys[s].label);
+				if (rates[k] > 0) {
+					fprintf(
+					    f, "\"due_per_s\": %u, ", rates[k]);
+				}
+				for (int c = 0; c < t->ncols; c++) {
+					jnum(f, t->cols[c].name,
+					    tlb_median(rp, (tlb_workload) w, s,
+					        rates[k], t->cols[c].f),
+					    ", ");
+				}
+				jnum(f, "timeline_over_system",
+				    ratio_of(rp, (tlb_workload) w, s, rates[k]),
+				    "}");
+				sep = ",";
+			}
+		}
+	}
+}
+
+/* The tail rows: per system (and rate), the worst lateness of any run. */
+static void
+tail_json(FILE *f, const tlb_report *rp)
+{
+	uint32_t rates[TLB_MAX_RATES];
+	int nr = rates_of(rp, TLB_W_LATENESS, rates);
+	const char *sep = "";
+
+	for (int k = 0; k < nr; k++) {
+		for (int s = 0; s < rp->nsys; s++) {
+			int runs = 0;
+
+			for (int i = 0; i < rp->nres; i++) {
+				runs += is_of(
+				    &rp->res[i], TLB_W_LATENESS, s, rates[k]);
+			}
+			if (runs == 0) {
+				continue;
+			}
+			fprintf(f,
+			    "%s\n    {\"workload\": \"lateness\", "
+			    "\"system\": \"%s\", ",
+			    sep, rp->sys[s].label);
+			if (rates[k] > 0) {
+				fprintf(f, "\"due_per_s\": %u, ", rates[k]);
+			}
+			fprintf(f, "\"runs\": %d, ", runs);
+			jnum(f, "worst_p99_ms",
+			    worst(rp, TLB_W_LATENESS, s, rates[k], f_p99),
+			    ", ");
+			jnum(f, "worst_p999_ms",
+			    worst(rp, TLB_W_LATENESS, s, rates[k], f_p999),
+			    ", ");
+			jnum(f, "worst_max_ms",
+			    worst(rp, TLB_W_LATENESS, s, rates[k], f_max), "}");
+			sep = ",";
+		}
+	}
+}
+
 int
 tlb_report_json(const tlb_report *rp, const char *path)
 {
 	const tlb_cfg *c = rp->cfg;
 	FILE *f = fopen(path, "w");
-	const char *sep = "";
 
 	if (f == NULL) {
 		perror(path);
@@ -288,11 +479,15 @@ tlb_report_json(const tlb_report *rp, const char *path)
 	    ", \"produce_window_ms\": %" PRId64 ", \"lateness_n\": %" PRIu64
 	    ", \"lateness_window_ms\": %" PRId64 ", \"cycle_n\": %" PRIu64
 	    ", \"scale_n\": %" PRIu64 ", \"crash_n\": %" PRIu64
-	    ", \"crash_lease_ms\": %" PRId64 "},\n",
+	    ", \"crash_lease_ms\": %" PRId64 ", \"lateness_rates\": [",
 	    c->quick ? "true" : "false", c->com.repeat, c->body, c->producers,
 	    c->consumers, c->credit, c->lease_ms, c->produce_n,
 	    c->produce_window_ms, c->late_n, c->late_window_ms, c->cycle_n,
 	    c->scale_n, c->crash_n, c->crash_lease_ms);
+	for (int k = 0; k < c->nrates; k++) {
+		fprintf(f, "%s%u", k > 0 ? ", " : "", c->rates[k]);
+	}
+	fprintf(f, "]},\n");
 	fprintf(f, "  \"systems\": [\n");
 	for (int s = 0; s < rp->nsys; s++) {
 		fprintf(f, "    {\"label\": \"%s\", \"how\": \"%s\"}%s\n",
@@ -305,28 +500,9 @@ tlb_report_json(const tlb_report *rp, const char *path)
 		fprintf(f, "%s\n", i + 1 < rp->nres ? "," : "");
 	}
 	fprintf(f, "  ],\n  \"median\": [");
-	for (int w = 0; w < TLB_NWORKLOADS; w++) {
-		for (int s = 0; s < rp->nsys; s++) {
-			const wtable *t = &tables[w];
-
-			if (!has_runs(rp, (tlb_workload) w, s)) {
-				continue;
-			}
-			fprintf(f,
-			    "%s\n    {\"workload\": \"%s\", \"system\": "
-			    "\"%s\", ",
-			    sep, tlb_workload_names[w], rp->sys[s].label);
-			for (int k = 0; k < t->ncols; k++) {
-				jnum(f, t->cols[k].name,
-				    tlb_median(
-				        rp, (tlb_workload) w, s, t->cols[k].f),
-				    ", ");
-			}
-			jnum(f, "timeline_over_system",
-			    ratio_of(rp, (tlb_workload) w, s), "}");
-			sep = ",";
-		}
-	}
+	median_json(f, rp);
+	fprintf(f, "\n  ],\n  \"tail\": [");
+	tail_json(f, rp);
 	fprintf(f, "\n  ]\n}\n");
 	if (fclose(f) != 0) {
 		perror(path);
@@ -340,13 +516,13 @@ tlb_report_json(const tlb_report *rp, const char *path)
 /* The lateness quantiles of the last run of system s, as "fraction ms"
  * lines; false when there are none. */
 static bool
-cdf_file(const tlb_report *rp, int s, const char *path)
+cdf_file(const tlb_report *rp, int s, uint32_t rate_due, const char *path)
 {
 	const tlb_result *r = NULL;
 	FILE *f;
 
 	for (int i = 0; i < rp->nres; i++) {
-		if (rp->res[i].w == TLB_W_LATENESS && rp->res[i].sys == s &&
+		if (is_of(&rp->res[i], TLB_W_LATENESS, s, rate_due) &&
 		    rp->res[i].cdf != NULL) {
 			r = &rp->res[i];
 		}
@@ -395,7 +571,7 @@ bars_file(const tlb_report *rp, const char *path, const tlb_workload *ws,
 	for (int k = 0; k < nrows; k++) {
 		fprintf(f, "%s", names[k]);
 		for (int s = 0; s < rp->nsys; s++) {
-			double v = tlb_median(rp, ws[k], s, fs[k]);
+			double v = tlb_median(rp, ws[k], s, 0, fs[k]);
 
 			if (!on[s]) {
 				continue;
@@ -430,20 +606,71 @@ bars_plot(FILE *g, int nsys, const char *dir, const char *name,
 	    dir, name, title, ylabel, nsys + 1, dir, name);
 }
 
+/* The data file of system s's lateness quantiles (at a sweep's rate). */
+static void
+cdf_path(const tlb_report *rp, const char *dir, int s, uint32_t rate_due,
+    char *path, size_t size)
+{
+	if (rate_due > 0) {
+		snprintf(path, size, "%s/lateness-%u-%s.dat", dir, rate_due,
+		    rp->sys[s].label);
+	} else {
+		snprintf(
+		    path, size, "%s/lateness-%s.dat", dir, rp->sys[s].label);
+	}
+}
+
+/* One lateness CDF (log-scale ms axis), one curve per system; the
+ * sweep's rates each get their own plot, lateness-RATE.png. */
+static void
+cdf_plot(FILE *g, const tlb_report *rp, const char *dir, uint32_t rate_due)
+{
+	char path[4096], title[64] = "";
+	const char *sep = "plot ";
+
+	if (rate_due > 0) {
+		snprintf(
+		    path, sizeof(path), "%s/lateness-%u.png", dir, rate_due);
+		snprintf(title, sizeof(title), ", %u due/s", rate_due);
+	} else {
+		snprintf(path, sizeof(path), "%s/lateness.png", dir);
+	}
+	fprintf(g,
+	    "set output '%s'\nset title 'Lateness: receive time - due time "
+	    "(quantiles of the last run%s)'\nset xlabel 'ms late (log "
+	    "scale)'\nset ylabel 'fraction of messages'\nset logscale x\n"
+	    "set key bottom right\nset grid\n",
+	    path, title);
+	for (int s = 0; s < rp->nsys; s++) {
+		cdf_path(rp, dir, s, rate_due, path, sizeof(path));
+		if (cdf_file(rp, s, rate_due, path)) {
+			fprintf(g,
+			    "%s'%s' using 2:1 with lines lw 2 title '%s'", sep,
+			    path, rp->sys[s].label);
+			sep = ", ";
+		}
+	}
+	fprintf(g, "%s", sep[0] == ',' ? "\n" : "set print '-'\nprint ''\n");
+	fprintf(g, "unset xlabel\nunset logscale x\nunset grid\n");
+}
+
 /* The plots' data files go unless --keep. */
 static void
 dat_remove(const tlb_report *rp, const char *dir)
 {
 	char path[4096];
+	uint32_t rates[TLB_MAX_RATES];
+	int nr = rates_of(rp, TLB_W_LATENESS, rates);
 
 	snprintf(path, sizeof(path), "%s/throughput.dat", dir);
 	unlink(path);
 	snprintf(path, sizeof(path), "%s/memory.dat", dir);
 	unlink(path);
-	for (int s = 0; s < rp->nsys; s++) {
-		snprintf(path, sizeof(path), "%s/lateness-%s.dat", dir,
-		    rp->sys[s].label);
-		unlink(path);
+	for (int k = 0; k < nr; k++) {
+		for (int s = 0; s < rp->nsys; s++) {
+			cdf_path(rp, dir, s, rates[k], path, sizeof(path));
+			unlink(path);
+		}
 	}
 }
 
@@ -457,9 +684,9 @@ tlb_report_plots(const tlb_report *rp, const char *dir)
 	static const tlb_field_fn mf[] = {f_rss_msg, f_disk_msg};
 	static const char *const mn[] = {"RSS_B/msg", "disk_B/msg"};
 	char path[4096];
-	const char *sep = "plot ";
+	uint32_t rates[TLB_MAX_RATES];
 	FILE *g;
-	int st, nt, nm;
+	int st, nt, nm, nr;
 
 	mkdir(dir, 0755);
 	snprintf(path, sizeof(path), "%s/throughput.dat", dir);
@@ -477,24 +704,10 @@ tlb_report_plots(const tlb_report *rp, const char *dir)
 		return -1;
 	}
 	fprintf(g, "set terminal pngcairo size 720,420 font ',9' noenhanced\n");
-	fprintf(g,
-	    "set output '%s/lateness.png'\nset title 'Lateness: receive time "
-	    "- due time (quantiles of the last run)'\nset xlabel 'ms late "
-	    "(log scale)'\nset ylabel 'fraction of messages'\nset logscale "
-	    "x\nset key bottom right\nset grid\n",
-	    dir);
-	for (int s = 0; s < rp->nsys; s++) {
-		snprintf(path, sizeof(path), "%s/lateness-%s.dat", dir,
-		    rp->sys[s].label);
-		if (cdf_file(rp, s, path)) {
-			fprintf(g,
-			    "%s'%s' using 2:1 with lines lw 2 title '%s'", sep,
-			    path, rp->sys[s].label);
-			sep = ", ";
-		}
+	nr = rates_of(rp, TLB_W_LATENESS, rates);
+	for (int k = 0; k < nr; k++) {
+		cdf_plot(g, rp, dir, rates[k]);
 	}
-	fprintf(g, "%s", sep[0] == ',' ? "\n" : "set print '-'\nprint ''\n");
-	fprintf(g, "unset xlabel\nunset logscale x\nunset grid\n");
 	bars_plot(
 	    g, nt, dir, "throughput", "Throughput (median)", "per second");
 	bars_plot(g, nm, dir, "memory", "Per scheduled message (scale, median)",
@@ -507,6 +720,7 @@ tlb_report_plots(const tlb_report *rp, const char *dir)
 		fprintf(stderr, "gnuplot failed (status %d)\n", st);
 		return -1;
 	}
-	printf("plots in %s: lateness.png throughput.png memory.png\n", dir);
+	printf("plots in %s: lateness%s.png throughput.png memory.png\n", dir,
+	    nr > 1 || rates[0] > 0 ? "-RATE" : "");
 	return 0;
 }

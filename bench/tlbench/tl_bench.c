@@ -540,7 +540,9 @@ static int
 w_lateness(const tlb_system *sys, tlb_result *r)
 {
 	const tlb_cfg *cfg = g_cfg;
-	uint64_t n = cfg->late_n;
+	uint64_t n = r->rate_due > 0
+	    ? (uint64_t) r->rate_due * (uint64_t) cfg->late_window_ms / 1000
+	    : cfg->late_n;
 	int64_t lead = cfg->lead_ms > 0 ? cfg->lead_ms
 	                                : 1000 + (int64_t) (n / 2); /* 2k/s */
 	int64_t base = tlb_bench_wall_us() / 1000 + lead;
@@ -571,11 +573,16 @@ w_lateness(const tlb_system *sys, tlb_result *r)
 	    1e6;
 	r->secs = span;
 	r->rate = span > 0 ? (double) atomic_load(&w.st.nseen) / span : 0;
-	printf("  %-20s lateness: %" PRIu64 "/%" PRIu64 " delivered, ms p50 "
+	if (r->rate_due > 0) {
+		printf("  %-20s @%u/s", sys->label, r->rate_due);
+	} else {
+		printf("  %-20s", sys->label);
+	}
+	printf(" lateness: %" PRIu64 "/%" PRIu64 " delivered, ms p50 "
 	       "%.2f p90 %.2f p99 %.2f p99.9 %.2f max %.2f, early %" PRIu64
 	       ", %.0f msg/s",
-	    sys->label, atomic_load(&w.st.nseen), n, r->p50, r->p90, r->p99,
-	    r->p999, r->max, r->early, r->rate);
+	    atomic_load(&w.st.nseen), n, r->p50, r->p90, r->p99, r->p999,
+	    r->max, r->early, r->rate);
 	if (r->created_late > 0) {
 		printf(" (%" PRIu64 " acknowledged after their due time: "
 		       "raise --lead)",
@@ -792,6 +799,10 @@ usage(FILE *f)
 	    "now+60s (3600000)\n"
 	    "  --lateness-n N      lateness: messages (20000)\n"
 	    "  --lateness-window MS  lateness: they fall due over MS (10000)\n"
+	    "  --rates R,...       lateness: one run per rate, R messages "
+	    "falling due\n"
+	    "                      per second over the window (instead of "
+	    "--lateness-n)\n"
 	    "  --lead MS           lateness: first due time after the start "
 	    "(1 s + N/2 ms)\n"
 	    "  --grace MS          lateness: wait after the last due time "
@@ -832,6 +843,7 @@ enum {
 	OPT_CRASH_N,
 	OPT_CRASH_LEASE,
 	OPT_IPC,
+	OPT_RATES,
 };
 
 static const struct option long_opts[] = {
@@ -859,6 +871,7 @@ static const struct option long_opts[] = {
     {"crash-n", required_argument, NULL, OPT_CRASH_N},
     {"crash-lease", required_argument, NULL, OPT_CRASH_LEASE},
     {"timeline-ipc", no_argument, NULL, OPT_IPC},
+    {"rates", required_argument, NULL, OPT_RATES},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -901,6 +914,35 @@ set_workloads(tlb_cfg *cfg, const char *list)
 			return false;
 		}
 		cfg->workload_on[w] = true;
+	}
+	return true;
+}
+
+/* --rates: up to TLB_MAX_RATES rates in [1, 1000000] msg/s. */
+static bool
+set_rates(tlb_cfg *cfg, const char *list)
+{
+	char buf[256], *save = NULL;
+
+	snprintf(buf, sizeof(buf), "%s", list);
+	cfg->nrates = 0;
+	for (char *t = strtok_r(buf, ",", &save); t != NULL;
+	     t = strtok_r(NULL, ",", &save)) {
+		uint64_t v;
+
+		if (cfg->nrates == TLB_MAX_RATES) {
+			fprintf(stderr, "--rates: at most %d rates\n",
+			    TLB_MAX_RATES);
+			return false;
+		}
+		if (!num("rates", t, 1, 1000000, &v)) {
+			return false;
+		}
+		cfg->rates[cfg->nrates++] = (uint32_t) v;
+	}
+	if (cfg->nrates == 0) {
+		fprintf(stderr, "--rates: expected a list such as 2000,4000\n");
+		return false;
 	}
 	return true;
 }
@@ -970,6 +1012,11 @@ parse_args(int argc, char **argv, tlb_cfg *cfg)
 			break;
 		case OPT_TIMELINED:
 			cfg->timelined = optarg;
+			break;
+		case OPT_RATES:
+			if (!set_rates(cfg, optarg)) {
+				return -1;
+			}
 			break;
 		case OPT_BODY:
 			if (!num(name, optarg, TLB_BODY_MIN, 65000, &v)) {
@@ -1082,6 +1129,44 @@ result_bad(const tlb_result *r, const tlb_system *sys)
 	return (r->lost > 0 && !may_lose) || r->early > 0 || r->failed > 0;
 }
 
+/* One run of workload w on system s into the next result; 1 when it
+ * failed, else 0. */
+static int
+run_one(tlb_report *rp, tlb_workload w, int s, int run, uint32_t rate)
+{
+	const tlb_system *sys = &rp->sys[s];
+	tlb_result *r = &rp->res[rp->nres];
+	bool bad;
+
+	if ((w == TLB_W_SCALE && sys->mode != sys->d->scale_mode) ||
+	    rp->nres == TLB_MAX_RESULTS) {
+		return 0;
+	}
+	memset(r, 0, sizeof(*r));
+	r->w = w;
+	r->sys = s;
+	r->run = run;
+	r->rate_due = rate;
+	r->load1 = tlb_bench_load_avg();
+	rp->nres++;
+	if (workload_fns[w](sys, r) != 0) {
+		fprintf(stderr, "%s on %s could not run\n",
+		    tlb_workload_names[w], sys->label);
+		r->failed++;
+		return 1;
+	}
+	r->ran = true;
+	bad = result_bad(r, sys);
+	if (bad) {
+		printf(" FAILED: lost %" PRIu64 ", early %" PRIu64
+		       ", failed %" PRIu64,
+		    r->lost, r->early, r->failed);
+	}
+	printf(" [load %.2f]\n", r->load1);
+	fflush(stdout);
+	return bad ? 1 : 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1136,42 +1221,21 @@ main(int argc, char **argv)
 		}
 		printf("%s\n", tlb_workload_names[w]);
 		for (int run = 1; run <= cfg.com.repeat; run++) {
-			for (int s = 0; s < rp.nsys; s++) {
-				tlb_result *r = &res[rp.nres];
+			/* lateness of a --rates sweep: every rate in a run */
+			int nr = w == TLB_W_LATENESS && cfg.nrates > 0
+			    ? cfg.nrates
+			    : 1;
 
-				if (w == TLB_W_SCALE &&
-				    sys[s].mode != sys[s].d->scale_mode) {
-					continue;
+			for (int k = 0; k < nr; k++) {
+				uint32_t rate =
+				    w == TLB_W_LATENESS && cfg.nrates > 0
+				    ? cfg.rates[k]
+				    : 0;
+
+				for (int s = 0; s < rp.nsys; s++) {
+					bad += run_one(&rp, (tlb_workload) w, s,
+					    run, rate);
 				}
-				if (rp.nres == TLB_MAX_RESULTS) {
-					break;
-				}
-				memset(r, 0, sizeof(*r));
-				r->w = (tlb_workload) w;
-				r->sys = s;
-				r->run = run;
-				r->load1 = tlb_bench_load_avg();
-				if (workload_fns[w](&sys[s], r) != 0) {
-					fprintf(stderr,
-					    "%s on %s could not run\n",
-					    tlb_workload_names[w],
-					    sys[s].label);
-					r->failed++;
-					bad++;
-					rp.nres++;
-					continue;
-				}
-				r->ran = true;
-				if (result_bad(r, &sys[s])) {
-					printf(" FAILED: lost %" PRIu64
-					       ", early %" PRIu64
-					       ", failed %" PRIu64,
-					    r->lost, r->early, r->failed);
-					bad++;
-				}
-				printf(" [load %.2f]\n", r->load1);
-				fflush(stdout);
-				rp.nres++;
 			}
 		}
 	}

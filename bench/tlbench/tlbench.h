@@ -16,6 +16,7 @@
 #define TLB_MAX_SYSTEMS 16
 #define TLB_MAX_RESULTS 1024
 #define TLB_CDF_POINTS 1000
+#define TLB_MAX_RATES 8
 
 typedef enum tlb_workload {
 	TLB_W_PRODUCE,
@@ -45,6 +46,10 @@ typedef struct tlb_cfg {
 	int64_t produce_window_ms;
 	uint64_t late_n;
 	int64_t late_window_ms;
+	/* --rates: lateness runs at each of these (messages falling due per
+	 * second over late_window_ms) instead of once with late_n */
+	uint32_t rates[TLB_MAX_RATES];
+	int nrates;
 	int64_t lead_ms; /* 0: automatic */
 	int64_t grace_ms;
 	uint64_t cycle_n;
@@ -66,6 +71,7 @@ typedef struct tlb_result {
 	tlb_workload w;
 	int sys;
 	int run;
+	uint32_t rate_due; /* lateness of a --rates sweep: its rate, else 0 */
 	bool ran;
 	double load1;
 	uint64_t n;
@@ -98,9 +104,11 @@ typedef struct tlb_report {
 	int nres;
 } tlb_report;
 
-/* The median over the runs of workload w on system s of a field. */
+/* The median over the runs of workload w on system s (at the sweep's rate
+ * rate_due, 0 outside a --rates sweep) of a field. */
 typedef double (*tlb_field_fn)(const tlb_result *r);
-double tlb_median(const tlb_report *rp, tlb_workload w, int s, tlb_field_fn f);
+double tlb_median(const tlb_report *rp, tlb_workload w, int s,
+    uint32_t rate_due, tlb_field_fn f);
 
 void tlb_report_table(const tlb_report *rp);
 int tlb_report_json(const tlb_report *rp, const char *path);
