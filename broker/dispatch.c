@@ -524,7 +524,7 @@ lease_done(void *arg)
 	tlb_broker *b = lb->b;
 	tlb_dsp *p = b->dsp;
 	dtopic *t;
-	int64_t now = tlb_clock_now(NULL);
+	int64_t now_us = tlb_clock_now_us();
 	tlp_delivery *dv = tli_zalloc(sizeof(*dv) * (lb->n + 1));
 	size_t i = 0;
 
@@ -580,10 +580,12 @@ lease_done(void *arg)
 			    o->new_version, o->new_ts, it->e->ts,
 			    o->deliveries);
 			nd++;
-			if (now < it->e->ts) {
+			/* To the µs: a ms reading would count most pushes
+			 * 0 ms late. */
+			if (now_us < it->e->ts * 1000) {
 				atomic_fetch_add(&b->m.early, 1);
 			}
-			tlb_metrics_lateness(&b->m, (now - it->e->ts) * 1000);
+			tlb_metrics_lateness(&b->m, now_us - it->e->ts * 1000);
 		}
 		if (nd > 0) {
 			d->delivered += nd;
