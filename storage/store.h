@@ -325,11 +325,27 @@ int tli_store_check(
 
 /* ---- statistics ---- */
 
+/* Upper bounds (ms) of the write+sync duration histogram's buckets; one
+ * more bucket holds the rest. */
+#define TLI_SYNC_BUCKETS 12
+static const double tli_sync_bounds[TLI_SYNC_BUCKETS] = {
+    0.25, 0.5, 1, 2, 5, 10, 20, 50, 100, 250, 500, 1000};
+
 typedef struct tli_store_stats {
 	uint64_t batches;       /* group commits written */
 	uint64_t ops;           /* operations applied (ok or failed) */
 	uint64_t sync_ns_total; /* time spent in write+sync */
 	uint64_t max_batch;     /* largest batch in ops */
+	uint64_t sync_hist[TLI_SYNC_BUCKETS + 1]; /* write+sync durations */
+	uint64_t queued_ops; /* operations waiting for the writer now */
+	/* RocksDB's state now: what can hold a write up. */
+	uint64_t write_stopped;      /* 1 while RocksDB stops writes */
+	uint64_t delayed_write_rate; /* bytes/s while it slows them, else 0 */
+	uint64_t running_flushes;
+	uint64_t running_compactions;
+	uint64_t imm_memtables; /* full memtables waiting for their flush */
+	uint64_t l0_files;      /* summed over the column families */
+	uint64_t pending_compaction_bytes;
 } tli_store_stats;
 
 void tli_store_get_stats(tli_store *s, tli_store_stats *out);
