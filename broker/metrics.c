@@ -123,6 +123,31 @@ scalar(tli_buf *o, const char *name, const char *type, const char *help,
 	    (unsigned long long) v);
 }
 
+/* A histogram: counts[i] of values up to bounds[i] (counts[n]: the rest),
+ * rendered cumulative. */
+static void
+histogram(tli_buf *o, const char *name, const char *help, const double *bounds,
+    const uint64_t *counts, int n, double sum)
+{
+	uint64_t cum = 0;
+
+	tli_buf_printf(
+	    o, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+	for (int i = 0; i <= n; i++) {
+		char le[32];
+		cum += counts[i];
+		if (i < n) {
+			snprintf(le, sizeof(le), "%g", bounds[i]);
+		} else {
+			snprintf(le, sizeof(le), "+Inf");
+		}
+		tli_buf_printf(o, "%s_bucket{le=\"%s\"} %llu\n", name, le,
+		    (unsigned long long) cum);
+	}
+	tli_buf_printf(o, "%s_sum %.3f\n%s_count %llu\n", name, sum, name,
+	    (unsigned long long) cum);
+}
+
 /* One sample of a tlb_metrics counter: its name, type, HELP (or NULL) and
  * where it is. */
 typedef struct counter_row {
@@ -206,25 +231,15 @@ render_delivery(tlb_metrics *m, tli_buf *o)
 	    COUNTER("timeline_delivered_early_total", "counter",
 	        "Deliveries before their due time (always 0).", early),
 	};
-	uint64_t cum = 0;
+	uint64_t lat[TLB_LAT_BUCKETS + 1];
 
 	counters(o, m, rows, sizeof(rows) / sizeof(rows[0]));
-	tli_buf_printf(o,
-	    "# HELP timeline_lateness_ms Due time to push, milliseconds.\n"
-	    "# TYPE timeline_lateness_ms histogram\n");
-	for (int i = 0; i < TLB_LAT_BUCKETS; i++) {
-		cum += atomic_load(&m->lat_count[i]);
-		tli_buf_printf(o,
-		    "timeline_lateness_ms_bucket{le=\"%g\"} %llu\n",
-		    tlb_lat_bounds[i], (unsigned long long) cum);
+	for (int i = 0; i <= TLB_LAT_BUCKETS; i++) {
+		lat[i] = atomic_load(&m->lat_count[i]);
 	}
-	cum += atomic_load(&m->lat_count[TLB_LAT_BUCKETS]);
-	tli_buf_printf(o, "timeline_lateness_ms_bucket{le=\"+Inf\"} %llu\n",
-	    (unsigned long long) cum);
-	tli_buf_printf(o,
-	    "timeline_lateness_ms_sum %.3f\ntimeline_lateness_ms_count %llu\n",
-	    (double) atomic_load(&m->lat_sum_us) / 1000.0,
-	    (unsigned long long) cum);
+	histogram(o, "timeline_lateness_ms", "Due time to push, milliseconds.",
+	    tlb_lat_bounds, lat, TLB_LAT_BUCKETS,
+	    (double) atomic_load(&m->lat_sum_us) / 1000.0);
 }
 
 static void
@@ -242,6 +257,27 @@ render_store(tlb_broker *b, tli_buf *o)
 	    "timeline_commit_sync_seconds_total %.6f\n",
 	    (double) st.sync_ns_total / 1e9);
 	scalar(o, "timeline_commit_batch_max", "gauge", NULL, st.max_batch);
+	histogram(o, "timeline_commit_sync_ms",
+	    "Duration of one group commit's write+fsync, milliseconds.",
+	    tli_sync_bounds, st.sync_hist, TLI_SYNC_BUCKETS,
+	    (double) st.sync_ns_total / 1e6);
+	scalar(o, "timeline_commit_queued_ops", "gauge",
+	    "Operations waiting for the writer.", st.queued_ops);
+	scalar(o, "timeline_rocksdb_write_stopped", "gauge",
+	    "1 while RocksDB stops writes (too many memtables or L0 files).",
+	    st.write_stopped);
+	scalar(o, "timeline_rocksdb_delayed_write_rate", "gauge",
+	    "Bytes/s RocksDB slows writes to; 0 when not slowed.",
+	    st.delayed_write_rate);
+	scalar(o, "timeline_rocksdb_running_flushes", "gauge", NULL,
+	    st.running_flushes);
+	scalar(o, "timeline_rocksdb_running_compactions", "gauge", NULL,
+	    st.running_compactions);
+	scalar(o, "timeline_rocksdb_immutable_memtables", "gauge",
+	    "Full memtables waiting for their flush.", st.imm_memtables);
+	scalar(o, "timeline_rocksdb_l0_files", "gauge", NULL, st.l0_files);
+	scalar(o, "timeline_rocksdb_pending_compaction_bytes", "gauge", NULL,
+	    st.pending_compaction_bytes);
 	scalar(o, "timeline_store_writable", "gauge",
 	    "0 while writes are stopped by a full disk.",
 	    tli_store_writable(b->store) ? 1 : 0);

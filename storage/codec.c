@@ -185,6 +185,17 @@ tli_val_cons(uint8_t out[16], int64_t ts, uint64_t version)
 	tli_put_be64(out + 8, version);
 }
 
+size_t
+tli_val_cons_ahead(uint8_t out[24], int64_t ts, uint64_t version, int64_t at)
+{
+	tli_val_cons(out, ts, version);
+	if (at == 0) {
+		return 16;
+	}
+	tli_put_be64(out + 16, (uint64_t) at);
+	return 24;
+}
+
 #define TOPIC_FORMAT 1
 
 size_t

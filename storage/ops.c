@@ -35,6 +35,7 @@ typedef struct ov_ent {
 	uint32_t topic;
 	char id[TL_MAX_ID_LEN];
 	rec r;
+	int64_t push_at; /* this operation's lease ahead (tli_op.at), or 0 */
 } ov_ent;
 
 struct overlay {
@@ -243,7 +244,7 @@ index_delete(tli_store *s, uint32_t topic, const ov_ent *e, bool own)
 static void
 record_put(tli_store *s, uint32_t topic, const ov_ent *e, bool own)
 {
-	uint8_t k[KEY_MAX], v[REC_MAX], iv[16];
+	uint8_t k[KEY_MAX], v[REC_MAX], iv[24];
 	const rec *r = &e->r;
 	bool locked = r->cons_len > 0;
 
@@ -260,11 +261,12 @@ record_put(tli_store *s, uint32_t topic, const ov_ent *e, bool own)
 		    "", 0, false);
 	}
 	if (locked) {
-		tli_val_cons(iv, r->ts, r->version);
+		size_t vl =
+		    tli_val_cons_ahead(iv, r->ts, r->version, e->push_at);
 		tli_stage_put(s, CF_CONS, k,
 		    tli_key_cons(
 		        k, topic, r->cons, r->cons_len, e->id, e->id_len),
-		    (char *) iv, 16, false);
+		    (char *) iv, vl, false);
 	}
 }
 
@@ -433,13 +435,20 @@ check_input(const topic_rt *t, const tli_op *op, size_t id_len)
 	return TL_OK;
 }
 
+/* The instant an operation acts at: now, or a lease's due time ahead. */
+static int64_t
+op_base(const tli_op *op, int64_t now)
+{
+	return op->type == TLI_OP_LEASE && op->at > now ? op->at : now;
+}
+
 static int
 resolve_ts(const tli_op *op, int64_t now, int64_t *ts)
 {
 	if (op->ts < -TL_TS_MAX || op->ts > TL_TS_MAX) {
 		return TL_ERANGE;
 	}
-	*ts = op->ts_mode == TLI_TS_REL ? now + op->ts : op->ts;
+	*ts = op->ts_mode == TLI_TS_REL ? op_base(op, now) + op->ts : op->ts;
 	if (*ts < TL_TS_MIN || *ts > TL_TS_MAX) {
 		return TL_ERANGE;
 	}
@@ -448,15 +457,21 @@ resolve_ts(const tli_op *op, int64_t now, int64_t *ts)
 
 static int
 check_time(
-    tli_store *s, const topic_rt *t, tli_op_type type, int64_t ts, int64_t now)
+    tli_store *s, const topic_rt *t, const tli_op *op, int64_t ts, int64_t now)
 {
-	switch (type) {
+	int64_t base = op_base(op, now);
+
+	switch (op->type) {
 	case TLI_OP_LEASE:
+		if (op->at > now + TLI_LEASE_AHEAD_MAX) {
+			return TL_ERANGE;
+		}
+		/* fall through */
 	case TLI_OP_EXTEND:
-		if (ts < now + s->opts.min_lease_gap_ms) {
+		if (ts < base + s->opts.min_lease_gap_ms) {
 			return TL_ETOOCLOSE;
 		}
-		if (ts - now > t->conf.max_lease_ms) {
+		if (ts - base > t->conf.max_lease_ms) {
 			return TL_ELEASELIMIT;
 		}
 		return TL_OK;
@@ -514,6 +529,8 @@ check_owner(const ov_ent *e, const tli_op *op, int64_t now)
 	return TL_OK;
 }
 
+/* A lease: due by its base (now, or the due time it is taken ahead for),
+ * and nobody's active lease now, even one that runs out before that. */
 static int
 check_lease(const ov_ent *e, const tli_op *op, int64_t now)
 {
@@ -523,8 +540,11 @@ check_lease(const ov_ent *e, const tli_op *op, int64_t now)
 	if (op->version != 0 && e->r.version != op->version) {
 		return TL_EVERSION;
 	}
-	if (e->r.ts > now) {
-		return e->r.cons_len > 0 ? TL_ELEASED : TL_ENOTDUE;
+	if (e->r.cons_len > 0 && e->r.ts > now) {
+		return TL_ELEASED;
+	}
+	if (e->r.ts > op_base(op, now)) {
+		return TL_ENOTDUE;
 	}
 	return TL_OK;
 }
@@ -556,13 +576,14 @@ apply(tli_store *s, tli_op *op)
 	}
 	if (op_has_ts(op->type) &&
 	    ((rv = resolve_ts(op, now, &ts)) != TL_OK ||
-	        (rv = check_time(s, t, op->type, ts, now)) != TL_OK)) {
+	        (rv = check_time(s, t, op, ts, now)) != TL_OK)) {
 		return rv;
 	}
 	if ((rv = ov_get(s, t->id, id, id_len,
 	         op->type == TLI_OP_CREATE ? NULL : op->hint, &e)) != TL_OK) {
 		return rv;
 	}
+	e->push_at = 0;
 	switch (op->type) {
 	case TLI_OP_CREATE:
 		if (e->present) {
@@ -574,6 +595,7 @@ apply(tli_store *s, tli_op *op)
 		if ((rv = check_lease(e, op, now)) != TL_OK) {
 			return rv;
 		}
+		e->push_at = op_base(op, now) > now ? op->at : 0;
 		if (t->conf.max_deliveries > 0 &&
 		    e->r.deliveries >= t->conf.max_deliveries) {
 			msg_dead_letter(s, t, e, now);

@@ -190,6 +190,7 @@ tli_store_scan_due(tli_store *s, const char *topic, uint32_t bucket,
 		e->bucket = bucket;
 		e->version = tli_get_be64(v);
 		e->locked = v[8] != 0;
+		e->push_at = 0;
 		e->id_len = (uint8_t) (kl - 16);
 		memcpy(e->id, k + 16, e->id_len);
 		e->id[e->id_len] = '\0';
@@ -221,13 +222,15 @@ scan_id_entries(tli_store *s, scan *sc, size_t pre, uint32_t buckets,
 			*more = true;
 			break;
 		}
-		if (kl <= pre || kl > pre + TL_MAX_ID_LEN || vl != 16) {
+		if (kl <= pre || kl > pre + TL_MAX_ID_LEN ||
+		    (vl != 16 && !(locked && vl == 24))) {
 			rv = TL_ECORRUPT;
 			break;
 		}
 		e = &out[got++];
 		e->ts = (int64_t) tli_get_be64(v);
 		e->version = tli_get_be64(v + 8);
+		e->push_at = vl == 24 ? (int64_t) tli_get_be64(v + 16) : 0;
 		e->locked = locked;
 		e->id_len = (uint8_t) (kl - pre);
 		memcpy(e->id, k + pre, e->id_len);
@@ -346,6 +349,7 @@ tli_store_scan_owner(tli_store *s, const char *topic, const char *owner,
 		rocksdb_free(v);
 		e->version = r.version;
 		e->locked = r.cons_len > 0;
+		e->push_at = 0;
 		e->bucket = r.bucket;
 		got++;
 	}

@@ -390,6 +390,21 @@ writes_try_resume(tli_store *s)
 	s->resume_at_ms = tli_mono_ms() + s->resume_wait_ms;
 }
 
+/* One write+sync of dur_ns: the totals and the duration histogram. */
+static void
+sync_note(tli_store *s, int64_t dur_ns)
+{
+	int i = 0;
+
+	while (i < TLI_SYNC_BUCKETS &&
+	    (double) dur_ns > tli_sync_bounds[i] * 1e6) {
+		i++;
+	}
+	atomic_fetch_add(&s->st_sync_hist[i], 1);
+	atomic_fetch_add(&s->st_sync_ns, (uint64_t) dur_ns);
+	atomic_fetch_add(&s->st_batches, 1);
+}
+
 static int
 write_batch(tli_store *s)
 {
@@ -406,8 +421,7 @@ write_batch(tli_store *s)
 	}
 	t0 = tli_mono_ns();
 	rocksdb_write(s->db, s->wopts, s->wb, &err);
-	atomic_fetch_add(&s->st_sync_ns, (uint64_t) (tli_mono_ns() - t0));
-	atomic_fetch_add(&s->st_batches, 1);
+	sync_note(s, tli_mono_ns() - t0);
 	if (err == NULL && s->opts.sync_mode != TLI_SYNC_ALWAYS) {
 		s->unsynced = true;
 	}
@@ -645,6 +659,7 @@ queue_take(tli_store *s, size_t *nops)
 	}
 	last->next = NULL;
 	*nops = n;
+	atomic_fetch_sub(&s->st_queued_ops, n);
 	return first;
 }
 
@@ -744,6 +759,7 @@ queue_push(tli_store *s, sub *sb)
 		return TL_ECLOSED;
 	}
 	sb->next = NULL;
+	atomic_fetch_add(&s->st_queued_ops, sb->n);
 	if (s->q_tail != NULL) {
 		s->q_tail->next = sb;
 	} else {
@@ -921,6 +937,49 @@ tli_store_topic_list(tli_store *s, tli_topic_info **out, size_t *n)
 	return TL_OK;
 }
 
+static uint64_t
+rdb_int(tli_store *s, int cf, const char *prop)
+{
+	uint64_t v = 0;
+
+	if (cf < 0) {
+		return rocksdb_property_int(s->db, prop, &v) == 0 ? v : 0;
+	}
+	return rocksdb_property_int_cf(s->db, s->cf[cf], prop, &v) == 0 ? v : 0;
+}
+
+/* A property RocksDB gives only as text (num-files-at-level<N>). */
+static uint64_t
+rdb_str_int(tli_store *s, int cf, const char *prop)
+{
+	char *v = rocksdb_property_value_cf(s->db, s->cf[cf], prop);
+	uint64_t n = v != NULL ? strtoull(v, NULL, 10) : 0;
+
+	rocksdb_free(v);
+	return n;
+}
+
+/* RocksDB's flush, compaction and stall state, read now. */
+static void
+rdb_state(tli_store *s, tli_store_stats *out)
+{
+	out->write_stopped = rdb_int(s, -1, "rocksdb.is-write-stopped");
+	out->delayed_write_rate =
+	    rdb_int(s, -1, "rocksdb.actual-delayed-write-rate");
+	out->running_flushes = rdb_int(s, -1, "rocksdb.num-running-flushes");
+	out->running_compactions =
+	    rdb_int(s, -1, "rocksdb.num-running-compactions");
+	out->imm_memtables = out->l0_files = out->pending_compaction_bytes = 0;
+	for (int i = 0; i < CF_COUNT; i++) {
+		out->imm_memtables +=
+		    rdb_int(s, i, "rocksdb.num-immutable-mem-table");
+		out->l0_files +=
+		    rdb_str_int(s, i, "rocksdb.num-files-at-level0");
+		out->pending_compaction_bytes +=
+		    rdb_int(s, i, "rocksdb.estimate-pending-compaction-bytes");
+	}
+}
+
 void
 tli_store_get_stats(tli_store *s, tli_store_stats *out)
 {
@@ -928,6 +987,11 @@ tli_store_get_stats(tli_store *s, tli_store_stats *out)
 	out->ops = atomic_load(&s->st_ops);
 	out->sync_ns_total = atomic_load(&s->st_sync_ns);
 	out->max_batch = atomic_load(&s->st_max_batch);
+	for (int i = 0; i <= TLI_SYNC_BUCKETS; i++) {
+		out->sync_hist[i] = atomic_load(&s->st_sync_hist[i]);
+	}
+	out->queued_ops = atomic_load(&s->st_queued_ops);
+	rdb_state(s, out);
 }
 
 /* ---- open / close ---- */

@@ -176,6 +176,9 @@ typedef enum tli_op_type {
  *
  * CREATE with id_len 0 gets a generated sortable id, returned in gen_id.
  */
+/* How far ahead of its due time a message may be leased (tli_op.at). */
+#define TLI_LEASE_AHEAD_MAX 1000
+
 typedef struct tli_op {
 	/* inputs */
 	tli_op_type type;
@@ -187,6 +190,12 @@ typedef struct tli_op {
 	int64_t ts;
 	int ts_mode;      /* TLI_TS_ABS or TLI_TS_REL */
 	uint64_t version; /* expected version; 0 = any (owner ops only) */
+	/* LEASE only: the due time the lease is taken for, when that is
+	 * ahead of now (at most TLI_LEASE_AHEAD_MAX ms): the message must be
+	 * due by then and not under anybody's active lease now; a relative ts
+	 * counts from `at`, and the consumer index remembers `at` so the
+	 * message is not pushed before it (tli_entry.push_at). 0: now. */
+	int64_t at;
 	const void *body;
 	size_t body_len;
 	/* Optional: the message as tli_store_get read it (same store, topic
@@ -257,6 +266,9 @@ int tli_store_get_many(tli_store *s, const char *topic, size_t n,
 typedef struct tli_entry {
 	int64_t ts;
 	uint64_t version;
+	/* Consumer scans: the due time a lease was taken ahead for (push the
+	 * message no earlier), else 0. */
+	int64_t push_at;
 	uint32_t bucket;
 	bool locked; /* has a lock_consumer (maybe run out) */
 	uint8_t id_len;
@@ -325,11 +337,27 @@ int tli_store_check(
 
 /* ---- statistics ---- */
 
+/* Upper bounds (ms) of the write+sync duration histogram's buckets; one
+ * more bucket holds the rest. */
+#define TLI_SYNC_BUCKETS 12
+static const double tli_sync_bounds[TLI_SYNC_BUCKETS] = {
+    0.25, 0.5, 1, 2, 5, 10, 20, 50, 100, 250, 500, 1000};
+
 typedef struct tli_store_stats {
 	uint64_t batches;       /* group commits written */
 	uint64_t ops;           /* operations applied (ok or failed) */
 	uint64_t sync_ns_total; /* time spent in write+sync */
 	uint64_t max_batch;     /* largest batch in ops */
+	uint64_t sync_hist[TLI_SYNC_BUCKETS + 1]; /* write+sync durations */
+	uint64_t queued_ops; /* operations waiting for the writer now */
+	/* RocksDB's state now: what can hold a write up. */
+	uint64_t write_stopped;      /* 1 while RocksDB stops writes */
+	uint64_t delayed_write_rate; /* bytes/s while it slows them, else 0 */
+	uint64_t running_flushes;
+	uint64_t running_compactions;
+	uint64_t imm_memtables; /* full memtables waiting for their flush */
+	uint64_t l0_files;      /* summed over the column families */
+	uint64_t pending_compaction_bytes;
 } tli_store_stats;
 
 void tli_store_get_stats(tli_store *s, tli_store_stats *out);

@@ -140,6 +140,8 @@ struct tli_store {
 	_Atomic uint64_t st_ops;
 	_Atomic uint64_t st_sync_ns;
 	_Atomic uint64_t st_max_batch;
+	_Atomic uint64_t st_sync_hist[TLI_SYNC_BUCKETS + 1];
+	_Atomic uint64_t st_queued_ops; /* in submissions not yet taken */
 
 	pthread_mutex_t err_lock;
 	char last_err[256];
@@ -173,6 +175,10 @@ int tli_rec_decode(rec *r, const uint8_t *p, size_t len);
  * nothing for own (format 1 wrote version and locked there, now unread). */
 void tli_val_tl(uint8_t out[9], uint64_t version, bool locked);
 void tli_val_cons(uint8_t out[16], int64_t ts, uint64_t version);
+/* Consumer index value: as tli_val_cons, then, for a lease taken ahead of
+ * its due time, that time (8). Returns the length (16 or 24). */
+size_t tli_val_cons_ahead(
+    uint8_t out[24], int64_t ts, uint64_t version, int64_t at);
 /* Dead index value: dead-lettered at (8), version (8) — as tli_val_cons. */
 #define COUNTERS_LEN 24 /* messages, locked, dead */
 

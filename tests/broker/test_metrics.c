@@ -2,7 +2,7 @@
  * End-to-end, the real broker's Prometheus endpoint, read over plain HTTP:
  * a client whose clock is an hour ahead shows up with that offset; the
  * delivery counters and the per-consumer gauges follow what a consumer
- * does.
+ * does; every group commit is timed in the write+fsync histogram.
  */
 #include "tltest.h"
 #include "raw_client.h"
@@ -188,6 +188,18 @@ Test(metrics, delivery_counters_follow_a_consumer)
 	                         "\"w1\"}",
 	                 5000),
 	    0);
+	/* Every group commit (the creates, the lease, the acks) is timed
+	 * once in the write+fsync histogram; nothing waits for the writer
+	 * and RocksDB is not stalling writes at rest. */
+	double batches = wait_sample("timeline_commit_batches_total", 5000);
+	cr_assert_geq(batches, 3);
+	cr_assert_eq(
+	    wait_sample("timeline_commit_sync_ms_count", 5000), batches);
+	cr_assert_eq(
+	    wait_sample("timeline_commit_sync_ms_bucket{le=\"+Inf\"}", 5000),
+	    batches);
+	cr_assert_eq(wait_sample("timeline_commit_queued_ops", 5000), 0);
+	cr_assert_eq(wait_sample("timeline_rocksdb_write_stopped", 5000), 0);
 	rc_close(p);
 	rc_close(c);
 }

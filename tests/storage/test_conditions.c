@@ -2135,3 +2135,88 @@ Test(format, other_format_version_is_refused_and_untouched)
 	CHECK_COUNTERS(1, 1);
 	env_finish();
 }
+
+/* ---- a lease taken ahead of its due time ---- */
+
+TestSuite(ahead, .init = env_open, .fini = env_close);
+
+static tli_op
+mkahead(const char *id, const char *cons, int64_t at, uint64_t ver)
+{
+	tli_op op = mkrel(TLI_OP_LEASE, id, cons, LEASE, ver);
+
+	op.at = at;
+	return op;
+}
+
+Test(ahead, lease_before_the_due_time_counts_from_it_and_is_remembered)
+{
+	tli_op op;
+	tli_entry e;
+
+	TL_PASS(create("m1", T0 + 50, NULL));
+	TL_PASS(run_op(mkahead("m1", CA, T0 + 50, 1), &op));
+	/* the lease runs from the due time, not from now */
+	cr_assert_eq(op.new_ts, T0 + 50 + LEASE);
+	CHECK_MSG("m1", T0 + 50 + LEASE, 2, CA, 1);
+	cr_assert_eq(consumer_leases(CA, &e), 1);
+	cr_assert_eq(e.push_at, T0 + 50, "push_at %" PRId64, e.push_at);
+	/* once pushed, an extend forgets the due time */
+	tt_clock_set(&clk, T0 + 60);
+	TL_PASS(extend("m1", CA, now_ms() + LEASE, 2, NULL));
+	cr_assert_eq(consumer_leases(CA, &e), 1);
+	cr_assert_eq(e.push_at, 0);
+	env_finish();
+}
+
+Test(ahead, lease_at_or_after_now_is_an_ordinary_lease)
+{
+	tli_op op;
+	tli_entry e;
+
+	TL_PASS(create("m1", T0 - 10, NULL));
+	TL_PASS(run_op(mkahead("m1", CA, T0 - 10, 1), &op));
+	cr_assert_eq(op.new_ts, T0 + LEASE);
+	cr_assert_eq(consumer_leases(CA, &e), 1);
+	cr_assert_eq(e.push_at, 0);
+	env_finish();
+}
+
+Test(ahead, not_due_by_then_or_too_far_ahead_is_refused)
+{
+	TL_PASS(create("m1", T0 + 100, NULL));
+	EXPECT_FAIL(mkahead("m1", CA, T0 + 99, 1), TL_ENOTDUE);
+	EXPECT_FAIL(
+	    mkahead("m1", CA, T0 + TLI_LEASE_AHEAD_MAX + 1, 1), TL_ERANGE);
+	CHECK_MSG("m1", T0 + 100, 1, "", 0);
+	cr_assert_eq(consumer_leases(CA, NULL), 0);
+	env_finish();
+}
+
+Test(ahead, an_active_lease_that_ends_before_then_is_not_taken)
+{
+	tli_op op;
+
+	/* CA holds m1 until T0 + 40; a lease for CB due at T0 + 50 must wait
+	 * for it to run out: CA may still extend or delete until then. */
+	TL_PASS(create("m1", T0, NULL));
+	TL_PASS(lease("m1", CA, T0 + 40, 1, &op));
+	EXPECT_FAIL(mkahead("m1", CB, T0 + 50, 2), TL_ELEASED);
+	tt_clock_set(&clk, T0 + 40);
+	TL_PASS(run_op(mkahead("m1", CB, T0 + 50, 2), &op));
+	cr_assert_eq(op.new_ts, T0 + 50 + LEASE);
+	CHECK_MSG("m1", T0 + 50 + LEASE, 3, CB, 2);
+	env_finish();
+}
+
+Test(ahead, the_owner_meets_a_lease_in_the_interval)
+{
+	/* Between the lease and the due time the message is processing, as
+	 * it would be a moment later: the owner gets TL_ELEASED. */
+	TL_PASS(create("m1", T0 + 50, NULL));
+	TL_PASS(run_op(mkahead("m1", CA, T0 + 50, 1), NULL));
+	EXPECT_FAIL(mkop(TLI_OP_DELETE_OWNED, "m1", OWNER, 0, 0), TL_ELEASED);
+	EXPECT_FAIL(mkop(TLI_OP_MOVE, "m1", OWNER, T0 + 9000, 0), TL_ELEASED);
+	CHECK_MSG("m1", T0 + 50 + LEASE, 2, CA, 1);
+	env_finish();
+}
