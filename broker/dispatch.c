@@ -6,11 +6,11 @@
  * tells consumers which leases they lost.
  *
  * DESIGN. Per topic, each bucket has a cursor (ts, id): every timeline
- * entry at or before the cursor has been loaded into the topic's min-heap
- * (or was loaded and handled). The frontier is the smallest cursor over the
- * buckets; only entries at or before the frontier may be popped, so
- * buckets are merged in timeline order. Loading is lazy: a bucket is read
- * in chunks only while the frontier is behind the next due entry and
+ * entry at or before the cursor has been loaded into the topic's min-heaps
+ * (due entries and lease ends; or was loaded and handled). The frontier is the
+ * smallest cursor over the buckets; only entries at or before the frontier may
+ * be popped, so buckets are merged in timeline order. Loading is lazy: a bucket
+ * is read in chunks only while the frontier is behind the next due entry and
  * within now + window, so memory holds at most the window's entries plus
  * a chunk per bucket, never the backlog. A create, move, release or lease
  * that lands at or before a bucket's cursor is put straight into the heap
@@ -19,10 +19,20 @@
  * version, fails and the entry is dropped.
  *
  * The thread sleeps until the earliest of: the next due entry, the next
- * lease expiry, a refill of the window; a note, an ack or a new
- * subscription wakes it. Leases are taken durably (group commit) before
- * anything is pushed. Lock: dsp->mtx, before any session's lock; bodies are
- * read from the store without it.
+ * lease expiry, a refill of the window, the next parked push; a note, an
+ * ack or a new subscription wakes it. Leases are taken durably (group
+ * commit) before anything is pushed.
+ *
+ * LEASES AHEAD. An entry is popped lease_ahead_ms before it is due; its
+ * lease is taken for its due time (tli_op.at: the lease runs from then)
+ * and, once durable, the message is parked until that instant and pushed
+ * by this thread when the µs clock reaches it. So an fsync shorter than
+ * the lead adds nothing to the delivery's lateness. A message whose lease
+ * became durable after its due time is pushed at once. The store keeps the
+ * due time with the lease, so a consumer that returns (or a restarted
+ * broker) parks its recovered leases the same way: never pushed early. Lock:
+ * dsp->mtx, before any session's lock; bodies are read from the store without
+ * it.
  */
 #define _GNU_SOURCE /* pthread_setname_np */
 #include <stdio.h>
@@ -47,9 +57,17 @@ typedef struct went {
 	int64_t ts;
 	uint64_t version;
 	uint32_t bucket;
+	bool locked; /* a lease's end: leased again only once it is due */
 	uint8_t id_len;
 	char id[];
 } went;
+
+/* A min-heap of entries in timeline order. */
+typedef struct wheap {
+	went **v;
+	size_t n;
+	size_t cap;
+} wheap;
 
 typedef struct held {
 	tli_hnode hn; /* in dsub.held, by id */
@@ -81,15 +99,27 @@ typedef struct dcur {
 	char id[TL_MAX_ID_LEN];
 } dcur;
 
+/* A message leased ahead of its due time, waiting for it. */
+typedef struct parked {
+	int64_t due; /* ms: pushed when the µs clock reaches due * 1000 */
+	dsub *d;     /* a reference */
+	tli_msg m;   /* id, owner, body */
+	uint64_t version;
+	int64_t until;
+	uint32_t deliveries;
+} parked;
+
 typedef struct dtopic {
 	struct dtopic *next;
 	char name[TL_MAX_NAME_LEN + 1];
 	uint32_t buckets;
 	int64_t default_lease_ms;
 	int64_t max_lease_ms;
-	went **heap;
-	size_t hn;
-	size_t hcap;
+	/* The loaded entries: due ones are leased lease_ahead_ms before
+	 * their time; lease ends (locked) only at it, since their holder may
+	 * still act until then. */
+	wheap due;
+	wheap ends;
 	dcur *cur;
 	dsub *subs;
 	dsub *rr;
@@ -103,6 +133,11 @@ typedef struct dtopic {
 	size_t pcap;
 	uint64_t gen; /* bumped by topic_reset */
 	bool dead;    /* unlinked while scanning: freed after the read */
+	/* Parked pushes by due time: pk[pk_head .. pk_n) (parked_add). */
+	parked **pk;
+	size_t pk_head;
+	size_t pk_n;
+	size_t pk_cap;
 } dtopic;
 
 struct tlb_dsp {
@@ -174,66 +209,80 @@ cur_frontier(const dcur *c)
 /* ---- the heap ---- */
 
 static int
-heap_push(dtopic *t, went *e)
+heap_push(wheap *h, went *e)
 {
 	size_t i;
 
-	if (t->hn == t->hcap) {
-		size_t cap = t->hcap ? t->hcap * 2 : 256;
-		went **h = tli_realloc(t->heap, cap * sizeof(*h));
-		if (h == NULL) {
+	if (h->n == h->cap) {
+		size_t cap = h->cap ? h->cap * 2 : 256;
+		went **v = tli_realloc(h->v, cap * sizeof(*v));
+		if (v == NULL) {
 			return TL_ENOMEM;
 		}
-		t->heap = h;
-		t->hcap = cap;
+		h->v = v;
+		h->cap = cap;
 	}
-	i = t->hn++;
+	i = h->n++;
 	while (i > 0) {
 		size_t p = (i - 1) / 2;
-		if (!went_less(e, t->heap[p])) {
+		if (!went_less(e, h->v[p])) {
 			break;
 		}
-		t->heap[i] = t->heap[p];
+		h->v[i] = h->v[p];
 		i = p;
 	}
-	t->heap[i] = e;
+	h->v[i] = e;
 	return TL_OK;
 }
 
 static went *
-heap_pop(dtopic *t)
+heap_pop(wheap *h)
 {
 	went *top, *last;
 	size_t i = 0;
 
-	TLI_ASSERT(t->hn > 0);
-	top = t->heap[0];
-	last = t->heap[--t->hn];
+	TLI_ASSERT(h->n > 0);
+	top = h->v[0];
+	last = h->v[--h->n];
 
 	for (;;) {
 		size_t l = 2 * i + 1, m = i;
-		if (l < t->hn && went_less(t->heap[l], last)) {
+		if (l < h->n && went_less(h->v[l], last)) {
 			m = l;
 		}
-		if (l + 1 < t->hn &&
-		    went_less(t->heap[l + 1], m == i ? last : t->heap[l])) {
+		if (l + 1 < h->n &&
+		    went_less(h->v[l + 1], m == i ? last : h->v[l])) {
 			m = l + 1;
 		}
 		if (m == i) {
 			break;
 		}
-		t->heap[i] = t->heap[m];
+		h->v[i] = h->v[m];
 		i = m;
 	}
-	if (t->hn > 0) {
-		t->heap[i] = last;
+	if (h->n > 0) {
+		h->v[i] = last;
 	}
 	return top;
 }
 
 static went *
-went_new(
-    int64_t ts, uint64_t version, uint32_t bucket, const char *id, size_t idl)
+heap_top(const wheap *h)
+{
+	return h->n > 0 ? h->v[0] : NULL;
+}
+
+static void
+heap_clear(wheap *h)
+{
+	while (h->n > 0) {
+		tli_free(heap_pop(h));
+	}
+}
+
+static went *
+went_new(int64_t ts, uint64_t version, uint32_t bucket, bool locked,
+    const char *id, size_t idl)
 {
 	went *e = tli_alloc(sizeof(*e) + idl);
 
@@ -241,6 +290,7 @@ went_new(
 		e->ts = ts;
 		e->version = version;
 		e->bucket = bucket;
+		e->locked = locked;
 		e->id_len = (uint8_t) idl;
 		memcpy(e->id, id, idl);
 	}
@@ -342,15 +392,64 @@ dsub_rele(dsub *d)
 }
 
 static void
+parked_free(parked *k)
+{
+	dsub_rele(k->d);
+	tli_msg_fini(&k->m);
+	tli_free(k);
+}
+
+/* Forget every parked push (no subscription is left to take them): their
+ * leases run out, or come back to a returning consumer. */
+static void
+parked_drop_all(dtopic *t)
+{
+	for (size_t i = t->pk_head; i < t->pk_n; i++) {
+		parked_free(t->pk[i]);
+	}
+	t->pk_head = t->pk_n = 0;
+}
+
+/* Park k in due order. Entries come nearly in order (leases are taken in
+ * timeline order), so the place is found from the end. */
+static bool
+parked_add(dtopic *t, parked *k)
+{
+	size_t j;
+
+	if (t->pk_n == t->pk_cap && t->pk_head > 0) {
+		memmove(t->pk, t->pk + t->pk_head,
+		    (t->pk_n - t->pk_head) * sizeof(*t->pk));
+		t->pk_n -= t->pk_head;
+		t->pk_head = 0;
+	}
+	if (t->pk_n == t->pk_cap) {
+		size_t cap = t->pk_cap ? t->pk_cap * 2 : 256;
+		parked **np = tli_realloc(t->pk, cap * sizeof(*np));
+		if (np == NULL) {
+			return false;
+		}
+		t->pk = np;
+		t->pk_cap = cap;
+	}
+	for (j = t->pk_n; j > t->pk_head && t->pk[j - 1]->due > k->due; j--) {
+		t->pk[j] = t->pk[j - 1];
+	}
+	t->pk[j] = k;
+	t->pk_n++;
+	return true;
+}
+
+static void
 topic_reset(dtopic *t)
 {
-	while (t->hn > 0) {
-		tli_free(heap_pop(t));
-	}
+	heap_clear(&t->due);
+	heap_clear(&t->ends);
 	for (size_t i = 0; i < t->npending; i++) {
 		tli_free(t->pending[i]);
 	}
 	t->npending = 0;
+	parked_drop_all(t);
 	t->gen++;
 	for (uint32_t i = 0; i < t->buckets; i++) {
 		t->cur[i].ts = TL_TS_MIN - 1;
@@ -411,8 +510,10 @@ topic_free(dtopic *t)
 		sub_remove(t, t->subs);
 	}
 	topic_reset(t);
-	tli_free(t->heap);
+	tli_free(t->due.v);
+	tli_free(t->ends.v);
 	tli_free(t->pending);
+	tli_free(t->pk);
 	tli_free(t->cur);
 	tli_free(t);
 }
@@ -422,7 +523,7 @@ topic_free(dtopic *t)
  * read finds it). Returns whether it went into the heap. */
 static bool
 window_offer(dtopic *t, int64_t ts, uint64_t version, uint32_t bucket,
-    const char *id, size_t idl)
+    bool locked, const char *id, size_t idl)
 {
 	bool in = at_or_before(&t->cur[bucket], ts, id, idl);
 	went *e;
@@ -430,11 +531,11 @@ window_offer(dtopic *t, int64_t ts, uint64_t version, uint32_t bucket,
 	if (!in && !(t->scanning && t->scan_bucket == bucket)) {
 		return false;
 	}
-	if ((e = went_new(ts, version, bucket, id, idl)) == NULL) {
+	if ((e = went_new(ts, version, bucket, locked, id, idl)) == NULL) {
 		return false;
 	}
 	if (in) {
-		if (heap_push(t, e) != TL_OK) {
+		if (heap_push(locked ? &t->ends : &t->due, e) != TL_OK) {
 			tli_free(e);
 			return false;
 		}
@@ -516,7 +617,78 @@ lbatch_free(lbatch *lb)
 	tli_free(lb);
 }
 
-/* Store completion of a lease batch (writer thread). */
+/* DELIVER frames being built: one subscription's at a time, cut at
+ * PUSH_BUDGET bytes of bodies. */
+typedef struct pusher {
+	tlb_broker *b;
+	const char *topic;
+	dsub *d;
+	tlp_delivery *dv; /* room for every message of the round */
+	size_t nd;
+	size_t bytes;
+	int64_t now_us;
+} pusher;
+
+static void
+pusher_flush(pusher *u)
+{
+	if (u->nd > 0) {
+		u->d->delivered += u->nd;
+		atomic_fetch_add(&u->b->m.delivered, u->nd);
+		send_push(
+		    u->d->s, TLP_OP_DELIVER, u->topic, u->d, u->dv, u->nd);
+	}
+	u->nd = 0;
+	u->bytes = 0;
+}
+
+/* Add message m, leased to d (version, until), due at due_ts. */
+static void
+pusher_add(pusher *u, dsub *d, const tli_msg *m, uint64_t version,
+    int64_t until, int64_t due_ts, uint32_t deliveries)
+{
+	if (u->d != d || (u->nd > 0 && u->bytes + m->body_len > PUSH_BUDGET)) {
+		pusher_flush(u);
+		u->d = d;
+	}
+	u->bytes += m->body_len + m->id_len + 64;
+	delivery_fill(&u->dv[u->nd++], m->id, m->id_len, m, version, until,
+	    due_ts, deliveries);
+	/* To the µs: a ms reading would count most pushes 0 ms late. */
+	if (u->now_us < due_ts * 1000) {
+		atomic_fetch_add(&u->b->m.early, 1);
+	}
+	tlb_metrics_lateness(&u->b->m, u->now_us - due_ts * 1000);
+}
+
+/* Park a message leased ahead until its due time (it->m moves into it).
+ * False when out of memory: push it now instead (never early: the
+ * caller checks). */
+static bool
+park(dtopic *t, litem *it, const tli_op *o)
+{
+	parked *k = tli_alloc(sizeof(*k));
+
+	if (k == NULL) {
+		return false;
+	}
+	k->due = it->e->ts;
+	k->d = it->sub;
+	k->m = it->m;
+	k->version = o->new_version;
+	k->until = o->new_ts;
+	k->deliveries = o->deliveries;
+	if (!parked_add(t, k)) {
+		tli_free(k);
+		return false;
+	}
+	it->sub->refs++;
+	memset(&it->m, 0, sizeof(it->m)); /* owned by k now */
+	return true;
+}
+
+/* Store completion of a lease batch (writer thread): push what is due,
+ * park what is not yet. */
 static void
 lease_done(void *arg)
 {
@@ -524,83 +696,118 @@ lease_done(void *arg)
 	tlb_broker *b = lb->b;
 	tlb_dsp *p = b->dsp;
 	dtopic *t;
-	int64_t now_us = tlb_clock_now_us();
-	tlp_delivery *dv = tli_zalloc(sizeof(*dv) * (lb->n + 1));
-	size_t i = 0;
+	pusher u = {.b = b, .topic = lb->topic, .now_us = tlb_clock_now_us()};
 
+	u.dv = tli_zalloc(sizeof(*u.dv) * (lb->n + 1));
 	pthread_mutex_lock(&p->mtx);
 	t = topic_find(p, lb->topic);
-	while (i < lb->n) {
-		/* Items of one subscription are adjacent: one frame each. */
-		dsub *d = lb->it[i].sub;
-		size_t nd = 0, bytes = 0;
-		tlb_session *s = d->s;
+	for (size_t i = 0; i < lb->n; i++) {
+		litem *it = &lb->it[i];
+		tli_op *o = &lb->ops[i];
+		dsub *d = it->sub;
 
-		for (; i < lb->n && lb->it[i].sub == d; i++) {
-			litem *it = &lb->it[i];
-			tli_op *o = &lb->ops[i];
-
-			if (o->err != TL_OK) {
-				sub_took_back(d);
-				atomic_fetch_add(o->err == TL_EDEAD
-				        ? &b->m.dead_lettered
-				        : &b->m.lease_fail,
-				    1);
-				continue;
-			}
-			atomic_fetch_add(&b->m.leases, 1);
-			if (t != NULL && !d->gone) {
-				/* The lease's end is the message's new place.
-				 */
-				window_offer(t, o->new_ts, o->new_version,
-				    it->e->bucket, it->e->id, it->e->id_len);
-			}
-			if (d->gone) {
-				continue;
-			}
-			if (dv == NULL) {
-				/* Cannot push it: the lease runs out and the
-				 * message comes back; the credit returns now.
-				 */
-				sub_took_back(d);
-				continue;
-			}
-			held_put(d, it->e->id, it->e->id_len, o->new_version,
-			    o->new_ts);
-			if (nd > 0 && bytes + it->m.body_len > PUSH_BUDGET) {
-				d->delivered += nd;
-				atomic_fetch_add(&b->m.delivered, nd);
-				send_push(
-				    s, TLP_OP_DELIVER, lb->topic, d, dv, nd);
-				nd = 0;
-				bytes = 0;
-			}
-			bytes += it->m.body_len + it->e->id_len + 64;
-			delivery_fill(&dv[nd], it->e->id, it->e->id_len, &it->m,
-			    o->new_version, o->new_ts, it->e->ts,
-			    o->deliveries);
-			nd++;
-			/* To the µs: a ms reading would count most pushes
-			 * 0 ms late. */
-			if (now_us < it->e->ts * 1000) {
-				atomic_fetch_add(&b->m.early, 1);
-			}
-			tlb_metrics_lateness(&b->m, now_us - it->e->ts * 1000);
+		if (o->err != TL_OK) {
+			sub_took_back(d);
+			atomic_fetch_add(o->err == TL_EDEAD
+			        ? &b->m.dead_lettered
+			        : &b->m.lease_fail,
+			    1);
+			continue;
 		}
-		if (nd > 0) {
-			d->delivered += nd;
-			atomic_fetch_add(&b->m.delivered, nd);
-			send_push(s, TLP_OP_DELIVER, lb->topic, d, dv, nd);
+		atomic_fetch_add(&b->m.leases, 1);
+		if (t != NULL && !d->gone) {
+			/* The lease's end is the message's new place. */
+			window_offer(t, o->new_ts, o->new_version,
+			    it->e->bucket, true, it->e->id, it->e->id_len);
 		}
+		if (d->gone) {
+			continue;
+		}
+		if (u.dv == NULL) {
+			/* Cannot push it: the lease runs out and the message
+			 * comes back; the credit returns now. */
+			sub_took_back(d);
+			continue;
+		}
+		held_put(
+		    d, it->e->id, it->e->id_len, o->new_version, o->new_ts);
+		if (it->e->ts * 1000 > u.now_us && t != NULL &&
+		    park(t, it, o)) {
+			continue;
+		}
+		if (it->e->ts * 1000 > u.now_us) {
+			/* Not parked (out of memory): forget the push; the
+			 * lease runs out and the message comes back. */
+			continue;
+		}
+		pusher_add(&u, d, &it->m, o->new_version, o->new_ts, it->e->ts,
+		    o->deliveries);
 	}
-	for (i = 0; i < lb->n; i++) {
+	pusher_flush(&u);
+	for (size_t i = 0; i < lb->n; i++) {
 		dsub_rele(lb->it[i].sub);
 	}
 	p->kick = true;
 	pthread_cond_signal(&p->cv);
 	pthread_mutex_unlock(&p->mtx);
-	tli_free(dv);
+	tli_free(u.dv);
 	lbatch_free(lb);
+}
+
+static int
+parked_cmp(const void *a, const void *b)
+{
+	const parked *x = *(parked *const *) a, *y = *(parked *const *) b;
+
+	return x->d != y->d ? ((uintptr_t) x->d < (uintptr_t) y->d ? -1 : 1)
+	                    : 0;
+}
+
+/* Push every parked message whose due time has come (one frame per
+ * subscription); lower *wake (ms) to the next one. */
+static void
+push_parked(tlb_dsp *p, dtopic *t, int64_t *wake)
+{
+	pusher u = {.b = p->b, .topic = t->name};
+	size_t n = 0;
+	parked **due;
+
+	TLI_ASSERT_LOCKED(&p->mtx);
+	if (t->pk_head == t->pk_n) {
+		return;
+	}
+	u.now_us = tlb_clock_now_us();
+	while (t->pk_head + n < t->pk_n &&
+	    t->pk[t->pk_head + n]->due * 1000 <= u.now_us) {
+		n++;
+	}
+	if (t->pk_head + n < t->pk_n && t->pk[t->pk_head + n]->due < *wake) {
+		*wake = t->pk[t->pk_head + n]->due;
+	}
+	if (n == 0) {
+		return;
+	}
+	due = t->pk + t->pk_head;
+	u.dv = tli_alloc(sizeof(*u.dv) * n);
+	qsort(due, n, sizeof(*due), parked_cmp);
+	for (size_t i = 0; i < n; i++) {
+		parked *k = due[i];
+		/* Gone, or out of memory: the lease runs out (or comes back to
+		 * a returning consumer) and the message with it. */
+		if (!k->d->gone && u.dv != NULL) {
+			pusher_add(&u, k->d, &k->m, k->version, k->until,
+			    k->due, k->deliveries);
+		}
+	}
+	pusher_flush(&u);
+	for (size_t i = 0; i < n; i++) {
+		parked_free(due[i]);
+	}
+	t->pk_head += n;
+	if (t->pk_head == t->pk_n) {
+		t->pk_head = t->pk_n = 0;
+	}
+	tli_free(u.dv);
 }
 
 /* Pick the next subscription with free credit, round robin. */
@@ -708,9 +915,10 @@ refill_merge(tlb_dsp *p, refill *rf)
 	}
 	for (size_t i = 0; i < rf->n; i++) {
 		const tli_entry *e = &rf->v[i];
-		went *w =
-		    went_new(e->ts, e->version, rf->bucket, e->id, e->id_len);
-		if (w == NULL || heap_push(t, w) != TL_OK) {
+		went *w = went_new(
+		    e->ts, e->version, rf->bucket, e->locked, e->id, e->id_len);
+		if (w == NULL ||
+		    heap_push(w->locked ? &t->ends : &t->due, w) != TL_OK) {
 			tli_free(w);
 		}
 	}
@@ -729,8 +937,8 @@ done:
 	for (size_t i = 0; i < np; i++) {
 		went *w = t->pending[i];
 		if (!t->dead && t->gen == rf->gen) {
-			window_offer(
-			    t, w->ts, w->version, w->bucket, w->id, w->id_len);
+			window_offer(t, w->ts, w->version, w->bucket, w->locked,
+			    w->id, w->id_len);
 		}
 		tli_free(w);
 	}
@@ -851,6 +1059,7 @@ topic_pass(tlb_dsp *p, dtopic *t, int64_t now, int64_t *wake, bool *read)
 {
 	tlb_broker *b = p->b;
 	int64_t half = b->conf.window_ms / 2;
+	int64_t ahead = b->conf.lease_ahead_ms;
 	lbatch *lb = NULL;
 	size_t cap = 0;
 	int64_t f;
@@ -863,17 +1072,25 @@ topic_pass(tlb_dsp *p, dtopic *t, int64_t now, int64_t *wake, bool *read)
 	}
 	f = frontier(t);
 	for (;;) {
-		went *top = t->hn > 0 ? t->heap[0] : NULL;
+		went *a = heap_top(&t->due), *l = heap_top(&t->ends);
+		bool a_ok = a != NULL && a->ts <= f && a->ts <= now + ahead;
+		bool l_ok = l != NULL && l->ts <= f && l->ts <= now;
+		wheap *from;
 		dsub *d;
 
-		if (top == NULL || top->ts > f || top->ts > now) {
-			if (top != NULL && top->ts <= f) {
-				/* The next due entry is known. */
-				*wake = top->ts < *wake ? top->ts : *wake;
+		if (!a_ok && !l_ok) {
+			/* The next entries are known: lease a due one ahead,
+			 * a lease's end at its time. */
+			if (a != NULL && a->ts <= f && a->ts - ahead < *wake) {
+				*wake = a->ts - ahead;
 			}
-			*read = f < now || f < now + half;
+			if (l != NULL && l->ts <= f && l->ts < *wake) {
+				*wake = l->ts;
+			}
+			*read = f < now + ahead || f < now + half;
 			break;
 		}
+		from = a_ok && (!l_ok || went_less(a, l)) ? &t->due : &t->ends;
 		if ((d = next_sub(t)) == NULL) {
 			break; /* no credit: acks wake us */
 		}
@@ -896,7 +1113,7 @@ topic_pass(tlb_dsp *p, dtopic *t, int64_t now, int64_t *wake, bool *read)
 		}
 		memset(&lb->it[lb->n], 0, sizeof(litem));
 		lb->it[lb->n].sub = d;
-		lb->it[lb->n].e = heap_pop(t);
+		lb->it[lb->n].e = heap_pop(from);
 		lb->n++;
 		d->refs++;
 		d->inflight++;
@@ -998,7 +1215,8 @@ lbatch_submit(tlb_dsp *p, lbatch *lb)
 		o->ts = it->sub->lease_ms;
 		o->ts_mode = TLI_TS_REL;
 		o->version = it->e->version;
-		o->hint = &it->m; /* read above: spares the writer a read */
+		o->at = it->e->ts; /* ahead of now: the lease runs from it */
+		o->hint = &it->m;  /* read above: spares the writer a read */
 	}
 	if (tli_store_submit(b->store, lb->ops, keep, lease_done, lb) ==
 	    TL_OK) {
@@ -1058,6 +1276,9 @@ dsp_main(void *arg)
 		dtopic *rt = NULL;
 		refill rf;
 
+		for (dtopic *t = p->topics; t != NULL; t = t->next) {
+			push_parked(p, t, &wake);
+		}
 		for (dtopic *t = p->topics; t != NULL && nw < 64; t = t->next) {
 			bool read;
 			lbatch *lb = topic_pass(p, t, now, &wake, &read);
@@ -1171,29 +1392,31 @@ tlb_dsp_unlock(tlb_broker *b)
 
 void
 tlb_dsp_note_locked(tlb_broker *b, const char *topic, uint32_t bucket,
-    int64_t ts, const char *id, size_t id_len, uint64_t version)
+    int64_t ts, bool locked, const char *id, size_t id_len, uint64_t version)
 {
 	tlb_dsp *p = b->dsp;
 	dtopic *t = topic_find(p, topic);
 
 	if (t != NULL && t->subs != NULL && bucket < t->buckets &&
-	    window_offer(t, ts, version, bucket, id, id_len) &&
-	    (ts <= tlb_clock_now(NULL) || t->heap[0]->ts == ts)) {
-		/* Due now, or a new earliest due time (the thread sleeps until
-		 * the earliest one to the µs); a later entry needs no wake. */
+	    window_offer(t, ts, version, bucket, locked, id, id_len) &&
+	    (ts <= tlb_clock_now(NULL) + b->conf.lease_ahead_ms ||
+	        heap_top(locked ? &t->ends : &t->due)->ts == ts)) {
+		/* To be leased now, or a new earliest due time (the thread
+		 * sleeps until the earliest one); a later entry needs no
+		 * wake. */
 		wake(p);
 	}
 }
 
 void
 tlb_dsp_note(tlb_broker *b, const char *topic, uint32_t bucket, int64_t ts,
-    const char *id, size_t id_len, uint64_t version)
+    bool locked, const char *id, size_t id_len, uint64_t version)
 {
 	if (b->dsp == NULL) {
 		return;
 	}
 	tlb_dsp_lock(b);
-	tlb_dsp_note_locked(b, topic, bucket, ts, id, id_len, version);
+	tlb_dsp_note_locked(b, topic, bucket, ts, locked, id, id_len, version);
 	tlb_dsp_unlock(b);
 }
 
@@ -1235,7 +1458,34 @@ tlb_dsp_lease_done(tlb_broker *b, const char *topic, const char *consumer,
 	tlb_dsp_unlock(b);
 }
 
-/* Leases a returning consumer still holds: deliver them again. */
+/* Park a recovered lease taken ahead of due (ms); m moves into it. */
+static bool
+park_recovered(tlb_dsp *p, const char *topic, dsub *d, tli_msg *m, int64_t due)
+{
+	dtopic *t = topic_find(p, topic);
+	parked *k = tli_alloc(sizeof(*k));
+
+	if (t == NULL || k == NULL) {
+		tli_free(k);
+		return false;
+	}
+	k->due = due;
+	k->d = d;
+	k->m = *m;
+	k->version = m->version;
+	k->until = m->ts;
+	k->deliveries = m->deliveries;
+	if (!parked_add(t, k)) {
+		tli_free(k);
+		return false;
+	}
+	d->refs++;
+	wake(p);
+	return true;
+}
+
+/* Leases a returning consumer still holds: deliver them again (those
+ * taken ahead of their due time: at that time). */
 static void
 recover_leases(tlb_broker *b, tlb_session *s, const char *topic, dsub *d)
 {
@@ -1270,11 +1520,25 @@ recover_leases(tlb_broker *b, tlb_session *s, const char *topic, dsub *d)
 				continue;
 			}
 			pthread_mutex_lock(&p->mtx);
-			if (!d->gone &&
-			    held_find(d, v[i].id, v[i].id_len) == NULL) {
-				held_put(
-				    d, v[i].id, v[i].id_len, m.version, m.ts);
-				d->inflight++;
+			if (d->gone ||
+			    held_find(d, v[i].id, v[i].id_len) != NULL) {
+				/* Already pushed (or parked) to d. */
+				pthread_mutex_unlock(&p->mtx);
+				tli_msg_fini(&m);
+				continue;
+			}
+			held_put(d, v[i].id, v[i].id_len, m.version, m.ts);
+			d->inflight++;
+			if (v[i].push_at > now) {
+				/* Leased ahead of a due time still to come: at
+				 * that time (out of memory: never early, the
+				 * lease runs out). */
+				if (!park_recovered(
+				        p, topic, d, &m, v[i].push_at)) {
+					tli_msg_fini(&m);
+				}
+				pthread_mutex_unlock(&p->mtx);
+				continue;
 			}
 			pthread_mutex_unlock(&p->mtx);
 			delivery_fill(&dv, m.id, m.id_len, &m, m.version, m.ts,
@@ -1494,7 +1758,7 @@ tlb_dsp_stats(tlb_broker *b, tlb_dsp_stat **out, size_t *n)
 		tlb_dsp_stat *tr = &v[i++];
 
 		snprintf(tr->topic, sizeof(tr->topic), "%s", t->name);
-		tr->window = t->hn;
+		tr->window = t->due.n + t->ends.n;
 		for (dsub *d = t->subs; d != NULL; d = d->next) {
 			tlb_dsp_stat *sr = &v[i++];
 

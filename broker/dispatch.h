@@ -32,9 +32,10 @@ void tlb_dsp_stop(tlb_broker *b);
 void tlb_dsp_free(tlb_broker *b);
 
 /* A message got timestamp ts (create, move, release, extend, kick): put it
- * in the window if the window already covers ts. */
+ * in the window if the window already covers ts. locked: ts is the end of
+ * a lease (extend), which is not leased again before it. */
 void tlb_dsp_note(tlb_broker *b, const char *topic, uint32_t bucket, int64_t ts,
-    const char *id, size_t id_len, uint64_t version);
+    bool locked, const char *id, size_t id_len, uint64_t version);
 /* A lease op finished: ACK/RELEASE end the lease (credit back), EXTEND
  * moves its expiry. */
 void tlb_dsp_lease_done(tlb_broker *b, const char *topic, const char *consumer,
@@ -44,7 +45,7 @@ void tlb_dsp_lease_done(tlb_broker *b, const char *topic, const char *consumer,
 void tlb_dsp_lock(tlb_broker *b);
 void tlb_dsp_unlock(tlb_broker *b);
 void tlb_dsp_note_locked(tlb_broker *b, const char *topic, uint32_t bucket,
-    int64_t ts, const char *id, size_t id_len, uint64_t version);
+    int64_t ts, bool locked, const char *id, size_t id_len, uint64_t version);
 void tlb_dsp_lease_done_locked(tlb_broker *b, const char *topic,
     const char *consumer, size_t consumer_len, const char *id, size_t id_len,
     int op, int64_t new_ts, uint64_t new_version);

@@ -545,7 +545,7 @@ batch_effects(pending *p)
 		}
 		if (p->h.op != TLP_OP_ACK && p->h.op != TLP_OP_DELETE) {
 			tlb_dsp_note_locked(b, p->topic, o->bucket, o->new_ts,
-			    id, idl, o->new_version);
+			    p->h.op == TLP_OP_EXTEND, id, idl, o->new_version);
 		}
 	}
 	if (locked) {

@@ -81,6 +81,9 @@ rc_broker_args(rc_broker *b)
 		tt_proc_arg(p, "--idle-timeout");
 		tt_proc_arg(p, "%lld", (long long) b->idle_ms);
 	}
+	for (int i = 0; i < 8 && b->args[i] != NULL; i++) {
+		tt_proc_arg(p, "%s", b->args[i]);
+	}
 }
 
 void

@@ -46,7 +46,8 @@ typedef struct rc_broker {
 	int64_t idle_ms;        /* 0: the broker's default idle timeout */
 	const char *topics[8];  /* --topic values; none: "t" */
 	int ntopics;
-	tt_proc proc; /* the process: pid, log, ready file */
+	const char *args[9]; /* more arguments, as given (NULL-ended) */
+	tt_proc proc;        /* the process: pid, log, ready file */
 } rc_broker;
 
 /* Make the directory and fill in the paths (no process yet). */
