@@ -73,6 +73,7 @@ typedef struct mmsg {
 	uint32_t deliveries;
 	uint32_t bucket;
 	int64_t created_now; /* the store's now when it was created */
+	int64_t push_at;     /* a lease taken ahead: its due time, else 0 */
 	uint8_t body[MAXBODY];
 	size_t body_len;
 } mmsg;
@@ -412,6 +413,8 @@ model_eval(
 	const mtopic *tp;
 	const mmsg *m;
 	int64_t t = 0;
+	/* The instant a lease taken ahead acts at. */
+	int64_t base = op->type == TLI_OP_LEASE && op->at > now ? op->at : now;
 
 	*tres = 0;
 	if (g->topic < 0) {
@@ -435,7 +438,7 @@ model_eval(
 		return TL_ETOOLARGE;
 	}
 	if (has_ts(op->type)) {
-		t = op->ts_mode == TLI_TS_REL ? now + op->ts : op->ts;
+		t = op->ts_mode == TLI_TS_REL ? base + op->ts : op->ts;
 		if (t < TL_TS_MIN || t > TL_TS_MAX) {
 			return TL_ERANGE;
 		}
@@ -444,11 +447,15 @@ model_eval(
 
 	switch (op->type) {
 	case TLI_OP_LEASE:
+		if (op->at > now + TLI_LEASE_AHEAD_MAX) {
+			return TL_ERANGE;
+		}
+		/* FALLTHROUGH */
 	case TLI_OP_EXTEND:
-		if (t < now + c->gap) {
+		if (t < base + c->gap) {
 			return TL_ETOOCLOSE;
 		}
-		if (t - now > tp->max_lease) {
+		if (t - base > tp->max_lease) {
 			return TL_ELEASELIMIT;
 		}
 		break;
@@ -476,10 +483,10 @@ model_eval(
 		if (op->version != 0 && op->version != m->version) {
 			return TL_EVERSION;
 		}
-		if (m->ts > now) {
-			return m->cons >= 0 ? TL_ELEASED : TL_ENOTDUE;
+		if (m->cons >= 0 && m->ts > now) {
+			return TL_ELEASED;
 		}
-		return TL_OK;
+		return m->ts > base ? TL_ENOTDUE : TL_OK;
 	case TLI_OP_EXTEND:
 	case TLI_OP_RELEASE:
 	case TLI_OP_DELETE_LEASED:
@@ -582,8 +589,10 @@ model_apply(mctx *c, const gop *g, const tli_op *op, int64_t now, int64_t t)
 		return;
 	}
 	m = &tp->msgs[i];
+	m->push_at = 0;
 	switch (op->type) {
 	case TLI_OP_LEASE:
+		m->push_at = op->at > now ? op->at : 0;
 		m->ts = t;
 		m->cons = g->who;
 		m->version++;
@@ -889,6 +898,10 @@ compare_scan(mctx *c, int ti, int kind, int who, uint32_t bucket, int64_t up_to)
 			MCHECK(c, e->version == m->version,
 			    "%s: %s version %" PRIu64 ", expected %" PRIu64,
 			    desc, idb, e->version, m->version);
+			MCHECK(c,
+			    e->push_at == (kind == SCAN_CONS ? m->push_at : 0),
+			    "%s: %s push_at %" PRId64 ", expected %" PRId64,
+			    desc, idb, e->push_at, m->push_at);
 			if (kind != SCAN_CONS) {
 				MCHECK(c, e->locked == (m->cons >= 0),
 				    "%s: %s "
@@ -1248,6 +1261,11 @@ gen_op(mctx *c, gop *g, tli_op *op, int64_t now, int *pending_gen)
 
 	memset(op, 0, sizeof(*op));
 	op->type = gen_type(c);
+	if (op->type == TLI_OP_LEASE && rnd(c, 100) < 30) {
+		/* Ahead of now (the dispatcher's lease before the due time),
+		 * sometimes too far, sometimes already past. */
+		op->at = now + rnd_in(c, -5, TLI_LEASE_AHEAD_MAX + 5);
+	}
 	g->topic = rnd(c, 100) < 2 ? -1 : (int) rnd(c, NTOPIC);
 	tp = &c->topics[g->topic < 0 ? 0 : g->topic];
 	op->topic = g->topic < 0 ? UNKNOWN_TOPIC : tp->name;
