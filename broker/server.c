@@ -167,8 +167,8 @@ session_free(tlb_session *s)
 	}
 	pthread_cond_broadcast(&sv->sess_cv);
 	pthread_mutex_unlock(&sv->sess_mtx);
-	input_release(
-	    sv, s->rx_held, false); /* the buffer of a frame cut off */
+	/* the buffer of a frame cut off by the close */
+	input_release(sv, s->rx_held, false);
 	/* The last reference may be dropped inside one of the session's own
 	 * aio callbacks: reap instead of free. */
 	nng_aio_reap(s->rx_aio);

@@ -11,8 +11,9 @@
  * given to tlb_server_start for each frame, in arrival order; any thread
  * may send on or close a session. Lock order: the dispatcher's lock before
  * a session's lock (mtx) before its I/O lock (io_mtx); the session list's
- * lock and the worker queue's lock are leaves (a session is held, and the
- * list lock dropped, before anything is done with it).
+ * lock, the worker queue's lock and the input memory's lock are leaves (a
+ * session is held, and the list lock dropped, before anything is done with
+ * it).
  */
 #ifndef TL_BROKER_SERVER_H
 #define TL_BROKER_SERVER_H
