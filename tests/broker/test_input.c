@@ -340,8 +340,9 @@ count_most_sent(big_conn *c)
 	return n;
 }
 
-/* Wait until the broker reads no more: the input memory and the clients'
- * progress unchanged for a second (at most 30 s). */
+/* Wait until the broker reads no more: a session has stopped, and the
+ * input memory and the clients' progress stayed unchanged for a second (at
+ * most 30 s). */
 static void
 wait_still(big_conn *c)
 {
@@ -353,7 +354,10 @@ wait_still(big_conn *c)
 		tt_nap_ms(200);
 		now = metric("timeline_input_bytes");
 		n = count_most_sent(c);
-		same = now == last && n == lastn ? same + 1 : 0;
+		same = now == last && n == lastn &&
+		        metric("timeline_input_stalls_total") > 0
+		    ? same + 1
+		    : 0;
 		last = now;
 		lastn = n;
 	}
