@@ -7,9 +7,12 @@
  * reference, a send in progress another, and every store submission made
  * for it one more, so a completion arriving after the client went away
  * finds a closed session and drops its reply. I/O callbacks never block;
- * the read loop queues whole frames for the worker and reads on. Output is
- * coalesced: frames queued while a send is in progress go out together in
- * the next send.
+ * the read loop queues whole frames for the worker and reads on, except
+ * that it stops (no read pending, its reference kept) while the input
+ * memory is at max_input_bytes, and, before the session's HELLO is
+ * accepted, until the worker has handled its last frame; whoever frees the
+ * memory, or the worker, starts it again. Output is coalesced: frames
+ * queued while a send is in progress go out together in the next send.
  */
 #define _GNU_SOURCE /* pthread_setname_np */
 #include <arpa/inet.h>
