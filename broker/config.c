@@ -13,6 +13,7 @@
 
 #include "base.h"
 #include "config.h"
+#include "frame.h"
 
 /* "always", "none" or "interval:MS" (MS > 0). */
 static int

@@ -37,6 +37,9 @@ typedef struct tlb_conf {
 	int64_t hello_ms;       /* close a session without HELLO; 0: never */
 	int64_t max_sessions;   /* refuse connections beyond; 0: no limit */
 	int64_t max_sessions_per_ip; /* the same per client address */
+	int64_t max_unauth_sessions; /* the same for sessions before HELLO */
+	int64_t max_hello_bytes;     /* the longest frame before HELLO */
+	int64_t max_input_bytes;     /* frames read or queued; 0: no bound */
 	char msc4140[512]; /* MSC4140 gateway configuration file, or "" */
 	/* authentication and TLS (docs/auth.md) */
 	bool auth;             /* auth = on: every session needs a token */

@@ -293,6 +293,11 @@ static const counter_row session_rows[] = {
     COUNTER(
         "timeline_pre_hello_refused_total", "counter", NULL, pre_hello_refused),
     COUNTER("timeline_hello_timeouts_total", "counter", NULL, hello_timeouts),
+    COUNTER("timeline_input_bytes", "gauge",
+        "Input memory in use: frames being read or waiting to be handled.",
+        input_bytes),
+    COUNTER("timeline_input_stalls_total", "counter",
+        "Times a session stopped reading at max_input_bytes.", input_stalls),
 };
 
 static void
@@ -308,9 +313,11 @@ render_sessions(tlb_broker *b, tli_buf *o)
 	    "# TYPE timeline_sessions_refused_total counter\n"
 	    "timeline_sessions_refused_total{reason=\"max_sessions\"} %llu\n"
 	    "timeline_sessions_refused_total{reason=\"max_sessions_per_ip\"} "
-	    "%llu\n",
+	    "%llu\n"
+	    "timeline_sessions_refused_total{reason=\"unauth\"} %llu\n",
 	    (unsigned long long) atomic_load(&m->refused_max_sessions),
-	    (unsigned long long) atomic_load(&m->refused_per_ip));
+	    (unsigned long long) atomic_load(&m->refused_per_ip),
+	    (unsigned long long) atomic_load(&m->refused_unauth));
 	tli_buf_printf(o,
 	    "# HELP timeline_client_clock_offset_ms Client clock minus the "
 	    "broker's.\n# TYPE timeline_client_clock_offset_ms gauge\n");

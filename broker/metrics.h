@@ -44,6 +44,9 @@ typedef struct tlb_metrics {
 	_Atomic uint64_t hello_timeouts;    /* no HELLO in hello_timeout_ms */
 	_Atomic uint64_t refused_max_sessions; /* at accept: max_sessions */
 	_Atomic uint64_t refused_per_ip; /* at accept: max_sessions_per_ip */
+	_Atomic uint64_t refused_unauth; /* at accept: max_unauth_sessions */
+	_Atomic uint64_t input_bytes;  /* gauge: reserved of max_input_bytes */
+	_Atomic uint64_t input_stalls; /* reads stopped by max_input_bytes */
 	_Atomic uint64_t auth_refusals[TLP_OP_MAX_];  /* TL_ENOTAUTH */
 	_Atomic uint64_t quota_refusals[TLP_OP_MAX_]; /* per-group limits */
 } tlb_metrics;

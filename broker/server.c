@@ -7,9 +7,12 @@
  * reference, a send in progress another, and every store submission made
  * for it one more, so a completion arriving after the client went away
  * finds a closed session and drops its reply. I/O callbacks never block;
- * the read loop queues whole frames for the worker and reads on. Output is
- * coalesced: frames queued while a send is in progress go out together in
- * the next send.
+ * the read loop queues whole frames for the worker and reads on, except
+ * that it stops (no read pending, its reference kept) while the input
+ * memory is at max_input_bytes, and, before the session's HELLO is
+ * accepted, until the worker has handled its last frame; whoever frees the
+ * memory, or the worker, starts it again. Output is coalesced: frames
+ * queued while a send is in progress go out together in the next send.
  */
 #define _GNU_SOURCE /* pthread_setname_np */
 #include <arpa/inet.h>
@@ -59,6 +62,12 @@ struct tlb_session {
 	size_t rx_got;
 	bool rx_body;
 	bool rx_first_done; /* a first frame (the HELLO) was read */
+	size_t rx_held; /* of max_input_bytes: rx_cap, or what it waits for */
+	/* waiting for input memory (the server's in_mtx) */
+	bool in_waiting;
+	bool in_closed; /* closed: never waits again */
+	size_t in_want; /* the bytes it waits for */
+	tlb_session *in_next;
 	/* the HELLO deadline: closes a session not greeted by then */
 	nng_aio *hello_aio;
 	_Atomic bool hello_done;     /* HELLO accepted (set by the worker) */
@@ -99,9 +108,21 @@ typedef struct tlb_server {
 	_Atomic uint64_t next_session;
 	pthread_cond_t sess_cv; /* signalled when a session is freed */
 	int live_sessions;
+	int unauth_sessions; /* of them, not greeted yet */
 	/* when a refusal at accept was last logged, per reason */
-	_Atomic int64_t refused_log_ms[2];
-	_Atomic uint64_t refused_unlogged[2];
+	_Atomic int64_t refused_log_ms[3];
+	_Atomic uint64_t refused_unlogged[3];
+
+	/* The input memory (max_input_bytes): the receive buffers and the
+	 * frames queued for the worker (in_queued of in_bytes); the sessions
+	 * waiting for room, oldest first; the one allowed over the bound. A
+	 * leaf. */
+	pthread_mutex_t in_mtx;
+	uint64_t in_bytes;
+	uint64_t in_queued;
+	tlb_session *in_head;
+	tlb_session *in_tail;
+	tlb_session *in_over;
 
 	pthread_mutex_t wq_mtx; /* the worker queue; a leaf */
 	pthread_cond_t wq_cv;
@@ -111,6 +132,9 @@ typedef struct tlb_server {
 	bool worker_started;
 	bool worker_stop;
 } tlb_server;
+
+static void input_release(tlb_server *sv, size_t n, bool queued);
+static void input_unwait(tlb_session *s);
 
 /* ---- sessions ---- */
 
@@ -141,8 +165,13 @@ session_free(tlb_session *s)
 		}
 	}
 	sv->live_sessions--;
+	if (!atomic_load(&s->hello_done)) {
+		sv->unauth_sessions--;
+	}
 	pthread_cond_broadcast(&sv->sess_cv);
 	pthread_mutex_unlock(&sv->sess_mtx);
+	/* the buffer of a frame cut off by the close */
+	input_release(sv, s->rx_held, false);
 	/* The last reference may be dropped inside one of the session's own
 	 * aio callbacks: reap instead of free. */
 	nng_aio_reap(s->rx_aio);
@@ -197,6 +226,7 @@ tlb_session_close(tlb_session *s, const char *why)
 	pthread_mutex_unlock(&s->io_mtx);
 	nng_aio_abort(s->linger_aio, NNG_ECLOSED);
 	nng_aio_abort(s->hello_aio, NNG_ECLOSED);
+	input_unwait(s);
 }
 
 /* Closing after an error reply: the reply is sent, but the client may
@@ -455,6 +485,168 @@ tlb_send_error(
 	tlb_send_frame(s, op, TLP_F_REPLY, reqid, enc_err, &e);
 }
 
+/* ---- the input memory (max_input_bytes) ----
+ *
+ * The receive buffers of all sessions and the frames queued for the worker
+ * count against max_input_bytes. A session that needs more (a body's first
+ * chunk, or a bigger buffer as its frame arrives) and does not fit, or
+ * finds others waiting already (they go first, so that a long frame is not
+ * passed by short ones for ever), waits with its read loop stopped: its
+ * client's sends block in the kernel. Memory coming back (a frame handled,
+ * a session gone) goes to the waiting sessions in order.
+ *
+ * Half-read frames waiting for room could hold the whole bound between
+ * them with nothing queued to free it, for ever. So when sessions wait and
+ * nothing is queued, the oldest waiting one may finish its frame over the
+ * bound (one session at a time): the total stays under max_input_bytes
+ * plus one frame. */
+
+static void rx_resume(tlb_session *s);
+
+/* Hand out what fits to the waiting sessions; they are returned as a list
+ * (through in_next) to resume outside the lock. */
+static tlb_session *
+input_kick(tlb_server *sv)
+{
+	uint64_t max = (uint64_t) sv->b->conf.max_input_bytes;
+	tlb_session *go = NULL, **tail = &go, *s;
+
+	TLI_ASSERT_LOCKED(&sv->in_mtx);
+	while ((s = sv->in_head) != NULL &&
+	    (sv->in_bytes + s->in_want <= max ||
+	        (sv->in_over == NULL && sv->in_queued == 0))) {
+		if (sv->in_bytes + s->in_want > max) {
+			sv->in_over = s; /* until its frame is complete */
+		}
+		sv->in_head = s->in_next;
+		if (sv->in_head == NULL) {
+			sv->in_tail = NULL;
+		}
+		s->in_waiting = false;
+		sv->in_bytes += s->in_want;
+		s->rx_held += s->in_want;
+		s->in_next = NULL;
+		*tail = s;
+		tail = &s->in_next;
+	}
+	atomic_store(&sv->b->m.input_bytes, sv->in_bytes);
+	return go;
+}
+
+static void
+input_resume(tlb_session *go)
+{
+	tlb_session *s;
+
+	while ((s = go) != NULL) {
+		go = s->in_next; /* s may be freed by its read */
+		rx_resume(s);
+	}
+}
+
+/* n more bytes for s's receive buffer. False when s must wait: its read
+ * loop stops, and rx_resume goes on once the bytes are s's. */
+static bool
+input_take(tlb_session *s, size_t n)
+{
+	tlb_server *sv = s->srv;
+	uint64_t max = (uint64_t) s->b->conf.max_input_bytes;
+	tlb_session *go = NULL;
+	bool ok;
+
+	pthread_mutex_lock(&sv->in_mtx);
+	/* a closed session goes on to fail its read */
+	ok = s->in_closed || max == 0 || sv->in_over == s ||
+	    (sv->in_head == NULL && sv->in_bytes + n <= max);
+	if (ok) {
+		sv->in_bytes += n;
+		s->rx_held += n;
+		atomic_store(&s->b->m.input_bytes, sv->in_bytes);
+	} else {
+		s->in_waiting = true;
+		s->in_want = n;
+		s->in_next = NULL;
+		if (sv->in_tail != NULL) {
+			sv->in_tail->in_next = s;
+		} else {
+			sv->in_head = s;
+		}
+		sv->in_tail = s;
+		go = input_kick(sv); /* s itself, when it may go over */
+	}
+	pthread_mutex_unlock(&sv->in_mtx);
+	if (!ok) {
+		atomic_fetch_add(&s->b->m.input_stalls, 1);
+	}
+	input_resume(go);
+	return ok;
+}
+
+/* s's frame is complete: its buffer is now a queued frame. */
+static void
+input_queue(tlb_session *s)
+{
+	tlb_server *sv = s->srv;
+
+	pthread_mutex_lock(&sv->in_mtx);
+	sv->in_queued += s->rx_held;
+	if (sv->in_over == s) {
+		sv->in_over = NULL;
+	}
+	pthread_mutex_unlock(&sv->in_mtx);
+}
+
+/* Give back n bytes (of a queued frame, or of a session's buffer), then
+ * hand out what fits now. */
+static void
+input_release(tlb_server *sv, size_t n, bool queued)
+{
+	tlb_session *go;
+
+	pthread_mutex_lock(&sv->in_mtx);
+	TLI_ASSERT(sv->in_bytes >= n); /* only what was taken */
+	sv->in_bytes -= n;
+	if (queued) {
+		TLI_ASSERT(sv->in_queued >= n);
+		sv->in_queued -= n;
+	}
+	go = input_kick(sv);
+	pthread_mutex_unlock(&sv->in_mtx);
+	input_resume(go);
+}
+
+/* s is closing: it leaves the waiting sessions (its read loop ends) and
+ * never waits again. */
+static void
+input_unwait(tlb_session *s)
+{
+	tlb_server *sv = s->srv;
+	tlb_session **pp, *prev = NULL, *go = NULL;
+	bool was;
+
+	pthread_mutex_lock(&sv->in_mtx);
+	s->in_closed = true;
+	if ((was = s->in_waiting)) {
+		for (pp = &sv->in_head; *pp != s; pp = &(*pp)->in_next) {
+			prev = *pp;
+		}
+		*pp = s->in_next;
+		if (sv->in_tail == s) {
+			sv->in_tail = prev;
+		}
+		s->in_waiting = false;
+	}
+	if (sv->in_over == s) {
+		sv->in_over = NULL; /* its buffer goes when it is freed */
+	}
+	go = input_kick(sv); /* those behind it may go now */
+	pthread_mutex_unlock(&sv->in_mtx);
+	input_resume(go);
+	if (was) {
+		tlb_session_rele(s); /* the read loop's reference */
+	}
+}
+
 /* ---- the read loop ---- */
 
 static void
@@ -474,50 +666,104 @@ rx_start(tlb_session *s)
 
 static void worker_push(tlb_server *sv, tlb_job *j);
 
-static void
+/* A whole frame: queue it for the worker with its share of the input
+ * memory. Returns whether to read on. A session whose HELLO has not been
+ * accepted reads its next frame only once the worker has handled this one
+ * (the worker restarts the read), so that whether that frame may be longer
+ * than max_hello_bytes follows from how the HELLO went, also for frames
+ * sent right behind it. */
+static bool
 rx_frame_done(tlb_session *s)
 {
 	tlb_job *j = tli_alloc(sizeof(*j));
+	uint8_t *frame = s->rx_buf;
+	size_t len = s->rx_need, resv = s->rx_held;
+	bool greeted = atomic_load(&s->hello_done);
 
-	if (j == NULL) {
-		/* Cannot queue it: say so by hanging up rather than leave
-		 * the request unanswered. */
-		tli_free(s->rx_buf);
-		tlb_session_close(s, "out of memory");
-	} else {
-		tlb_session_hold(s);
-		j->s = s;
-		j->frame = s->rx_buf;
-		j->len = s->rx_need;
-		j->next = NULL;
-		worker_push(s->srv, j);
-	}
+	input_queue(s);
+	/* Reset before queueing: the worker may restart the read at once. */
 	s->rx_buf = NULL;
 	s->rx_cap = 0;
 	s->rx_body = false;
 	s->rx_got = 0;
 	s->rx_need = TLP_LEN_BYTES;
 	s->rx_first_done = true;
+	s->rx_held = 0;
+	if (j == NULL) {
+		/* Cannot queue it: say so by hanging up rather than leave
+		 * the request unanswered. */
+		tli_free(frame);
+		input_release(s->srv, resv, true);
+		tlb_session_close(s, "out of memory");
+		return true; /* the read fails on the closed stream */
+	}
+	tlb_session_hold(s);
+	j->s = s;
+	j->frame = frame;
+	j->len = len;
+	j->resv = resv;
+	j->rx_parked = !greeted;
+	j->next = NULL;
+	worker_push(s->srv, j);
+	return greeted;
 }
 
-/* The body buffer is full but the frame is not: double it (up to the
- * frame's length). Memory follows the bytes that arrived, never the length
- * a peer declared. */
-static bool
-rx_grow(tlb_session *s)
+/* The first chunk of a body, or the next size of its buffer. */
+static size_t
+rx_next_cap(const tlb_session *s)
 {
-	size_t cap = s->rx_cap * 2;
-	uint8_t *p;
+	size_t cap = s->rx_body ? s->rx_cap * 2 : TLB_RX_CHUNK;
 
-	if (cap > s->rx_need) {
-		cap = s->rx_need;
-	}
-	if ((p = tli_realloc(s->rx_buf, cap)) == NULL) {
-		return false;
+	return cap < s->rx_need ? cap : s->rx_need;
+}
+
+/* The memory for rx_next_cap is s's (rx_held): allocate it and read on.
+ * Memory follows the bytes that arrived, never the length a peer declared:
+ * a body starts in a chunk that doubles each time it fills. */
+static void
+rx_resume(tlb_session *s)
+{
+	size_t cap = rx_next_cap(s);
+	uint8_t *p = tli_realloc(s->rx_buf, cap);
+
+	if (p == NULL) {
+		tlb_session_close(s, "out of memory");
+		tlb_session_rele(s); /* the read loop's reference */
+		return;
 	}
 	s->rx_buf = p;
 	s->rx_cap = cap;
-	return true;
+	s->rx_body = true;
+	rx_start(s);
+}
+
+/* Read the body, or the rest of it, when its memory can be had now. */
+static void
+rx_more(tlb_session *s)
+{
+	if (input_take(s, rx_next_cap(s) - s->rx_cap)) {
+		rx_resume(s);
+	} /* else input_kick hands it the memory later */
+}
+
+/* A frame longer than max_hello_bytes from a session whose HELLO has not
+ * been accepted: refused before anything is allocated for it. The read
+ * loop ends here; the session closes once this error (and an earlier
+ * reply, such as a refused HELLO's) has been sent. */
+static void
+rx_refuse_unauth(tlb_session *s)
+{
+	bool first = !s->rx_first_done;
+
+	atomic_fetch_add(&s->b->m.proto_errors, 1);
+	atomic_fetch_add(&s->b->m.pre_hello_refused, 1);
+	tlb_send_error(s, 0, 0, TL_ETOOLARGE,
+	    first ? "the first frame (HELLO) is longer than max_hello_bytes"
+	          : "a frame before an accepted HELLO is longer than "
+	            "max_hello_bytes");
+	tlb_session_close_after_reply(
+	    s, first ? "first frame too long" : "frame too long before HELLO");
+	tlb_session_rele(s); /* the read loop's reference */
 }
 
 static void
@@ -551,27 +797,20 @@ rx_cb(void *arg)
 	atomic_fetch_add(&s->rx_ops, 1);
 	s->rx_got += nng_aio_count(s->rx_aio);
 	if (s->rx_got < s->rx_need) {
-		if (s->rx_body && s->rx_got == s->rx_cap && !rx_grow(s)) {
-			tlb_session_close(s, "out of memory");
-			tlb_session_rele(s);
-			return;
+		if (s->rx_body && s->rx_got == s->rx_cap) {
+			rx_more(s); /* the buffer is full, the frame is not */
+		} else {
+			rx_start(s);
 		}
-		rx_start(s);
 		return;
 	}
 	if (!s->rx_body) {
 		rv = tlp_frame_len(s->rx_len, &len);
-		if (rv == TL_OK && !s->rx_first_done &&
-		    len > TLB_PRE_HELLO_FRAME) {
+		if (rv == TL_OK && !atomic_load(&s->hello_done) &&
+		    len > (uint64_t) s->b->conf.max_hello_bytes) {
 			/* Before HELLO only a HELLO-sized frame: a stranger
 			 * gets no large buffer. */
-			atomic_fetch_add(&s->b->m.proto_errors, 1);
-			atomic_fetch_add(&s->b->m.pre_hello_refused, 1);
-			tlb_send_error(s, 0, 0, TL_ETOOLARGE,
-			    "the first frame (HELLO) is longer than the limit "
-			    "before HELLO");
-			tlb_session_close(s, "first frame too long");
-			tlb_session_rele(s);
+			rx_refuse_unauth(s);
 			return;
 		}
 		if (rv != TL_OK) {
@@ -585,19 +824,14 @@ rx_cb(void *arg)
 			tlb_session_rele(s);
 			return;
 		}
-		s->rx_cap = len < TLB_RX_CHUNK ? len : TLB_RX_CHUNK;
-		if ((s->rx_buf = tli_alloc(s->rx_cap)) == NULL) {
-			tlb_session_close(s, "out of memory");
-			tlb_session_rele(s);
-			return;
-		}
-		s->rx_body = true;
 		s->rx_need = len;
 		s->rx_got = 0;
-	} else {
-		rx_frame_done(s);
+		rx_more(s);
+		return;
 	}
-	rx_start(s);
+	if (rx_frame_done(s)) {
+		rx_start(s);
+	} /* else the worker restarts the read */
 }
 
 /* The peer's IP address as text into out ("" when not an IP peer). */
@@ -617,38 +851,64 @@ peer_addr(nng_stream *st, char *out, size_t cap)
 	}
 }
 
-enum { REFUSE_TOTAL, REFUSE_PER_IP };
+enum { REFUSE_TOTAL, REFUSE_PER_IP, REFUSE_UNAUTH };
 
-/* Whether a connection from peer would go over max_sessions or
- * max_sessions_per_ip; if so it is logged (at most once a second per
- * reason) and counted. */
-static bool
-session_refused(tlb_server *sv, const char *peer)
+/* Per reason: the setting, what was counted, and the metric. */
+static const char *const refuse_setting[] = {
+    "max_sessions", "max_sessions_per_ip", "max_unauth_sessions"};
+static const char *const refuse_what[] = {
+    "sessions", "sessions from that address", "sessions without HELLO"};
+
+/* Which limit a connection from peer would go over (-1: none). */
+static int
+session_over(tlb_server *sv, const char *peer, int *count, int64_t *limit)
 {
-	tlb_broker *b = sv->b;
-	int total, same = 0, why = -1;
-	int64_t now, last;
+	const tlb_conf *c = &sv->b->conf;
+	int total, same = 0, unauth;
 
 	pthread_mutex_lock(&sv->sess_mtx);
 	total = sv->live_sessions;
-	if (peer[0] != '\0' && b->conf.max_sessions_per_ip > 0) {
+	unauth = sv->unauth_sessions;
+	if (peer[0] != '\0' && c->max_sessions_per_ip > 0) {
 		for (tlb_session *s = sv->sessions; s != NULL; s = s->next) {
 			same += strcmp(s->peer, peer) == 0;
 		}
 	}
 	pthread_mutex_unlock(&sv->sess_mtx);
-	if (b->conf.max_sessions > 0 && total >= b->conf.max_sessions) {
-		why = REFUSE_TOTAL;
-	} else if (b->conf.max_sessions_per_ip > 0 &&
-	    same >= b->conf.max_sessions_per_ip) {
-		why = REFUSE_PER_IP;
+	if (c->max_sessions > 0 && total >= c->max_sessions) {
+		*count = total;
+		*limit = c->max_sessions;
+		return REFUSE_TOTAL;
 	}
-	if (why < 0) {
+	if (c->max_sessions_per_ip > 0 && same >= c->max_sessions_per_ip) {
+		*count = same;
+		*limit = c->max_sessions_per_ip;
+		return REFUSE_PER_IP;
+	}
+	if (c->max_unauth_sessions > 0 && unauth >= c->max_unauth_sessions) {
+		*count = unauth;
+		*limit = c->max_unauth_sessions;
+		return REFUSE_UNAUTH;
+	}
+	return -1;
+}
+
+/* Whether a connection from peer would go over max_sessions,
+ * max_sessions_per_ip or max_unauth_sessions; if so it is logged (at most
+ * once a second per reason) and counted. */
+static bool
+session_refused(tlb_server *sv, const char *peer)
+{
+	tlb_broker *b = sv->b;
+	_Atomic uint64_t *counter[] = {&b->m.refused_max_sessions,
+	    &b->m.refused_per_ip, &b->m.refused_unauth};
+	int count = 0, why;
+	int64_t limit = 0, now, last;
+
+	if ((why = session_over(sv, peer, &count, &limit)) < 0) {
 		return false;
 	}
-	atomic_fetch_add(why == REFUSE_TOTAL ? &b->m.refused_max_sessions
-	                                     : &b->m.refused_per_ip,
-	    1);
+	atomic_fetch_add(counter[why], 1);
 	now = tli_mono_ms();
 	last = atomic_load(&sv->refused_log_ms[why]);
 	if (now - last >= 1000 &&
@@ -657,16 +917,10 @@ session_refused(tlb_server *sv, const char *peer)
 		uint64_t more = atomic_exchange(&sv->refused_unlogged[why], 0);
 
 		tlb_log(TLB_WARN, "S012",
-		    "connection from %s refused: %d sessions%s (%s = %lld); "
+		    "connection from %s refused: %d %s (%s = %lld); "
 		    "%llu more refused since the last such message",
-		    peer[0] ? peer : "a local socket",
-		    why == REFUSE_TOTAL ? total : same,
-		    why == REFUSE_TOTAL ? "" : " from that address",
-		    why == REFUSE_TOTAL ? "max_sessions"
-		                        : "max_sessions_per_ip",
-		    (long long) (why == REFUSE_TOTAL
-		            ? b->conf.max_sessions
-		            : b->conf.max_sessions_per_ip),
+		    peer[0] ? peer : "a local socket", count, refuse_what[why],
+		    refuse_setting[why], (long long) limit,
 		    (unsigned long long) more);
 	} else {
 		atomic_fetch_add(&sv->refused_unlogged[why], 1);
@@ -749,6 +1003,7 @@ session_new(tlb_server *sv, nng_stream *st)
 	s->next = sv->sessions;
 	sv->sessions = s;
 	sv->live_sessions++;
+	sv->unauth_sessions++;
 	pthread_mutex_unlock(&sv->sess_mtx);
 	atomic_fetch_add(&b->m.sessions, 1);
 	atomic_fetch_add(&b->m.sessions_total, 1);
@@ -786,7 +1041,11 @@ tlb_session_greet(tlb_session *s, const char *name, size_t n)
 	    name != NULL ? name : "");
 	pthread_mutex_unlock(&s->mtx);
 	s->hello = true;
-	atomic_store(&s->hello_done, true);
+	if (!atomic_exchange(&s->hello_done, true)) {
+		pthread_mutex_lock(&s->srv->sess_mtx);
+		s->srv->unauth_sessions--;
+		pthread_mutex_unlock(&s->srv->sess_mtx);
+	}
 }
 
 int64_t
@@ -1127,7 +1386,10 @@ static void *
 worker_main(void *arg)
 {
 	tlb_server *sv = arg;
+	tlb_session *s;
 	tlb_job *j;
+	size_t resv;
+	bool parked;
 
 	pthread_setname_np(pthread_self(), "tl-worker");
 	for (;;) {
@@ -1140,7 +1402,14 @@ worker_main(void *arg)
 		if (j == NULL) {
 			break;
 		}
+		s = j->s; /* held by its parked read loop, if any */
+		resv = j->resv;
+		parked = j->rx_parked;
 		sv->hooks.handle(sv->b, j);
+		input_release(sv, resv, true);
+		if (parked) {
+			rx_start(s);
+		}
 	}
 	return NULL;
 }
@@ -1182,6 +1451,7 @@ tlb_server_start(tlb_broker *b, const tlb_server_hooks *hooks)
 	pthread_cond_init(&sv->sess_cv, NULL);
 	pthread_mutex_init(&sv->wq_mtx, NULL);
 	pthread_cond_init(&sv->wq_cv, NULL);
+	pthread_mutex_init(&sv->in_mtx, NULL);
 	atomic_store(&sv->next_session, 1);
 	b->srv = sv;
 	if (pthread_create(&sv->worker, NULL, worker_main, sv) != 0) {
@@ -1231,9 +1501,15 @@ tlb_server_stop(tlb_broker *b)
 	 * after the worker left: release it. */
 	pthread_mutex_lock(&sv->wq_mtx);
 	while ((j = worker_pop(sv)) != NULL) {
+		pthread_mutex_unlock(&sv->wq_mtx);
 		tli_free(j->frame);
+		input_release(sv, j->resv, true);
+		if (j->rx_parked) {
+			rx_start(j->s); /* fails on the closed stream */
+		}
 		tlb_session_rele(j->s);
 		tli_free(j);
+		pthread_mutex_lock(&sv->wq_mtx);
 	}
 	pthread_mutex_unlock(&sv->wq_mtx);
 }
@@ -1291,6 +1567,7 @@ tlb_server_wait(tlb_broker *b)
 	}
 	pthread_cond_destroy(&sv->wq_cv);
 	pthread_mutex_destroy(&sv->wq_mtx);
+	pthread_mutex_destroy(&sv->in_mtx);
 	pthread_cond_destroy(&sv->sess_cv);
 	pthread_mutex_destroy(&sv->sess_mtx);
 	tli_free(sv);

@@ -11,8 +11,9 @@
  * given to tlb_server_start for each frame, in arrival order; any thread
  * may send on or close a session. Lock order: the dispatcher's lock before
  * a session's lock (mtx) before its I/O lock (io_mtx); the session list's
- * lock and the worker queue's lock are leaves (a session is held, and the
- * list lock dropped, before anything is done with it).
+ * lock, the worker queue's lock and the input memory's lock are leaves (a
+ * session is held, and the list lock dropped, before anything is done with
+ * it).
  */
 #ifndef TL_BROKER_SERVER_H
 #define TL_BROKER_SERVER_H
@@ -35,6 +36,10 @@ typedef struct tlb_job {
 	tlb_session *s;
 	uint8_t *frame; /* header + body, owned */
 	size_t len;
+	/* server.c's: the input memory it holds until handled, and whether
+	 * its session's read loop waits for it (a session before HELLO) */
+	size_t resv;
+	bool rx_parked;
 } tlb_job;
 
 /* What the server calls out to; set by whoever starts it. */
@@ -81,8 +86,10 @@ bool tlb_session_ending(tlb_session *s);
 /* A frame body is read into a buffer of at most this much at first, then
  * doubled as bytes arrive (never sized by the declared length alone). */
 #define TLB_RX_CHUNK (64u * 1024u)
-/* The longest first frame (the HELLO) a session may send. */
-#define TLB_PRE_HELLO_FRAME (64u * 1024u)
+/* Before its HELLO is accepted a session may send frames of at most
+ * conf.max_hello_bytes; all sessions' frames being read or waiting for the
+ * worker count against conf.max_input_bytes (a session whose next frame
+ * does not fit stops reading until it does). */
 
 /* Encode a whole frame into a fresh buffer and send it on s: `enc` writes
  * the body. Returns TL_OK, or TL_ETOOLARGE / TL_ENOMEM when the frame
