@@ -237,10 +237,11 @@ struct tlh_req {
 	uint64_t limit;
 	bool over;
 	/* the state of the request */
-	bool started;   /* the first call was made */
-	bool suspended; /* by us, until resumed */
-	bool replied;   /* a reply was made (it may be queued already) */
-	bool failed;    /* no reply could be made: close */
+	bool started;    /* the first call was made */
+	bool suspended;  /* by us, until resumed */
+	bool replied;    /* a reply was made (it may be queued already) */
+	bool failed;     /* no reply could be made: close */
+	bool body_timed; /* the body's timeout is on */
 	struct MHD_Response *resp; /* made, not yet queued */
 	unsigned resp_status;
 	tli_qnode wn; /* in the worker queue */
@@ -1200,6 +1201,27 @@ framing_ok(tlh_req *q)
 	return !c.differ;
 }
 
+/* The connection's idle timeout: body_timeout_s while a body is read (a
+ * body that stops coming, such as a chunk that declares more than will
+ * ever be sent, closes the connection then), conn_timeout_s otherwise. */
+static void
+body_timeout(tlh_req *q, bool reading)
+{
+	MHD_set_connection_option(q->conn, MHD_CONNECTION_OPTION_TIMEOUT,
+	    reading ? q->s->cfg.body_timeout_s : q->s->cfg.conn_timeout_s);
+	q->body_timed = reading;
+}
+
+/* Whether a body follows the headers. */
+static bool
+body_expected(tlh_req *q)
+{
+	const char *cl = tlh_req_header(q, "Content-Length");
+
+	return tlh_req_header(q, "Transfer-Encoding") != NULL ||
+	    (cl != NULL && strtoull(cl, NULL, 10) > 0);
+}
+
 static void
 first_call(tlh_req *q)
 {
@@ -1241,6 +1263,9 @@ limit:
 	if (cl != NULL && strtoull(cl, NULL, 10) > q->limit) {
 		reply_drop(q);
 		reply_error(q, TLH_E_TOO_LARGE, 0);
+	}
+	if (!q->replied && body_expected(q)) {
+		body_timeout(q, true);
 	}
 }
 
@@ -1314,6 +1339,9 @@ stream_call(tlh_req *q, struct MHD_Connection *conn, const char *upload,
 		return ok ? MHD_YES : MHD_NO;
 	}
 	q->body_end = true;
+	if (q->body_timed) {
+		body_timeout(q, false);
+	}
 	pthread_cond_broadcast(&q->scv);
 	if (!q->published) {
 		ok = stream_suspend(q, WAIT_REPLY);
@@ -1332,6 +1360,9 @@ last_call(tlh_req *q)
 {
 	int fast = TLH_FAST_NO;
 
+	if (q->body_timed) {
+		body_timeout(q, false);
+	}
 	if (!suspend(q)) {
 		reply_error(q, TLH_E_STOPPING, 0);
 		return true;
@@ -1419,6 +1450,9 @@ tlh_server_alloc(tlh_server **out, const tlh_config *cfg)
 	}
 	if (s->cfg.conn_timeout_s == 0) {
 		s->cfg.conn_timeout_s = 300;
+	}
+	if (s->cfg.body_timeout_s == 0) {
+		s->cfg.body_timeout_s = 30;
 	}
 	if (s->cfg.body_max == 0) {
 		s->cfg.body_max = 65536;

@@ -7,10 +7,10 @@
  * pattern, body limit, authentication, handlers) and registers each entry
  * once with tlh_route_add; a fallback takes every request no route
  * matches. The server owns the rest: libmicrohttpd event loops, reading
- * the body up to the route's limit (413), 405 with an Allow header for a
- * known path asked with another method, the worker threads blocking work
- * runs on while the connection is suspended, the asynchronous completion
- * path, the authentication hook, connection limits and timeouts.
+ * the body up to the route's limit (413) and its timeout, 405 with an Allow
+ * header for a known path asked with another method, the worker threads
+ * blocking work runs on while the connection is suspended, the asynchronous
+ * completion path, the authentication hook, connection limits and timeouts.
  *
  * The life of a request. On the event loop, when only the headers are in:
  * the target must be origin-form ("/..."; else error TLH_E_TARGET), the
@@ -117,8 +117,11 @@ typedef struct tlh_config {
 	unsigned loops;          /* event-loop threads; 0: 2 */
 	unsigned conn_limit;     /* 0: 2000 */
 	unsigned conn_timeout_s; /* idle connections; 0: 300 */
-	uint64_t body_max;       /* the default body limit; 0: 64 KiB */
-	bool trust_forwarded;    /* client address from X-Forwarded-For */
+	/* a request body that stops coming for this long closes the
+	 * connection; 0: 30 */
+	unsigned body_timeout_s;
+	uint64_t body_max;    /* the default body limit; 0: 64 KiB */
+	bool trust_forwarded; /* client address from X-Forwarded-For */
 	/* headers added to every reply made without TLH_REPLY_BARE (CORS) */
 	const char *const *headers; /* name, value, ..., NULL */
 	size_t req_size;            /* bytes of adapter state per request */
