@@ -1284,8 +1284,9 @@ body_add(tlh_req *q, const char *p, size_t n)
 }
 
 /* A stream's handler starts on a worker now, the body to come (on the
- * event loop, the first call). */
-static void
+ * event loop, the first call); false when it cannot (then the reply is
+ * made: 503). */
+static bool
 stream_start(tlh_req *q)
 {
 	tlh_server *s = q->s;
@@ -1309,6 +1310,7 @@ stream_start(tlh_req *q)
 		q->streaming = false;
 		reply_error(q, TLH_E_STOPPING, 0);
 	}
+	return ok;
 }
 
 /* A later call of a stream: a piece of the body into its buffer, or the
@@ -1412,11 +1414,10 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
 			q->streaming = false; /* answered: no handler */
 			return reply_flush(conn, q);
 		}
-		if (q->streaming) {
-			stream_start(q);
-			if (q->replied) {
-				return reply_flush(conn, q);
-			}
+		/* a stream's handler may answer as soon as it starts: only
+		 * a stream that could not start is answered here */
+		if (q->streaming && !stream_start(q)) {
+			return reply_flush(conn, q);
 		}
 		return MHD_YES;
 	}

@@ -94,7 +94,10 @@ class Handler(BaseHTTPRequestHandler):
         te = (self.headers.get("Transfer-Encoding") or "").lower()
         if te == "chunked":
             while True:
-                n = int(self.rfile.readline().split(b";")[0].strip(), 16)
+                line = self.rfile.readline()
+                if not line.strip():
+                    return  # cut short
+                n = int(line.split(b";")[0].strip(), 16)
                 if n == 0:
                     while self.rfile.readline().strip():
                         pass  # trailers
