@@ -15,7 +15,22 @@
  * called again and queues the reply made for it. Stopping refuses new
  * work and waits until no connection is suspended before the daemon
  * stops, since libmicrohttpd cannot stop with suspended connections.
- * Lock: one mutex per server (the worker queue and counters), a leaf.
+ *
+ * Streams. A request marked by tlh_req_stream goes to a worker as soon
+ * as its headers are in, with the connection live: the event loop puts
+ * the body into a bounded buffer the handler reads (tlh_req_read),
+ * suspending the connection while the buffer is full; the handler's
+ * reply body goes through another bounded buffer the event loop sends
+ * from (a libmicrohttpd content reader), which suspends the connection
+ * while the buffer is empty. libmicrohttpd queues a reply only before the
+ * body is read or once it is all in, so the connection also waits,
+ * suspended, from the body's end until the reply is published (its first
+ * body bytes, its end, or the handler's return); from then on the rest of
+ * the body is dropped. Who suspended resumes nothing: the other side
+ * resumes when it changes what the suspension waited for. A streamed
+ * request is shared by the event loop, the worker and the reply's reader
+ * and freed by the last of them (refs). Locks: a request's stream mutex,
+ * then the server's mutex (a leaf).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -40,6 +55,11 @@
 #define WORKERS_MAX 1024
 /* Path segments a pattern may have; deeper paths go to the fallback. */
 #define SEGS_MAX 32
+/* A stream's buffer each way: the body is read into it until it holds
+ * this much, then waits until the handler has taken it down to
+ * STREAM_LOW; a handler's write waits while the reply's is full. */
+#define STREAM_CAP (64u * 1024u)
+#define STREAM_LOW (16u * 1024u)
 
 /* ---- routes ---- */
 
@@ -121,6 +141,62 @@ pattern_parse(rt *t)
 
 /* ---- the server ---- */
 
+/* A byte queue of a stream: data[off, off + len). */
+typedef struct fifo {
+	char *data;
+	size_t cap, off, len;
+} fifo;
+
+static bool
+fifo_push(fifo *f, const char *p, size_t n)
+{
+	if (f->off + f->len + n > f->cap && f->off > 0) {
+		memmove(f->data, f->data + f->off, f->len);
+		f->off = 0;
+	}
+	if (f->len + n > f->cap) {
+		size_t cap = f->len + n > STREAM_CAP ? f->len + n : STREAM_CAP;
+		char *d = tli_realloc(f->data, cap);
+		if (d == NULL) {
+			return false;
+		}
+		f->data = d;
+		f->cap = cap;
+	}
+	memcpy(f->data + f->off + f->len, p, n);
+	f->len += n;
+	return true;
+}
+
+static size_t
+fifo_pop(fifo *f, void *out, size_t max)
+{
+	size_t n = f->len < max ? f->len : max;
+
+	memcpy(out, f->data + f->off, n);
+	f->off += n;
+	f->len -= n;
+	if (f->len == 0) {
+		f->off = 0;
+	}
+	return n;
+}
+
+static void
+fifo_fini(fifo *f)
+{
+	tli_free(f->data);
+	memset(f, 0, sizeof(*f));
+}
+
+/* What a suspended stream waits for. */
+enum {
+	WAIT_NONE = 0,
+	WAIT_ROOM,  /* the body's buffer to drain */
+	WAIT_REPLY, /* the body is in: the reply to be published */
+	WAIT_DATA,  /* the reply's next bytes (or its end) */
+};
+
 struct tlh_req;
 
 struct tlh_server {
@@ -161,14 +237,35 @@ struct tlh_req {
 	uint64_t limit;
 	bool over;
 	/* the state of the request */
-	bool started;   /* the first call was made */
-	bool suspended; /* by us, until resumed */
-	bool replied;   /* a reply was made (it may be queued already) */
-	bool failed;    /* no reply could be made: close */
+	bool started;    /* the first call was made */
+	bool suspended;  /* by us, until resumed */
+	bool replied;    /* a reply was made (it may be queued already) */
+	bool failed;     /* no reply could be made: close */
+	bool body_timed; /* the body's timeout is on */
 	struct MHD_Response *resp; /* made, not yet queued */
 	unsigned resp_status;
 	tli_qnode wn; /* in the worker queue */
+	/* a stream (tlh_req_stream); the fields below under smtx */
+	bool streaming;
+	tli_buf hdrs;  /* the headers, "name\0value\0"... */
+	bool hdrs_own; /* read from hdrs */
+	pthread_mutex_t smtx;
+	pthread_cond_t scv;    /* data, room, the end, or gone */
+	int refs;              /* the connection, the worker, the reader */
+	int wait;              /* WAIT_*: why the connection is suspended */
+	fifo in, out;          /* the body, the reply's body */
+	uint64_t body_seen;    /* counted against the limit */
+	bool body_end;         /* the whole body is in */
+	bool gone;             /* the connection is closed */
+	bool published;        /* the reply may be queued */
+	bool out_stream;       /* its body comes from tlh_reply_write */
+	bool out_end, out_err; /* its body ended (with an error) */
+	bool out_queued;       /* its reader holds a reference */
 };
+
+static void req_unref(tlh_req *q);
+static bool stream_suspend(tlh_req *q, int why);
+static void stream_wake(tlh_req *q, unsigned whys);
 
 int
 tlh_route_add(tlh_server *s, const tlh_route *r)
@@ -305,17 +402,13 @@ allow_header(tlh_req *q, unsigned allow)
 
 /* ---- replies ---- */
 
-int
-tlh_reply(tlh_req *q, int status, const char *ctype, const void *body,
-    size_t len, unsigned flags)
+/* The reply made of resp (NULL: none could be: the connection closes). */
+static int
+reply_set(tlh_req *q, struct MHD_Response *resp, int status, const char *ctype,
+    unsigned flags)
 {
 	const char *const *h = q->s->cfg.headers;
-	struct MHD_Response *resp;
 
-	TLI_ASSERT(!q->replied); /* one reply per request */
-	q->replied = true;
-	resp = MHD_create_response_from_buffer(
-	    len, (void *) body, MHD_RESPMEM_MUST_COPY);
 	if (resp == NULL) {
 		q->failed = true;
 		return TL_ENOMEM;
@@ -330,6 +423,127 @@ tlh_reply(tlh_req *q, int status, const char *ctype, const void *body,
 	q->resp = resp;
 	q->resp_status = (unsigned) status;
 	return TL_OK;
+}
+
+int
+tlh_reply(tlh_req *q, int status, const char *ctype, const void *body,
+    size_t len, unsigned flags)
+{
+	struct MHD_Response *resp;
+
+	TLI_ASSERT(!q->replied); /* one reply per request */
+	q->replied = true;
+	resp = MHD_create_response_from_buffer(
+	    len, (void *) body, MHD_RESPMEM_MUST_COPY);
+	return reply_set(q, resp, status, ctype, flags);
+}
+
+/* ---- streamed replies ---- */
+
+/* On the event loop: the reply's next bytes; suspends while there are
+ * none yet. */
+static ssize_t
+out_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	tlh_req *q = cls;
+	ssize_t n = 0;
+
+	(void) pos;
+	pthread_mutex_lock(&q->smtx);
+	if (q->out.len > 0) {
+		n = (ssize_t) fifo_pop(&q->out, buf, max);
+		pthread_cond_broadcast(&q->scv);
+	} else if (q->out_end) {
+		n = q->out_err ? MHD_CONTENT_READER_END_WITH_ERROR
+		               : MHD_CONTENT_READER_END_OF_STREAM;
+	} else if (!stream_suspend(q, WAIT_DATA)) {
+		n = MHD_CONTENT_READER_END_WITH_ERROR;
+	}
+	pthread_mutex_unlock(&q->smtx);
+	return n;
+}
+
+/* The reply is gone: a queued one held a reference to q. */
+static void
+out_free(void *cls)
+{
+	tlh_req *q = cls;
+
+	if (q->out_queued) {
+		req_unref(q);
+	}
+}
+
+int
+tlh_reply_stream(
+    tlh_req *q, int status, const char *ctype, uint64_t size, unsigned flags)
+{
+	struct MHD_Response *resp;
+
+	TLI_ASSERT(q->streaming && !q->replied);
+	q->replied = true;
+	q->out_stream = true;
+	resp = MHD_create_response_from_callback(
+	    size, 32 * 1024, out_read, q, out_free);
+	return reply_set(q, resp, status, ctype, flags);
+}
+
+/* The reply may be queued (smtx held); the rest of the body is dropped. */
+static void
+stream_publish(tlh_req *q)
+{
+	if (q->published) {
+		return;
+	}
+	q->published = true;
+	fifo_fini(&q->in);
+	pthread_cond_broadcast(&q->scv);
+	stream_wake(q, 1u << WAIT_ROOM | 1u << WAIT_REPLY);
+}
+
+int
+tlh_reply_write(tlh_req *q, const void *p, size_t n)
+{
+	const char *b = p;
+	int rv = TL_OK;
+
+	TLI_ASSERT(q->out_stream);
+	pthread_mutex_lock(&q->smtx);
+	stream_publish(q);
+	while (n > 0 && rv == TL_OK) {
+		size_t k = STREAM_CAP -
+		    (q->out.len < STREAM_CAP ? q->out.len : STREAM_CAP);
+		if (q->gone || q->out_end) {
+			rv = TL_ECLOSED;
+		} else if (k == 0) {
+			pthread_cond_wait(&q->scv, &q->smtx);
+		} else {
+			k = k < n ? k : n;
+			if (!fifo_push(&q->out, b, k)) {
+				rv = TL_ENOMEM;
+				break;
+			}
+			b += k;
+			n -= k;
+			stream_wake(q, 1u << WAIT_DATA);
+		}
+	}
+	pthread_mutex_unlock(&q->smtx);
+	return rv;
+}
+
+void
+tlh_reply_end(tlh_req *q, bool ok)
+{
+	TLI_ASSERT(q->out_stream);
+	pthread_mutex_lock(&q->smtx);
+	stream_publish(q);
+	if (!q->out_end) {
+		q->out_end = true;
+		q->out_err = !ok;
+	}
+	stream_wake(q, 1u << WAIT_DATA);
+	pthread_mutex_unlock(&q->smtx);
 }
 
 void
@@ -398,6 +612,13 @@ reply_flush(struct MHD_Connection *conn, tlh_req *q)
 	if (q->resp == NULL) {
 		return MHD_NO;
 	}
+	if (q->out_stream) {
+		/* the queued reply's reader holds q until it is freed */
+		pthread_mutex_lock(&q->smtx);
+		q->refs++;
+		q->out_queued = true;
+		pthread_mutex_unlock(&q->smtx);
+	}
 	rv = MHD_queue_response(conn, q->resp_status, q->resp);
 	MHD_destroy_response(q->resp);
 	q->resp = NULL;
@@ -436,10 +657,49 @@ tlh_req_ip(const tlh_req *q)
 	return q->ip;
 }
 
+/* A stream's worker reads the headers from a copy: the event loop adds a
+ * chunked body's trailers to libmicrohttpd's list meanwhile. */
+/* The copied header after name (NULL: the first); its value in *value. */
+static const char *
+hdrs_next(const tlh_req *q, const char *name, const char **value)
+{
+	const char *b = (const char *) q->hdrs.data;
+	const char *p = name == NULL ? b : *value + strlen(*value) + 1;
+
+	if (b == NULL || p >= b + q->hdrs.len) {
+		return NULL;
+	}
+	*value = p + strlen(p) + 1;
+	return p;
+}
+
+static enum MHD_Result
+hdrs_copy(void *arg, enum MHD_ValueKind kind, const char *k, const char *v)
+{
+	tli_buf *b = arg;
+
+	(void) kind;
+	tli_buf_append(b, k, strlen(k) + 1);
+	v = v != NULL ? v : "";
+	tli_buf_append(b, v, strlen(v) + 1);
+	return MHD_YES;
+}
+
 const char *
 tlh_req_header(const tlh_req *q, const char *name)
 {
-	return MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, name);
+	const char *p, *v = NULL;
+
+	if (!q->hdrs_own) {
+		return MHD_lookup_connection_value(
+		    q->conn, MHD_HEADER_KIND, name);
+	}
+	for (p = hdrs_next(q, NULL, &v); p != NULL; p = hdrs_next(q, p, &v)) {
+		if (strcasecmp(p, name) == 0) {
+			return v;
+		}
+	}
+	return NULL;
 }
 
 typedef struct each_ctx {
@@ -462,8 +722,16 @@ tlh_req_each_header(const tlh_req *q,
     void (*fn)(const char *name, const char *value, void *arg), void *arg)
 {
 	each_ctx c = {fn, arg};
+	const char *p, *v = NULL;
 
-	MHD_get_connection_values(q->conn, MHD_HEADER_KIND, each_header, &c);
+	if (!q->hdrs_own) {
+		MHD_get_connection_values(
+		    q->conn, MHD_HEADER_KIND, each_header, &c);
+		return;
+	}
+	for (p = hdrs_next(q, NULL, &v); p != NULL; p = hdrs_next(q, p, &v)) {
+		fn(p, v, arg);
+	}
 }
 
 const char *
@@ -520,6 +788,38 @@ tlh_req_set_body_max(tlh_req *q, uint64_t max)
 	q->limit = max;
 }
 
+void
+tlh_req_stream(tlh_req *q)
+{
+	q->streaming = true;
+}
+
+int
+tlh_req_read(tlh_req *q, void *buf, size_t cap, size_t *n)
+{
+	int rv = TL_OK;
+
+	TLI_ASSERT(q->streaming);
+	*n = 0;
+	pthread_mutex_lock(&q->smtx);
+	while (q->in.len == 0 && !q->body_end && !q->over && !q->gone &&
+	    !q->published) {
+		pthread_cond_wait(&q->scv, &q->smtx);
+	}
+	if (q->over) {
+		rv = TL_ETOOLARGE;
+	} else if (q->in.len > 0) {
+		*n = fifo_pop(&q->in, buf, cap);
+		if (q->in.len <= STREAM_LOW) {
+			stream_wake(q, 1u << WAIT_ROOM);
+		}
+	} else if (!q->body_end) {
+		rv = TL_ECLOSED; /* gone, or the reply is published */
+	}
+	pthread_mutex_unlock(&q->smtx);
+	return rv;
+}
+
 const void *
 tlh_req_route_data(const tlh_req *q)
 {
@@ -560,7 +860,26 @@ req_free(tlh_req *q)
 	if (q->resp != NULL) {
 		MHD_destroy_response(q->resp);
 	}
+	tli_buf_fini(&q->hdrs);
+	fifo_fini(&q->in);
+	fifo_fini(&q->out);
+	pthread_mutex_destroy(&q->smtx);
+	pthread_cond_destroy(&q->scv);
 	tli_free(q);
+}
+
+/* Drops a reference to q: the last frees it. */
+static void
+req_unref(tlh_req *q)
+{
+	int refs;
+
+	pthread_mutex_lock(&q->smtx);
+	refs = --q->refs;
+	pthread_mutex_unlock(&q->smtx);
+	if (refs == 0) {
+		req_free(q);
+	}
 }
 
 static void
@@ -643,6 +962,50 @@ suspend(tlh_req *q)
 	return true;
 }
 
+/* Suspend a stream's connection (on the event loop, smtx held) until the
+ * worker changes what it waits for; false while the server stops (then
+ * the connection is closed instead, and the worker finds it gone). */
+static bool
+stream_suspend(tlh_req *q, int why)
+{
+	/* libmicrohttpd may call again before it stops serving a connection
+	 * suspended (several chunks read at once) */
+	if (q->wait != WAIT_NONE) {
+		q->wait = why;
+		return true;
+	}
+	if (!suspend(q)) {
+		return false;
+	}
+	q->wait = why;
+	return true;
+}
+
+/* Resume a stream's connection if it waits for one of whys (1 << WAIT_*;
+ * smtx held). */
+static void
+stream_wake(tlh_req *q, unsigned whys)
+{
+	if (q->wait != WAIT_NONE && (whys & (1u << q->wait)) != 0) {
+		q->wait = WAIT_NONE;
+		resume(q);
+	}
+}
+
+/* The stream's handler returned: its reply is published and ended. */
+static void
+stream_done(tlh_req *q)
+{
+	pthread_mutex_lock(&q->smtx);
+	if (q->out_stream && !q->out_end) {
+		q->out_end = q->out_err = true; /* not ended: cut short */
+	}
+	stream_publish(q);
+	stream_wake(q, 1u << WAIT_DATA);
+	pthread_mutex_unlock(&q->smtx);
+	req_unref(q);
+}
+
 /* The request's work on a worker: authentication, then the handler. */
 static void
 run(tlh_req *q)
@@ -683,7 +1046,11 @@ worker_main(void *arg)
 		s->idle--;
 		pthread_mutex_unlock(&s->mtx);
 		run(q);
-		resume(q);
+		if (q->streaming) {
+			stream_done(q);
+		} else {
+			resume(q);
+		}
 		pthread_mutex_lock(&s->mtx);
 		s->idle++;
 	}
@@ -757,6 +1124,9 @@ on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 	if (q == NULL) {
 		return NULL;
 	}
+	pthread_mutex_init(&q->smtx, NULL);
+	pthread_cond_init(&q->scv, NULL);
+	q->refs = 1; /* the connection's */
 	q->s = s;
 	q->conn = conn;
 	q->uri = tli_strndup(uri, strlen(uri));
@@ -773,10 +1143,18 @@ static void
 on_done(void *cls, struct MHD_Connection *conn, void **req_cls,
     enum MHD_RequestTerminationCode toe)
 {
+	tlh_req *q = *req_cls;
+
 	(void) cls;
 	(void) conn;
 	(void) toe;
-	req_free(*req_cls);
+	if (q != NULL) {
+		pthread_mutex_lock(&q->smtx);
+		q->gone = true;
+		pthread_cond_broadcast(&q->scv);
+		pthread_mutex_unlock(&q->smtx);
+		req_unref(q);
+	}
 	*req_cls = NULL;
 }
 
@@ -823,6 +1201,27 @@ framing_ok(tlh_req *q)
 	return !c.differ;
 }
 
+/* The connection's idle timeout: body_timeout_s while a body is read (a
+ * body that stops coming, such as a chunk that declares more than will
+ * ever be sent, closes the connection then), conn_timeout_s otherwise. */
+static void
+body_timeout(tlh_req *q, bool reading)
+{
+	MHD_set_connection_option(q->conn, MHD_CONNECTION_OPTION_TIMEOUT,
+	    reading ? q->s->cfg.body_timeout_s : q->s->cfg.conn_timeout_s);
+	q->body_timed = reading;
+}
+
+/* Whether a body follows the headers. */
+static bool
+body_expected(tlh_req *q)
+{
+	const char *cl = tlh_req_header(q, "Content-Length");
+
+	return tlh_req_header(q, "Transfer-Encoding") != NULL ||
+	    (cl != NULL && strtoull(cl, NULL, 10) > 0);
+}
+
 static void
 first_call(tlh_req *q)
 {
@@ -865,6 +1264,9 @@ limit:
 		reply_drop(q);
 		reply_error(q, TLH_E_TOO_LARGE, 0);
 	}
+	if (!q->replied && body_expected(q)) {
+		body_timeout(q, true);
+	}
 }
 
 static void
@@ -881,6 +1283,77 @@ body_add(tlh_req *q, const char *p, size_t n)
 	}
 }
 
+/* A stream's handler starts on a worker now, the body to come (on the
+ * event loop, the first call); false when it cannot (then the reply is
+ * made: 503). */
+static bool
+stream_start(tlh_req *q)
+{
+	tlh_server *s = q->s;
+	bool ok;
+
+	MHD_get_connection_values(
+	    q->conn, MHD_HEADER_KIND, hdrs_copy, &q->hdrs);
+	q->hdrs_own = true;
+	pthread_mutex_lock(&q->smtx);
+	q->refs++; /* the worker's */
+	pthread_mutex_unlock(&q->smtx);
+	pthread_mutex_lock(&s->mtx);
+	worker_add(s);
+	if ((ok = s->nthreads > 0 && !s->draining && !q->hdrs.oom)) {
+		tli_queue_push(&s->work, &q->wn);
+		pthread_cond_signal(&s->cv);
+	}
+	pthread_mutex_unlock(&s->mtx);
+	if (!ok) {
+		q->refs--; /* no other holder yet */
+		q->streaming = false;
+		reply_error(q, TLH_E_STOPPING, 0);
+	}
+	return ok;
+}
+
+/* A later call of a stream: a piece of the body into its buffer, or the
+ * end of the body: the reply once published. */
+static enum MHD_Result
+stream_call(tlh_req *q, struct MHD_Connection *conn, const char *upload,
+    size_t *upload_size)
+{
+	size_t n = *upload_size;
+	bool ok = true;
+
+	*upload_size = 0;
+	pthread_mutex_lock(&q->smtx);
+	if (n > 0) {
+		if (!q->published && !q->over) {
+			q->body_seen += n;
+			if (q->body_seen > q->limit) {
+				q->over = true; /* the rest is dropped */
+				fifo_fini(&q->in);
+			} else if (!fifo_push(&q->in, upload, n)) {
+				ok = false;
+			} else if (q->in.len >= STREAM_CAP) {
+				ok = stream_suspend(q, WAIT_ROOM);
+			}
+			pthread_cond_broadcast(&q->scv);
+		}
+		pthread_mutex_unlock(&q->smtx);
+		return ok ? MHD_YES : MHD_NO;
+	}
+	q->body_end = true;
+	if (q->body_timed) {
+		body_timeout(q, false);
+	}
+	pthread_cond_broadcast(&q->scv);
+	if (!q->published) {
+		ok = stream_suspend(q, WAIT_REPLY);
+		pthread_mutex_unlock(&q->smtx);
+		return ok ? MHD_YES : MHD_NO;
+	}
+	pthread_mutex_unlock(&q->smtx);
+	return reply_flush(conn, q);
+}
+
 /* The last call, the body in: a fast answer, or a worker. true when the
  * reply is to be queued now; otherwise q belongs to the work in progress
  * until the connection resumes. */
@@ -889,6 +1362,9 @@ last_call(tlh_req *q)
 {
 	int fast = TLH_FAST_NO;
 
+	if (q->body_timed) {
+		body_timeout(q, false);
+	}
 	if (!suspend(q)) {
 		reply_error(q, TLH_E_STOPPING, 0);
 		return true;
@@ -923,6 +1399,9 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
 	if (q == NULL) {
 		return MHD_NO;
 	}
+	if (q->streaming) {
+		return stream_call(q, conn, upload, upload_size);
+	}
 	TLI_ASSERT(!q->suspended);
 	if (q->resp != NULL || q->failed) {
 		return reply_flush(conn, q); /* resumed with its reply */
@@ -931,7 +1410,16 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
 		q->started = true;
 		snprintf(q->method, sizeof(q->method), "%s", method);
 		first_call(q);
-		return q->replied ? reply_flush(conn, q) : MHD_YES;
+		if (q->replied) {
+			q->streaming = false; /* answered: no handler */
+			return reply_flush(conn, q);
+		}
+		/* a stream's handler may answer as soon as it starts: only
+		 * a stream that could not start is answered here */
+		if (q->streaming && !stream_start(q)) {
+			return reply_flush(conn, q);
+		}
+		return MHD_YES;
 	}
 	if (*upload_size > 0) {
 		body_add(q, upload, *upload_size);
@@ -963,6 +1451,9 @@ tlh_server_alloc(tlh_server **out, const tlh_config *cfg)
 	}
 	if (s->cfg.conn_timeout_s == 0) {
 		s->cfg.conn_timeout_s = 300;
+	}
+	if (s->cfg.body_timeout_s == 0) {
+		s->cfg.body_timeout_s = 30;
 	}
 	if (s->cfg.body_max == 0) {
 		s->cfg.body_max = 65536;

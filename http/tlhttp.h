@@ -7,10 +7,10 @@
  * pattern, body limit, authentication, handlers) and registers each entry
  * once with tlh_route_add; a fallback takes every request no route
  * matches. The server owns the rest: libmicrohttpd event loops, reading
- * the body up to the route's limit (413), 405 with an Allow header for a
- * known path asked with another method, the worker threads blocking work
- * runs on while the connection is suspended, the asynchronous completion
- * path, the authentication hook, connection limits and timeouts.
+ * the body up to the route's limit (413) and its timeout, 405 with an Allow
+ * header for a known path asked with another method, the worker threads
+ * blocking work runs on while the connection is suspended, the asynchronous
+ * completion path, the authentication hook, connection limits and timeouts.
  *
  * The life of a request. On the event loop, when only the headers are in:
  * the target must be origin-form ("/..."; else error TLH_E_TARGET), the
@@ -25,6 +25,16 @@
  * (routes with TLH_AUTH or TLH_AUTH_OPTIONAL) and the handler, which
  * makes the reply. Every reply is made once (tlh_reply) and queued by the
  * event loop when the connection resumes.
+ *
+ * Streams. A head hook may call tlh_req_stream: then the handler runs on
+ * a worker as soon as the headers are in and reads the body as it comes
+ * (tlh_req_read), through a small buffer (64 KiB) that holds the client
+ * back while full; the limit still counts, as the body streams. Its reply
+ * may be streamed too (tlh_reply_stream, tlh_reply_write, tlh_reply_end),
+ * through a buffer as small that holds the handler back. libmicrohttpd
+ * sends a reply only once the whole body is in, so a reply is published
+ * (may be sent) at its first body bytes, its end or the handler's return,
+ * and from then on the rest of the body is read and dropped.
  */
 #ifndef TL_HTTP_TLHTTP_H
 #define TL_HTTP_TLHTTP_H
@@ -107,8 +117,11 @@ typedef struct tlh_config {
 	unsigned loops;          /* event-loop threads; 0: 2 */
 	unsigned conn_limit;     /* 0: 2000 */
 	unsigned conn_timeout_s; /* idle connections; 0: 300 */
-	uint64_t body_max;       /* the default body limit; 0: 64 KiB */
-	bool trust_forwarded;    /* client address from X-Forwarded-For */
+	/* a request body that stops coming for this long closes the
+	 * connection; 0: 30 */
+	unsigned body_timeout_s;
+	uint64_t body_max;    /* the default body limit; 0: 64 KiB */
+	bool trust_forwarded; /* client address from X-Forwarded-For */
 	/* headers added to every reply made without TLH_REPLY_BARE (CORS) */
 	const char *const *headers; /* name, value, ..., NULL */
 	size_t req_size;            /* bytes of adapter state per request */
@@ -159,6 +172,14 @@ const char *tlh_req_body(const tlh_req *req, size_t *len);
 bool tlh_req_body_over(const tlh_req *req);
 /* Changes the body limit (a head hook, before the body is read). */
 void tlh_req_set_body_max(tlh_req *req, uint64_t max);
+/* In a head hook: the handler starts with the headers in and reads the
+ * body with tlh_req_read (tlh_req_body stays empty). */
+void tlh_req_stream(tlh_req *req);
+/* On a stream's worker: up to cap bytes of the body into buf, waiting
+ * until some come. TL_OK with *n bytes (0: the body ended), TL_ETOOLARGE
+ * (over the limit: tlh_req_body_over; the rest is dropped) or TL_ECLOSED
+ * (the client went away, or the reply is published). */
+int tlh_req_read(tlh_req *req, void *buf, size_t cap, size_t *n);
 /* The data of the route serving the request (NULL for the fallback's). */
 const void *tlh_req_route_data(const tlh_req *req);
 /* The adapter's per-request state (cfg.req_size bytes, zeroed). */
@@ -174,6 +195,21 @@ enum {
  * connection is closed). */
 int tlh_reply(tlh_req *req, int status, const char *ctype, const void *body,
     size_t len, unsigned flags);
+/* A stream's reply whose body follows through tlh_reply_write: status,
+ * the body's size (TLH_SIZE_UNKNOWN: chunked, or until the connection
+ * closes for HTTP/1.0), a Content-Type unless ctype is NULL. Headers may be
+ * added until the first write or the end. TL_OK or TL_ENOMEM (then the
+ * connection is closed). */
+#define TLH_SIZE_UNKNOWN UINT64_MAX
+int tlh_reply_stream(
+    tlh_req *req, int status, const char *ctype, uint64_t size, unsigned flags);
+/* The reply's next bytes, waiting while its buffer is full. TL_OK,
+ * TL_ECLOSED (the client went away: stop) or TL_ENOMEM. */
+int tlh_reply_write(tlh_req *req, const void *p, size_t n);
+/* The end of the reply's body; !ok: it is cut short (the connection is
+ * closed, so the client sees it incomplete). A handler that returns
+ * without it cuts the reply short. */
+void tlh_reply_end(tlh_req *req, bool ok);
 /* Adds a header to the reply made. */
 void tlh_reply_header(tlh_req *req, const char *name, const char *value);
 bool tlh_replied(const tlh_req *req);

@@ -1,16 +1,30 @@
 /*
  * The homeserver client: one blocking HTTP request through libcurl, with
  * a small pool of easy handles so that connections to the homeserver are
- * kept alive between requests of different threads.
+ * kept alive between requests of different threads. A request either
+ * holds its whole answer (tlg_hs_request: the gateway's own calls and the
+ * answers it patches, small JSON, bounded by HS_MAX_RESPONSE) or streams
+ * its body and answer through callbacks (tlg_hs_stream: pass-through);
+ * curl waits inside a callback that waits, so nothing more is held.
  */
 #include <curl/curl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "gw.h"
+#include "hs.h"
 
-#define HS_MAX_RESPONSE (256u * 1024u * 1024u)
+/* Answers held whole are small JSON (whoami, a send's event id, versions,
+ * capabilities). */
+#define HS_MAX_RESPONSE (1024u * 1024u)
+
+/* The status line of a new header block (after a 100 Continue or a
+ * redirect). */
+static bool
+status_line(const char *p, size_t len)
+{
+	return len > 5 && strncmp(p, "HTTP/", 5) == 0;
+}
 
 static size_t
 on_body(char *p, size_t size, size_t n, void *arg)
@@ -32,7 +46,7 @@ on_header(char *p, size_t size, size_t n, void *arg)
 
 	/* A new status line (after a 100 Continue or a redirect) starts a
 	 * new header block. */
-	if (len > 5 && strncmp(p, "HTTP/", 5) == 0) {
+	if (status_line(p, len)) {
 		tli_buf_reset(&r->headers);
 		r->ctype[0] = '\0';
 		return len;
@@ -166,6 +180,156 @@ tlg_hs_request(tlg *g, const char *method, const char *url, const hs_hdr *hdrs,
 	curl_slist_free_all(hl);
 	curl_put(g, h);
 	return r->status != 0 ? 0 : -1;
+}
+
+/* ---- streamed ---- */
+
+typedef struct stream_ctx {
+	hs_stream *st;
+	CURL *h;
+	bool head_req;
+	tli_buf headers;
+	bool failed; /* a callback of st refused */
+} stream_ctx;
+
+static size_t
+stream_on_read(char *buf, size_t size, size_t n, void *arg)
+{
+	stream_ctx *c = arg;
+	long k = c->st->read(c->st->arg, buf, size * n);
+
+	if (k < 0) {
+		c->failed = true;
+		return CURL_READFUNC_ABORT;
+	}
+	return (size_t) k;
+}
+
+static size_t
+stream_on_header(char *p, size_t size, size_t n, void *arg)
+{
+	stream_ctx *c = arg;
+
+	if (status_line(p, size * n)) {
+		tli_buf_reset(&c->headers);
+	}
+	tli_buf_append(&c->headers, p, size * n);
+	return c->headers.oom ? 0 : size * n;
+}
+
+/* The answer's status and headers to st, once, before its body. */
+static bool
+stream_head(stream_ctx *c, bool body)
+{
+	long status = 0;
+	curl_off_t len = -1;
+
+	if (c->st->headed) {
+		return true;
+	}
+	curl_easy_getinfo(c->h, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_getinfo(c->h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &len);
+	if (!body && !c->head_req) {
+		len = 0; /* no body came: none is announced */
+	}
+	if (c->st->head(c->st->arg, status, tli_buf_str(&c->headers),
+	        (int64_t) len) != 0) {
+		c->failed = true;
+		return false;
+	}
+	c->st->headed = true;
+	return true;
+}
+
+static size_t
+stream_on_body(char *p, size_t size, size_t n, void *arg)
+{
+	stream_ctx *c = arg;
+
+	if (!stream_head(c, true) || c->st->write(c->st->arg, p, size * n)) {
+		c->failed = true;
+		return 0;
+	}
+	return size * n;
+}
+
+static struct curl_slist *
+headers_list(const hs_hdr *hdrs, size_t nhdrs)
+{
+	struct curl_slist *hl = NULL, *n;
+	tli_buf line = {0};
+
+	for (size_t i = 0; i < nhdrs; i++) {
+		tli_buf_reset(&line);
+		tli_buf_printf(&line, "%s: %s", hdrs[i].name, hdrs[i].value);
+		if (line.oom ||
+		    (n = curl_slist_append(hl, tli_buf_str(&line))) == NULL) {
+			break;
+		}
+		hl = n;
+	}
+	tli_buf_fini(&line);
+	/* No "Expect: 100-continue" round trip. */
+	n = curl_slist_append(hl, "Expect:");
+	return n != NULL ? n : hl;
+}
+
+int
+tlg_hs_stream(tlg *g, const char *method, const char *url, hs_stream *st)
+{
+	stream_ctx c = {.st = st};
+	struct curl_slist *hl;
+	CURLcode cc;
+
+	st->headed = false;
+	if ((c.h = curl_get(g)) == NULL) {
+		return -1;
+	}
+	c.head_req = strcmp(method, "HEAD") == 0;
+	hl = headers_list(st->hdrs, st->nhdrs);
+	curl_easy_setopt(c.h, CURLOPT_URL, url);
+	curl_easy_setopt(c.h, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(c.h, CURLOPT_HTTPHEADER, hl);
+	curl_easy_setopt(c.h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c.h, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+	/* A large body may take long; a silent homeserver may not. */
+	curl_easy_setopt(c.h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(c.h, CURLOPT_LOW_SPEED_TIME, 120L);
+	curl_easy_setopt(c.h, CURLOPT_WRITEFUNCTION, stream_on_body);
+	curl_easy_setopt(c.h, CURLOPT_WRITEDATA, &c);
+	curl_easy_setopt(c.h, CURLOPT_HEADERFUNCTION, stream_on_header);
+	curl_easy_setopt(c.h, CURLOPT_HEADERDATA, &c);
+	curl_easy_setopt(c.h, CURLOPT_XFERINFOFUNCTION, on_progress);
+	curl_easy_setopt(c.h, CURLOPT_XFERINFODATA, g);
+	curl_easy_setopt(c.h, CURLOPT_NOPROGRESS, 0L);
+	if (c.head_req) {
+		curl_easy_setopt(c.h, CURLOPT_NOBODY, 1L);
+	}
+	if (st->len != 0) {
+		/* a length of -1 sends the body chunked */
+		curl_easy_setopt(c.h, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(c.h, CURLOPT_READFUNCTION, stream_on_read);
+		curl_easy_setopt(c.h, CURLOPT_READDATA, &c);
+		curl_easy_setopt(
+		    c.h, CURLOPT_INFILESIZE_LARGE, (curl_off_t) st->len);
+	} else if (strcmp(method, "PUT") == 0 || strcmp(method, "POST") == 0) {
+		curl_easy_setopt(c.h, CURLOPT_POSTFIELDS, "");
+		curl_easy_setopt(
+		    c.h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) 0);
+	}
+	cc = curl_easy_perform(c.h);
+	if (cc == CURLE_OK && !c.failed) {
+		stream_head(&c, false);
+	}
+	curl_slist_free_all(hl);
+	tli_buf_fini(&c.headers);
+	/* a transfer cut short leaves the connection unusable */
+	if (cc == CURLE_OK) {
+		curl_put(g, c.h);
+	} else {
+		curl_easy_cleanup(c.h);
+	}
+	return cc == CURLE_OK && !c.failed ? 0 : -1;
 }
 
 void

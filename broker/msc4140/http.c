@@ -11,6 +11,9 @@
  * (whoami, a repeated transaction id) run on a worker. A restart of a
  * known event by its path is one tl_move_async with the connection
  * suspended, whose completion answers or hands the request to a worker.
+ * A pass-through request streams both ways (tlhttp's streams, hs.c's
+ * tlg_hs_stream): neither its body nor the answer is held whole; only the
+ * answers to /versions and /capabilities, which are patched, are.
  */
 #define _GNU_SOURCE
 #include <jansson.h>
@@ -20,6 +23,7 @@
 #include <strings.h>
 
 #include "api.h"
+#include "hs.h"
 
 #define PFX "/_matrix/client/"
 #define VERSIONS "/_matrix/client/versions"
@@ -355,8 +359,26 @@ copy_headers(tlh_req *q, const char *p)
 	}
 }
 
+/* The headers to pass on, and the homeserver's URL of the request. */
+static void
+proxy_prepare(tlg *g, tlh_req *q, hdr_ctx *hc, tli_buf *url)
+{
+	tlh_req_each_header(q, collect_hdr, hc);
+	snprintf(hc->xff, sizeof(hc->xff), "%s", tlh_req_ip(q));
+	hc->h[hc->n].name = "X-Forwarded-For";
+	hc->h[hc->n++].value = hc->xff;
+	tli_buf_puts(url, g->c.homeserver);
+	tli_buf_puts(url, tlh_req_uri(q));
+}
+
+static void
+reply_no_answer(tlh_req *q)
+{
+	send_err(q, 502, "M_UNKNOWN", "The homeserver did not answer");
+}
+
 /* Forward the request; on a JSON answer to versions / capabilities,
- * patch (json_t) it with fn. */
+ * patch (json_t) it with fn. The answer is held (hs.c bounds it). */
 static void
 proxy(tlg *g, tlh_req *q, void (*fn)(tlg *, json_t *))
 {
@@ -366,20 +388,12 @@ proxy(tlg *g, tlh_req *q, void (*fn)(tlg *, json_t *))
 	size_t blen;
 	const char *body = tlh_req_body(q, &blen);
 
-	tlh_req_each_header(q, collect_hdr, &hc);
-	snprintf(hc.xff, sizeof(hc.xff), "%s", tlh_req_ip(q));
-	hc.h[hc.n].name = "X-Forwarded-For";
-	hc.h[hc.n++].value = hc.xff;
-	tli_buf_puts(&url, g->c.homeserver);
-	tli_buf_puts(&url, tlh_req_uri(q));
+	proxy_prepare(g, q, &hc, &url);
 	if (url.oom ||
 	    tlg_hs_request(g, tlh_req_method(q), tli_buf_str(&url), hc.h, hc.n,
 	        blen ? body : NULL, blen, &hr) != 0) {
-		gout o = {0};
 		tli_buf_fini(&url);
-		tlg_out_err(
-		    &o, 502, "M_UNKNOWN", "The homeserver did not answer");
-		send_out(q, &o);
+		reply_no_answer(q);
 		return;
 	}
 	tli_buf_fini(&url);
@@ -405,6 +419,82 @@ proxy(tlg *g, tlh_req *q, void (*fn)(tlg *, json_t *))
 	}
 	tlg_hs_resp_free(&hr);
 	tli_buf_fini(&patched);
+}
+
+/* ---- streamed pass-through ---- */
+
+static long
+pass_read(void *arg, char *buf, size_t cap)
+{
+	size_t n;
+
+	return tlh_req_read(arg, buf, cap, &n) == TL_OK ? (long) n : -1;
+}
+
+static int
+pass_head(void *arg, long status, const char *headers, int64_t len)
+{
+	tlh_req *q = arg;
+
+	if (tlh_reply_stream(q, (int) status, NULL,
+	        len < 0 ? TLH_SIZE_UNKNOWN : (uint64_t) len,
+	        TLH_REPLY_BARE) != TL_OK) {
+		return -1;
+	}
+	copy_headers(q, headers);
+	return 0;
+}
+
+static int
+pass_write(void *arg, const char *p, size_t n)
+{
+	return tlh_reply_write(arg, p, n) == TL_OK ? 0 : -1;
+}
+
+/* The request body's length as the client framed it (-1: chunked). */
+static int64_t
+body_len(tlh_req *q)
+{
+	const char *cl = tlh_req_header(q, "Content-Length");
+	const char *te = tlh_req_header(q, "Transfer-Encoding");
+
+	if (te != NULL && strcasecmp(te, "identity") != 0) {
+		return -1;
+	}
+	return cl != NULL ? (int64_t) strtoll(cl, NULL, 10) : 0;
+}
+
+/* Forward the request, its body and the answer streamed: 502 before the
+ * answer began, a connection cut short after. */
+static void
+proxy_stream(tlg *g, tlh_req *q)
+{
+	hdr_ctx hc = {0};
+	tli_buf url = {0};
+	hs_stream st = {.read = pass_read,
+	    .head = pass_head,
+	    .write = pass_write,
+	    .arg = q};
+	int rv = -1;
+
+	proxy_prepare(g, q, &hc, &url);
+	st.hdrs = hc.h;
+	st.nhdrs = hc.n;
+	st.len = body_len(q);
+	if (!url.oom) {
+		rv =
+		    tlg_hs_stream(g, tlh_req_method(q), tli_buf_str(&url), &st);
+	}
+	tli_buf_fini(&url);
+	if (st.headed) {
+		tlh_reply_end(q, rv == 0);
+	} else if (tlh_replied(q)) {
+		return; /* no reply could be made: the connection closes */
+	} else if (tlh_req_body_over(q)) {
+		send_err(q, 413, "M_TOO_LARGE", "Request too large");
+	} else {
+		reply_no_answer(q);
+	}
 }
 
 static void
@@ -521,13 +611,14 @@ on_pre(tlh_req *q, void *arg)
 	return false;
 }
 
-/* Requests for the homeserver may be large. */
+/* Requests for the homeserver may be large: streamed. */
 static bool
 proxy_head(tlh_req *q, void *arg)
 {
 	tlg *g = arg;
 
 	tlh_req_set_body_max(q, g->c.proxy_max_body);
+	tlh_req_stream(q);
 	return true;
 }
 
@@ -551,11 +642,7 @@ fallback_head(tlh_req *q, void *arg)
 static void
 on_proxy(tlh_req *q, void *arg)
 {
-	if (tlh_req_body_over(q)) {
-		send_err(q, 413, "M_TOO_LARGE", "Request too large");
-		return;
-	}
-	proxy(arg, q, NULL);
+	proxy_stream(arg, q);
 }
 
 static void
@@ -591,13 +678,14 @@ scheduling(const tlh_req *q, void *arg)
 #define EP(f, ...) (&(const gep){.fn = f, __VA_ARGS__})
 
 /* THE ROUTE TABLE: every endpoint of the gateway, once. Body limit 0 is
- * max_body; proxy_head raises it to proxy_max_body. Endpoints marked
+ * max_body; proxy_head raises it to proxy_max_body for the streamed
+ * pass-through (versions and capabilities are held: max_body). Endpoints marked
  * stable are served only with `stable = true`. */
 static const tlh_route routes[] = {
-    {"GET", VERSIONS, 0, TLH_OTHERS_FALLBACK, NULL, proxy_head, NULL,
-        on_versions, NULL},
+    {"GET", VERSIONS, 0, TLH_OTHERS_FALLBACK, NULL, NULL, NULL, on_versions,
+        NULL},
     {"GET", "/_matrix/client/{v}/capabilities", 0, TLH_OTHERS_FALLBACK,
-        client_v, proxy_head, NULL, on_caps, NULL},
+        client_v, NULL, NULL, on_caps, NULL},
     /* scheduling, unstable form */
     {"PUT", ROOM "/send/{type}/{txn}", 0, TLH_AUTH, scheduling, NULL, NULL,
         on_endpoint, EP(tlg_schedule, .has_txn = true)},

@@ -6,7 +6,9 @@ tokens, guests), versions, capabilities, sending message events with
 transaction ids (deduplicated per sender and transaction), state events
 with power levels it can be told to enforce, room messages, and appservice
 masquerading (?user_id= with the appservice token, ts honoured only for the
-appservice). Every request is recorded; /_test/ endpoints let a test read
+appservice). For the streaming tests, a media upload is checked against a
+known byte pattern as it is read (never held whole), and /sync?big=N answers
+N bytes of that pattern, written as they are made. Every request is recorded; /_test/ endpoints let a test read
 the record, add users and rooms, and make the next sends fail.
 
 usage: fake_hs.py --ready FILE [--as-token TOKEN]
@@ -32,11 +34,24 @@ STATE = {
     "rooms": {},  # room_id -> {members, power, enforce, events, state}
     "requests": [],
     "fail": [],  # statuses for the next sends
+    "uploads": [],  # media uploads: seed, length, whether intact
     "hang": 0,  # seconds the next send waits before it is handled
     "txns": {},  # (sender, scope, txn) -> event_id
     "seq": 0,
 }
 AS_TOKEN = "as_secret"
+
+# The byte pattern of large bodies: block k (64 KiB) of the stream of seed s
+# is PAT[o:o + BLOCK] with o = (s * 131 + k * 7) % 256, so byte p of the
+# stream is (o + p % BLOCK) % 256 (tests/msc4140/test_stream.c makes the
+# same). A lost, repeated or moved block changes the bytes.
+BLOCK = 65536
+PAT = bytes(range(256)) * (BLOCK // 256 + 1)
+
+
+def pattern(seed, k):
+    o = (seed * 131 + k * 7) % 256
+    return PAT[o:o + BLOCK]
 
 
 def new_room(room_id, members=None, power=None, enforce=False):
@@ -74,9 +89,36 @@ class Handler(BaseHTTPRequestHandler):
     def err(self, status, code, msg):
         self.reply(status, {"errcode": code, "error": msg})
 
-    def body(self):
+    def pieces(self):
+        """The request body in pieces, by Content-Length or chunked."""
+        te = (self.headers.get("Transfer-Encoding") or "").lower()
+        if te == "chunked":
+            while True:
+                line = self.rfile.readline()
+                if not line.strip():
+                    return  # cut short
+                n = int(line.split(b";")[0].strip(), 16)
+                if n == 0:
+                    while self.rfile.readline().strip():
+                        pass  # trailers
+                    return
+                while n > 0:
+                    p = self.rfile.read(min(n, BLOCK))
+                    if not p:
+                        return
+                    n -= len(p)
+                    yield p
+                self.rfile.readline()  # the CRLF after the data
         n = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(n) if n > 0 else b""
+        while n > 0:
+            p = self.rfile.read(min(n, BLOCK))
+            if not p:
+                return
+            n -= len(p)
+            yield p
+
+    def body(self):
+        return b"".join(self.pieces())
 
     def token(self, query):
         h = self.headers.get("Authorization") or ""
@@ -103,6 +145,8 @@ class Handler(BaseHTTPRequestHandler):
         url = urllib.parse.urlsplit(self.path)
         raw_path = url.path
         query = urllib.parse.parse_qs(url.query, keep_blank_values=True)
+        if raw_path == "/_matrix/media/v3/upload" and self.command == "POST":
+            return self.upload(query)
         body = self.body()
         if not raw_path.startswith("/_test/"):
             with LOCK:
@@ -121,6 +165,40 @@ class Handler(BaseHTTPRequestHandler):
         except BrokenPipeError:
             pass
 
+    def upload(self, query):
+        """Check the body against the pattern as it comes; keep nothing."""
+        seed = int((query.get("seed") or ["0"])[0])
+        held, k, n, intact = b"", 0, 0, True
+        for p in self.pieces():
+            n += len(p)
+            held += p
+            while len(held) >= BLOCK:
+                intact = intact and held[:BLOCK] == pattern(seed, k)
+                held, k = held[BLOCK:], k + 1
+        intact = intact and held == pattern(seed, k)[:len(held)]
+        with LOCK:
+            STATE["uploads"].append({"seed": seed, "len": n,
+                                     "intact": intact})
+        self.reply(200, {"content_uri": "mxc://test/%d" % seed, "len": n,
+                         "intact": intact})
+
+    def big(self, n, seed, cut):
+        """n bytes of the pattern, written as they are made; with cut, the
+        connection is closed after that many."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(n))
+        self.end_headers()
+        k = 0
+        if cut is not None:
+            n = cut
+            self.close_connection = True
+        while n > 0:
+            p = pattern(seed, k)[:n]
+            self.wfile.write(p)
+            n -= len(p)
+            k += 1
+
     def route(self, segs, query, body):
         m = self.command
         if segs[:1] == ["_test"]:
@@ -131,6 +209,11 @@ class Handler(BaseHTTPRequestHandler):
         if len(segs) < 4 or segs[:2] != ["_matrix", "client"]:
             return self.err(404, "M_UNRECOGNIZED", "Unrecognized request")
         rest = segs[3:]
+        if rest == ["sync"] and m == "GET" and "big" in query:
+            cut = query.get("cut")
+            return self.big(int(query["big"][0]),
+                            int((query.get("seed") or ["0"])[0]),
+                            int(cut[0]) if cut else None)
         if rest == ["capabilities"] and m == "GET":
             if self.caller(query) is None:
                 return
@@ -225,6 +308,8 @@ class Handler(BaseHTTPRequestHandler):
         with LOCK:
             if rest == ["requests"]:
                 return self.reply(200, {"requests": STATE["requests"]})
+            if rest == ["uploads"]:
+                return self.reply(200, {"uploads": STATE["uploads"]})
             if rest == ["hang"]:
                 STATE["hang"] = json.loads(body)["seconds"]
                 return self.reply(200, {})

@@ -4,7 +4,9 @@
  * server on 127.0.0.1:0: two different Content-Length headers (a request
  * smuggling risk behind a proxy that reads the other one) and HTTP/1.1
  * without Host. A normal request on a new connection still works after
- * each.
+ * each. A body that stops coming (a chunk that declares 2^64-1 bytes) holds
+ * the connection only for the body timeout (1 s here), buffered or
+ * streamed, while a slow but moving chunked body still gets through.
  */
 #include <criterion/criterion.h>
 #include <poll.h>
@@ -27,8 +29,40 @@ on_echo(tlh_req *q, void *arg)
 	tlh_reply(q, 200, "text/plain", n > 0 ? b : "ok", n > 0 ? n : 2, 0);
 }
 
+/* A streamed route: the body's length, counted as it is read, in a
+ * streamed reply. */
+static bool
+stream_head(tlh_req *q, void *arg)
+{
+	(void) arg;
+	tlh_req_stream(q);
+	return true;
+}
+
+static void
+on_count(tlh_req *q, void *arg)
+{
+	char buf[4096], out[32];
+	size_t n, total = 0;
+	int rv;
+
+	(void) arg;
+	while ((rv = tlh_req_read(q, buf, sizeof(buf), &n)) == TL_OK && n > 0) {
+		total += n;
+	}
+	if (rv != TL_OK) {
+		tlh_reply(q, 400, "text/plain", "bad", 3, 0);
+		return;
+	}
+	snprintf(out, sizeof(out), "%zu", total);
+	tlh_reply_stream(q, 200, "text/plain", TLH_SIZE_UNKNOWN, 0);
+	tlh_reply_write(q, out, strlen(out));
+	tlh_reply_end(q, true);
+}
+
 static const tlh_route routes[] = {
     {"GET|POST", "/echo", 1 << 20, 0, NULL, NULL, NULL, on_echo, NULL},
+    {"POST", "/count", 1 << 20, 0, NULL, stream_head, NULL, on_count, NULL},
 };
 
 static tlh_server *srv;
@@ -37,11 +71,12 @@ static int port;
 static void
 setup(void)
 {
-	tlh_config cfg = {.listen = "127.0.0.1:0"};
+	tlh_config cfg = {.listen = "127.0.0.1:0", .body_timeout_s = 1};
 	const char *url;
 
 	cr_assert_eq(tlh_server_alloc(&srv, &cfg), TL_OK);
 	cr_assert_eq(tlh_route_add(srv, &routes[0]), TL_OK);
+	cr_assert_eq(tlh_route_add(srv, &routes[1]), TL_OK);
 	cr_assert_eq(tlh_server_start(srv), TL_OK);
 	url = tlh_server_url(srv);
 	port = atoi(strrchr(url, ':') + 1);
@@ -127,4 +162,103 @@ Test(refuse, well_formed_requests_still_work)
 	                 5000),
 	    200);
 	cr_assert_eq(status_of("GET /echo HTTP/1.0\r\n\r\n", 5000), 200);
+}
+
+/* Sends req on a new connection, then parts[] each after pause_ms; the
+ * answer read within timeout_ms (0: none), and in *closed_ms how long the
+ * server took to close without one (-1: it did not). */
+static int
+answer_of(const char *req, const char *const *parts, int pause_ms,
+    int timeout_ms, int64_t *closed_ms, char *body, size_t cap)
+{
+	char buf[4096] = "";
+	size_t len = 0;
+	int64_t t0 = tli_mono_ms(), end = t0 + timeout_ms;
+	int fd = tt_tcp_connect(port), st = 0;
+	const char *b;
+
+	cr_assert(fd >= 0);
+	*closed_ms = -1;
+	cr_assert_eq(write(fd, req, strlen(req)), (ssize_t) strlen(req));
+	for (; parts != NULL && *parts != NULL; parts++) {
+		struct timespec ts = {0, pause_ms * 1000000L};
+		nanosleep(&ts, NULL);
+		cr_assert_eq(write(fd, *parts, strlen(*parts)),
+		    (ssize_t) strlen(*parts));
+	}
+	while (len < sizeof(buf) - 1) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		int64_t left = end - tli_mono_ms();
+		ssize_t n;
+
+		if (left <= 0 || poll(&p, 1, (int) left) <= 0) {
+			break;
+		}
+		if ((n = read(fd, buf + len, sizeof(buf) - 1 - len)) <= 0) {
+			if (len == 0) {
+				*closed_ms = tli_mono_ms() - t0;
+			}
+			break;
+		}
+		len += (size_t) n;
+		buf[len] = '\0';
+		if ((b = strstr(buf, "\r\n\r\n")) != NULL &&
+		    strstr(b + 4, "\r\n0\r\n") != NULL) {
+			break; /* a chunked answer's end */
+		}
+	}
+	close(fd);
+	if (body != NULL && (b = strstr(buf, "\r\n\r\n")) != NULL) {
+		snprintf(body, cap, "%s", b + 4);
+	}
+	if (sscanf(buf, "HTTP/1.%*d %d", &st) != 1) {
+		return 0;
+	}
+	return st;
+}
+
+static void
+stalled_body_closes(const char *path)
+{
+	char req[256];
+	int64_t closed;
+
+	snprintf(req, sizeof(req),
+	    "POST %s HTTP/1.1\r\nHost: x\r\n"
+	    "Transfer-Encoding: chunked\r\n\r\n"
+	    "ffffffffffffffff\r\nhello\r\n0\r\n\r\n",
+	    path);
+	cr_assert_eq(answer_of(req, NULL, 0, 5000, &closed, NULL, 0), 0,
+	    "%s answered a body that never ends", path);
+	cr_assert(closed >= 0 && closed < 2500,
+	    "%s: the connection was held %lld ms", path, (long long) closed);
+	cr_assert_eq(
+	    status_of("GET /echo HTTP/1.1\r\nHost: x\r\n\r\n", 5000), 200);
+}
+
+Test(refuse, a_chunk_larger_than_will_come_holds_only_the_body_timeout)
+{
+	stalled_body_closes("/echo");
+	stalled_body_closes("/count");
+}
+
+Test(refuse, slow_chunked_bodies_still_pass)
+{
+	static const char *const parts[] = {
+	    "5\r\nhello\r\n", "6\r\n world\r\n", "0\r\n\r\n", NULL};
+	char body[128] = "";
+	int64_t closed;
+
+	cr_assert_eq(answer_of("POST /count HTTP/1.1\r\nHost: x\r\n"
+	                       "Connection: close\r\n"
+	                       "Transfer-Encoding: chunked\r\n\r\n",
+	                 parts, 400, 5000, &closed, body, sizeof(body)),
+	    200);
+	cr_assert(strstr(body, "\r\n11\r\n") != NULL, "%s", body);
+	cr_assert_eq(answer_of("POST /echo HTTP/1.1\r\nHost: x\r\n"
+	                       "Connection: close\r\n"
+	                       "Transfer-Encoding: chunked\r\n\r\n",
+	                 parts, 400, 5000, &closed, body, sizeof(body)),
+	    200);
+	cr_assert(strstr(body, "hello world") != NULL, "%s", body);
 }
