@@ -271,7 +271,10 @@ json_skip(const char *p, const char *end)
 			depth--;
 			p++;
 		} else {
-			while (p < end && !strchr(",:}] \t\r\n", *p)) {
+			/* memchr: strchr matches a NUL byte, which then
+			 * stopped this scan where it stood, for ever */
+			while (
+			    p < end && memchr(",:}] \t\r\n", *p, 8) == NULL) {
 				p++;
 			}
 		}
