@@ -6,6 +6,7 @@
  * encoders write the whole array [0, fields...]; reply decoders read the
  * fields after tlp_dec_reply_head has read the array and the code.
  */
+#include <limits.h>
 #include <stddef.h>
 
 #include "msgs.h"
@@ -265,11 +266,27 @@ r_u32(tlp_r *r, uint32_t *v)
 	return TL_OK;
 }
 
+/* An error code: unsigned on the wire, and an int (errors.def) here; a
+ * larger one is TL_ERANGE, not a negative code. */
 static int
-r_field(tlp_r *r, const field *f, void *base)
+r_err(tlp_r *r, int *v)
 {
 	uint32_t u = 0;
 
+	if (r_u32(r, &u) != TL_OK) {
+		return r->err;
+	}
+	if (u > INT_MAX) {
+		r->err = TL_ERANGE;
+		return r->err;
+	}
+	*v = (int) u;
+	return TL_OK;
+}
+
+static int
+r_field(tlp_r *r, const field *f, void *base)
+{
 	switch (f->kind) {
 	case F_STR:
 	case F_NSTR:
@@ -283,9 +300,7 @@ r_field(tlp_r *r, const field *f, void *base)
 	case F_BOOL:
 		return tlp_r_bool(r, AT(base, f->off, bool));
 	case F_ERR:
-		r_u32(r, &u);
-		*AT(base, f->off, int) = (int) u;
-		return r->err;
+		return r_err(r, AT(base, f->off, int));
 	default:
 		return tlp_r_bin(r, f->max, AT(base, f->off, const void *),
 		    AT(base, f->off2, size_t));
@@ -652,17 +667,17 @@ int
 tlp_dec_reply_head(tlp_r *r, int *err, tlp_str *detail, size_t *nfields)
 {
 	size_t n = 0;
-	uint32_t code = 0;
+	int code = 0;
 
 	detail->p = NULL;
 	detail->n = 0;
 	if (tlp_r_array(r, 64, &n) != TL_OK || n == 0) {
 		return r->err != TL_OK ? r->err : TL_EPROTO;
 	}
-	if (r_u32(r, &code) != TL_OK) {
+	if (r_err(r, &code) != TL_OK) {
 		return r->err;
 	}
-	*err = (int) code;
+	*err = code;
 	*nfields = n - 1;
 	if (code != TL_OK && n >= 2) {
 		if (r_str(r, 4096, detail) != TL_OK) {

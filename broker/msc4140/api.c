@@ -11,16 +11,16 @@
 #include <string.h>
 
 #include "api.h"
+#include "parse.h"
 
 /* The query parameters kept with the event and passed on at send time:
  * all but ours and those only the gateway may set when it acts as the
  * user (user_id, ts, device ids, the caller's access token). */
-static bool
-extra_query(const greq *r, tli_buf *out)
+bool
+tlg_extra_query(const char *q, tli_buf *out)
 {
 	static const char *drop[] = {"access_token", "user_id", "ts",
 	    "device_id", "org.matrix.msc3202.device_id", NULL};
-	const char *q = tlh_req_query(r->hr);
 
 	while (*q != '\0') {
 		const char *amp = strchr(q, '&');
@@ -118,8 +118,8 @@ txn_record(tlg *g, const greq *r, const char *owner, const char *delay_id)
 
 /* ---- scheduling ---- */
 
-static bool
-field_ok(const char *s, size_t n)
+bool
+tlg_field_ok(const char *s, size_t n)
 {
 	if (n > 255 || !tlg_utf8_ok(s, n)) {
 		return false;
@@ -133,9 +133,9 @@ field_ok(const char *s, size_t n)
 }
 
 static void
-delay_too_long(tlg *g, gout *o)
+delay_too_long(const tlg_conf *c, gout *o)
 {
-	bool forbid = g->c.max_delay_forbidden;
+	bool forbid = c->max_delay_forbidden;
 
 	o->status = forbid ? 403 : 400;
 	tli_buf_reset(&o->body);
@@ -144,8 +144,7 @@ delay_too_long(tlg *g, gout *o)
 	    "delay exceeds the allowed maximum.\","
 	    "\"org.matrix.msc4140.errcode\":\"M_MAX_DELAY_EXCEEDED\","
 	    "\"org.matrix.msc4140.max_delay\":%lld}",
-	    forbid ? "M_FORBIDDEN" : "M_UNKNOWN",
-	    (long long) g->c.max_delay_ms);
+	    forbid ? "M_FORBIDDEN" : "M_UNKNOWN", (long long) c->max_delay_ms);
 }
 
 /* Path parameters: room, event type and state key (or transaction id). */
@@ -161,7 +160,7 @@ fields_ok(const greq *r, gout *o)
 	}
 	for (size_t i = 0; (v.p = tlh_req_param_at(r->hr, i, &name, &v.n));
 	     i++) {
-		if (strcmp(name, "v") != 0 && !field_ok(v.p, v.n)) {
+		if (strcmp(name, "v") != 0 && !tlg_field_ok(v.p, v.n)) {
 			tlg_out_err(o, 400, "M_INVALID_PARAM",
 			    "Bad room id, event type or state key");
 			return false;
@@ -170,13 +169,44 @@ fields_ok(const greq *r, gout *o)
 	return true;
 }
 
-/* Checks that need no body. true: go on; false: o is the reply. */
-static bool
-schedule_head(tlg *g, greq *r, gout *o)
+bool
+tlg_query_delay(const tlg_conf *c, const char *query, int64_t *delay, gout *o)
 {
 	char dbuf[64], *end;
 	const char *d;
 	long long x;
+
+	d = tlh_query_get(
+	    query, "org.matrix.msc4140.delay", dbuf, sizeof(dbuf));
+	if (d == NULL) {
+		tlg_out_err(o, 400, "M_INVALID_PARAM",
+		    "org.matrix.msc4140.delay must be a whole number of ms");
+		return false;
+	}
+	errno = 0;
+	x = strtoll(d, &end, 10);
+	if (*d == '\0' || *end != '\0' || errno != 0 || x < 0 ||
+	    !(*d >= '0' && *d <= '9')) {
+		if (errno == ERANGE && *d != '-') {
+			delay_too_long(c, o);
+			return false;
+		}
+		tlg_out_err(o, 400, "M_INVALID_PARAM",
+		    "org.matrix.msc4140.delay must be a whole number of ms");
+		return false;
+	}
+	if (x > c->max_delay_ms) {
+		delay_too_long(c, o);
+		return false;
+	}
+	*delay = x;
+	return true;
+}
+
+/* Checks that need no body. true: go on; false: o is the reply. */
+static bool
+schedule_head(tlg *g, greq *r, gout *o)
+{
 	int64_t wait;
 
 	if (r->has_txn) {
@@ -189,34 +219,11 @@ schedule_head(tlg *g, greq *r, gout *o)
 			return false;
 		}
 	}
-	if (r->stable) {
-		goto fields; /* the delay is in the body */
-	}
-	d = tlh_query_get(tlh_req_query(r->hr), "org.matrix.msc4140.delay",
-	    dbuf, sizeof(dbuf));
-	if (d == NULL) {
-		tlg_out_err(o, 400, "M_INVALID_PARAM",
-		    "org.matrix.msc4140.delay must be a whole number of ms");
+	/* the stable form has the delay in the body */
+	if (!r->stable &&
+	    !tlg_query_delay(&g->c, tlh_req_query(r->hr), &r->delay, o)) {
 		return false;
 	}
-	errno = 0;
-	x = strtoll(d, &end, 10);
-	if (*d == '\0' || *end != '\0' || errno != 0 || x < 0 ||
-	    !(*d >= '0' && *d <= '9')) {
-		if (errno == ERANGE && *d != '-') {
-			delay_too_long(g, o);
-			return false;
-		}
-		tlg_out_err(o, 400, "M_INVALID_PARAM",
-		    "org.matrix.msc4140.delay must be a whole number of ms");
-		return false;
-	}
-	if (x > g->c.max_delay_ms) {
-		delay_too_long(g, o);
-		return false;
-	}
-	r->delay = x;
-fields:
 	if (!fields_ok(r, o)) {
 		return false;
 	}
@@ -264,7 +271,10 @@ json_skip(const char *p, const char *end)
 			depth--;
 			p++;
 		} else {
-			while (p < end && !strchr(",:}] \t\r\n", *p)) {
+			/* memchr: strchr matches a NUL byte, which then
+			 * stopped this scan where it stood, for ever */
+			while (
+			    p < end && memchr(",:}] \t\r\n", *p, 8) == NULL) {
 				p++;
 			}
 		}
@@ -273,8 +283,8 @@ json_skip(const char *p, const char *end)
 }
 
 /* The raw bytes of the top-level member key of a JSON object text. */
-static bool
-json_member(const char *p, size_t n, const char *key, gstr *out)
+bool
+tlg_json_member(const char *p, size_t n, const char *key, gstr *out)
 {
 	const char *end = p + n;
 	size_t kl = strlen(key);
@@ -316,32 +326,34 @@ json_member(const char *p, size_t n, const char *key, gstr *out)
 
 /* The stable form's body: {"delay": ms, "state_key"?: s, "content": {}}. */
 static bool
-stable_fields(tlg *g, greq *r, json_t *j, gout *o)
+stable_fields(
+    const tlg_conf *cf, greq *r, const char *body, size_t n, json_t *j, gout *o)
 {
-	size_t n;
-	const char *body = tlh_req_body(r->hr, &n);
 	json_t *d = json_object_get(j, "delay");
 	json_t *sk = json_object_get(j, "state_key");
 	json_t *c = json_object_get(j, "content");
 	double x = json_is_number(d) ? json_number_value(d) : -1;
 
-	if (!json_is_number(d) || x != (double) (int64_t) x || x < 1) {
+	/* Whole only checked within the maximum: converting a double out
+	 * of int64_t's range ({"delay": 1e30}) is undefined behaviour. */
+	if (!json_is_number(d) || x < 1 ||
+	    (x <= (double) cf->max_delay_ms && x != (double) (int64_t) x)) {
 		tlg_out_err(o, 400, "M_INVALID_PARAM",
 		    "delay must be a positive whole number of ms");
 		return false;
 	}
-	if (x > (double) g->c.max_delay_ms) {
+	if (x > (double) cf->max_delay_ms) {
 		o->status = 400;
 		tli_buf_printf(&o->body,
 		    "{\"errcode\":\"M_MAX_DELAY_EXCEEDED\",\"error\":\"The "
 		    "requested delay exceeds the allowed maximum.\","
 		    "\"max_delay\":%lld}",
-		    (long long) g->c.max_delay_ms);
+		    (long long) cf->max_delay_ms);
 		return false;
 	}
 	r->delay = (int64_t) x;
 	if (!json_is_object(c) ||
-	    !json_member(body, n, "content", &r->content)) {
+	    !tlg_json_member(body, n, "content", &r->content)) {
 		tlg_out_err(
 		    o, 400, "M_BAD_JSON", "content must be a JSON object");
 		return false;
@@ -349,13 +361,44 @@ stable_fields(tlg *g, greq *r, json_t *j, gout *o)
 	r->state = sk != NULL;
 	if (sk != NULL) {
 		if (!json_is_string(sk) ||
-		    !field_ok(json_string_value(sk), json_string_length(sk)) ||
+		    !tlg_field_ok(
+		        json_string_value(sk), json_string_length(sk)) ||
 		    (r->skey = strdup(json_string_value(sk))) == NULL) {
 			tlg_out_err(o, 400, "M_INVALID_PARAM", "bad state_key");
 			return false;
 		}
 	}
 	return true;
+}
+
+bool
+tlg_schedule_json(
+    const tlg_conf *c, greq *r, const char *rb, size_t rn, gout *o)
+{
+	json_t *j;
+	bool ok = true;
+
+	/* Only validated: the bytes are kept, so big integers and \u0000
+	 * are fine here. */
+	j = json_loadb(rb, rn,
+	    JSON_DECODE_INT_AS_REAL | JSON_ALLOW_NUL |
+	        (r->stable ? JSON_REJECT_DUPLICATES : 0),
+	    NULL);
+	if (j == NULL) {
+		tlg_out_err(o, 400, "M_NOT_JSON", "Content not JSON.");
+		return false;
+	}
+	if (!json_is_object(j)) {
+		tlg_out_err(
+		    o, 400, "M_BAD_JSON", "Content must be a JSON object.");
+		ok = false;
+	} else if (r->stable) {
+		ok = stable_fields(c, r, rb, rn, j, o);
+	} else {
+		r->content = (gstr){rb, rn};
+	}
+	json_decref(j);
+	return ok;
 }
 
 static void
@@ -369,7 +412,6 @@ schedule_body(tlg *g, greq *r, gout *o)
 	size_t n = 0;
 	bool more = false;
 	pthread_mutex_t *um = NULL;
-	json_t *j;
 	gev e;
 	tl_put p;
 	int rv;
@@ -379,33 +421,10 @@ schedule_body(tlg *g, greq *r, gout *o)
 		    o, 413, "M_TOO_LARGE", "Event content is too large");
 		return;
 	}
-	/* Only validated: the bytes are kept, so big integers and \u0000
-	 * are fine here. */
-	j = json_loadb(rb, rn,
-	    JSON_DECODE_INT_AS_REAL | JSON_ALLOW_NUL |
-	        (r->stable ? JSON_REJECT_DUPLICATES : 0),
-	    NULL);
-	if (j == NULL) {
-		tlg_out_err(o, 400, "M_NOT_JSON", "Content not JSON.");
+	if (!tlg_schedule_json(&g->c, r, rb, rn, o)) {
 		return;
 	}
-	if (!json_is_object(j)) {
-		json_decref(j);
-		tlg_out_err(
-		    o, 400, "M_BAD_JSON", "Content must be a JSON object.");
-		return;
-	}
-	if (r->stable) {
-		bool ok = stable_fields(g, r, j, o);
-		json_decref(j);
-		if (!ok) {
-			return;
-		}
-	} else {
-		json_decref(j);
-		r->content = (gstr){rb, rn};
-	}
-	if (!extra_query(r, &extra)) {
+	if (!tlg_extra_query(tlh_req_query(r->hr), &extra)) {
 		tlg_out_err(o, 400, "M_INVALID_PARAM", "Bad query string");
 		goto out;
 	}
@@ -502,8 +521,8 @@ tlg_schedule(tlg *g, greq *r, gout *o)
 
 /* ---- management ---- */
 
-static bool
-id_ok(const char *id, size_t n)
+bool
+tlg_id_ok(const char *id, size_t n)
 {
 	if (n == 0 || n > TL_MAX_ID_LEN) {
 		return false;
@@ -637,7 +656,7 @@ manage_check(tlg *g, greq *r, const char *id, size_t idlen, gout *o)
 		tlg_out_limited(o, wait);
 		return false;
 	}
-	if (!id_ok(id, idlen)) {
+	if (!tlg_id_ok(id, idlen)) {
 		not_found(g, r, o);
 		return false;
 	}
@@ -792,10 +811,39 @@ tlg_restart_fast_result(tlg *g, greq *r, int rv, gout *o)
 	return restart_cached_result(g, r, tlg_param(r, "id").p, rv, o);
 }
 
+bool
+tlg_manage_action(const char *body, size_t n, char *action, size_t cap, gout *o)
+{
+	json_t *j = json_loadb(body, n, 0, NULL), *a;
+
+	if (!json_is_object(j)) {
+		json_decref(j);
+		tlg_out_err(o, 400, "M_NOT_JSON", "Content not JSON.");
+		return false;
+	}
+	a = json_object_get(j, "action");
+	if (a == NULL) {
+		json_decref(j);
+		tlg_out_err(o, 400, "M_MISSING_PARAM", "'action' is missing");
+		return false;
+	}
+	if (!json_is_string(a) ||
+	    (strcmp(json_string_value(a), "cancel") &&
+	        strcmp(json_string_value(a), "restart") &&
+	        strcmp(json_string_value(a), "send"))) {
+		json_decref(j);
+		tlg_out_err(o, 400, "M_INVALID_PARAM",
+		    "'action' must be cancel, restart or send");
+		return false;
+	}
+	snprintf(action, cap, "%s", json_string_value(a));
+	json_decref(j);
+	return true;
+}
+
 void
 tlg_manage_body(tlg *g, greq *r, gout *o)
 {
-	json_t *j, *a;
 	char action[16];
 	const char *body;
 	size_t n;
@@ -809,29 +857,9 @@ tlg_manage_body(tlg *g, greq *r, gout *o)
 		return;
 	}
 	body = tlh_req_body(r->hr, &n);
-	j = json_loadb(body, n, 0, NULL);
-	if (!json_is_object(j)) {
-		json_decref(j);
-		tlg_out_err(o, 400, "M_NOT_JSON", "Content not JSON.");
+	if (!tlg_manage_action(body, n, action, sizeof(action), o)) {
 		return;
 	}
-	a = json_object_get(j, "action");
-	if (a == NULL) {
-		json_decref(j);
-		tlg_out_err(o, 400, "M_MISSING_PARAM", "'action' is missing");
-		return;
-	}
-	if (!json_is_string(a) ||
-	    (strcmp(json_string_value(a), "cancel") &&
-	        strcmp(json_string_value(a), "restart") &&
-	        strcmp(json_string_value(a), "send"))) {
-		json_decref(j);
-		tlg_out_err(o, 400, "M_INVALID_PARAM",
-		    "'action' must be cancel, restart or send");
-		return;
-	}
-	snprintf(action, sizeof(action), "%s", json_string_value(a));
-	json_decref(j);
 	id = tlg_param(r, "id");
 	manage(g, r, id.p, id.n, action, o);
 }
@@ -926,7 +954,7 @@ tlg_get_one(tlg *g, greq *r, gout *o)
 	gev e;
 
 	tlg_owner(r->user, owner, sizeof(owner));
-	if (!id_ok(id, idp.n)) {
+	if (!tlg_id_ok(id, idp.n)) {
 		not_found(g, r, o);
 		return;
 	}
@@ -971,10 +999,9 @@ tlg_get_one(tlg *g, greq *r, gout *o)
 }
 
 /* Whether id is asked for by the delay_id parameters (all when none). */
-static bool
-id_wanted(const greq *r, const char *id)
+bool
+tlg_id_wanted(const char *q, const char *id)
 {
-	const char *q = tlh_req_query(r->hr);
 	bool any = false;
 
 	while (*q != '\0') {
@@ -1063,7 +1090,8 @@ tlg_stable_list(tlg *g, greq *r, gout *o)
 		for (size_t i = 0; i < n; i++) {
 			tl_message *m = NULL;
 			gev e;
-			if (es[i].leased || !id_wanted(r, es[i].id) ||
+			if (es[i].leased ||
+			    !tlg_id_wanted(tlh_req_query(r->hr), es[i].id) ||
 			    tl_get(g->cl, g->t_ev, es[i].id, &m) != TL_OK) {
 				continue;
 			}
@@ -1091,7 +1119,7 @@ tlg_stable_list(tlg *g, greq *r, gout *o)
 		for (size_t i = n; i-- > 0;) { /* latest first */
 			tl_message *m = NULL;
 			gev e;
-			if (!id_wanted(r, es[i].id) ||
+			if (!tlg_id_wanted(tlh_req_query(r->hr), es[i].id) ||
 			    tl_get(g->cl, g->t_final, es[i].id, &m) != TL_OK) {
 				continue;
 			}

@@ -1,8 +1,9 @@
 /*
  * One entry point that runs a byte string through every body decoder of
- * the wire protocol, shared by the libFuzzer target (tests/fuzz/) and the
- * deterministic mutation test (test_decode.c). Every decoder must answer
- * TL_OK or an error, never crash, never read past the input.
+ * the wire protocol, for the deterministic mutation test (test_decode.c;
+ * the libFuzzer targets, one per decoder, are in tests/fuzz/). Every
+ * decoder must answer TL_OK or an error, never crash, never read past the
+ * input.
  */
 #ifndef TL_FUZZ_MSGS_H
 #define TL_FUZZ_MSGS_H
