@@ -38,11 +38,12 @@ typedef struct tlb_proc_kind tlb_proc_kind;
 typedef struct tlb_conn tlb_conn; /* a driver's connection */
 
 typedef struct tlb_server_conf {
-	const char *dir;       /* the server's own directory (exists) */
-	int mode;              /* index into the driver's modes */
-	int64_t lease_ms;      /* default lease (beanstalkd: the TTR) */
-	const char *timelined; /* path of the broker binary (Timeline) */
-	bool ipc;              /* Timeline: clients over ipc, not TCP */
+	const char *dir;           /* the server's own directory (exists) */
+	int mode;                  /* index into the driver's modes */
+	int64_t lease_ms;          /* default lease (beanstalkd: the TTR) */
+	const char *timelined;     /* path of the broker binary (Timeline) */
+	bool ipc;                  /* Timeline: clients over ipc, not TCP */
+	const char *tl_durability; /* Timeline: --durability (always) */
 } tlb_server_conf;
 
 /* One message to put: its number in the run and its due time (UTC ms). */

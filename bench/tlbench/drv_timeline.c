@@ -35,6 +35,7 @@ struct tlb_server {
 	tlb_proc p; /* data: the store's directory */
 	char bin[PATH_MAX];
 	char url[PATH_MAX + 16]; /* what clients connect to */
+	char durability[32];     /* its --durability */
 };
 
 /* What a consume loop shares with its callbacks; lives as long as the
@@ -64,7 +65,7 @@ tl_args(tlb_server *s, char **argv)
 	bool ipc = strncmp(s->url, "ipc://", 6) == 0;
 	char *const v[] = {s->bin, "--data", s->p.data, "--listen",
 	    s->p.scratch, "--metrics", "off", "--topic", TLB_TL_TOPIC ":16",
-	    "--durability", "always", "--log-level", "warn",
+	    "--durability", s->durability, "--log-level", "warn",
 	    ipc ? "--listen" : NULL, s->url, NULL};
 
 	snprintf(s->p.scratch, sizeof(s->p.scratch), "tcp://127.0.0.1:%d",
@@ -76,6 +77,8 @@ static int
 tl_prepare(tlb_server *s, const tlb_server_conf *conf)
 {
 	snprintf(s->bin, sizeof(s->bin), "%s", conf->timelined);
+	snprintf(s->durability, sizeof(s->durability), "%s",
+	    conf->tl_durability != NULL ? conf->tl_durability : "always");
 	if (conf->ipc) {
 		snprintf(s->url, sizeof(s->url), "ipc://%s/tl.sock", conf->dir);
 	} else {

@@ -219,6 +219,7 @@ sut_up(sut *u, const tlb_system *sys, int64_t lease_ms)
 	conf.lease_ms = lease_ms;
 	conf.timelined = g_cfg->timelined;
 	conf.ipc = g_cfg->ipc;
+	conf.tl_durability = g_cfg->tl_durability;
 	if (tlb_proc_start(&u->srv, &conf, sys->d->proc) != 0) {
 		fprintf(stderr, "%s: the server did not start\n", sys->label);
 		tlb_bench_dir_done(&g_cfg->com, u->dir);
@@ -787,6 +788,9 @@ usage(FILE *f)
 	    "  --timelined PATH    the broker (<builddir>/broker/timelined)\n"
 	    "  --timeline-ipc      Timeline's clients over ipc:// (default: "
 	    "TCP, as the peers)\n"
+	    "  --timeline-durability MODE  timelined --durability MODE "
+	    "(always; none\n"
+	    "                      measures Timeline without its fsyncs)\n"
 	    "  --body BYTES        body size (100, at least %d)\n"
 	    "  --producers P       producer connections (1)\n"
 	    "  --consumers C       consumer connections (2)\n"
@@ -844,6 +848,7 @@ enum {
 	OPT_CRASH_LEASE,
 	OPT_IPC,
 	OPT_RATES,
+	OPT_TL_DURABILITY,
 };
 
 static const struct option long_opts[] = {
@@ -872,6 +877,7 @@ static const struct option long_opts[] = {
     {"crash-lease", required_argument, NULL, OPT_CRASH_LEASE},
     {"timeline-ipc", no_argument, NULL, OPT_IPC},
     {"rates", required_argument, NULL, OPT_RATES},
+    {"timeline-durability", required_argument, NULL, OPT_TL_DURABILITY},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -1012,6 +1018,18 @@ parse_args(int argc, char **argv, tlb_cfg *cfg)
 			break;
 		case OPT_TIMELINED:
 			cfg->timelined = optarg;
+			break;
+		case OPT_TL_DURABILITY:
+			if (strlen(optarg) >= 32 ||
+			    strspn(optarg,
+			        "abcdefghijklmnopqrstuvwxyz"
+			        "0123456789:") != strlen(optarg)) {
+				fprintf(stderr,
+				    "--timeline-durability: always, none or "
+				    "interval:MS\n");
+				return -1;
+			}
+			cfg->tl_durability = optarg;
 			break;
 		case OPT_RATES:
 			if (!set_rates(cfg, optarg)) {

@@ -35,7 +35,8 @@ typedef struct tlb_cfg {
 	const char *systems; /* comma list of labels or driver names */
 	const char *plots;   /* directory for PNG plots */
 	bool quick;
-	bool ipc; /* Timeline's clients over ipc:// */
+	bool ipc;                  /* Timeline's clients over ipc:// */
+	const char *tl_durability; /* --timeline-durability (always) */
 	bool workload_on[TLB_NWORKLOADS];
 	size_t body;
 	int producers;
