@@ -177,7 +177,7 @@ typedef enum tli_op_type {
  * CREATE with id_len 0 gets a generated sortable id, returned in gen_id.
  */
 /* How far ahead of its due time a message may be leased (tli_op.at). */
-#define TLI_LEASE_AHEAD_MAX 1000
+#define TLI_LEASE_AHEAD_MAX 10000
 
 typedef struct tli_op {
 	/* inputs */
