@@ -85,28 +85,6 @@ start_args(const char *first, ...)
 	tt_proc_start(&P);
 }
 
-/* A line "Key:  N kB" of the broker's /proc/PID/status, in bytes. */
-static long
-status_bytes(const char *key)
-{
-	char path[64], line[256];
-	size_t kl = strlen(key);
-	long v = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int) P.pid);
-	cr_assert_not_null(f = fopen(path, "r"), "%s", path);
-	while (fgets(line, sizeof(line), f) != NULL) {
-		if (strncmp(line, key, kl) == 0 && line[kl] == ':') {
-			v = strtol(line + kl + 1, NULL, 10) * 1024;
-			break;
-		}
-	}
-	fclose(f);
-	cr_assert(v >= 0, "no %s in %s", key, path);
-	return v;
-}
-
 /* The value of the sample `name` (with its labels) in /metrics, or -1. */
 static long long
 metric(const char *name)
@@ -128,37 +106,6 @@ metric(const char *name)
 	return v;
 }
 
-/* A raw TCP connection whose sends and receives give up after 30 s. */
-static int
-open_raw(void)
-{
-	struct timeval tv = {30, 0};
-	int fd = tt_tcp_connect(port);
-
-	cr_assert(fd >= 0, "connect: %s", strerror(errno));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	return fd;
-}
-
-/* Send n bytes; false when the peer hung up or the send timed out. */
-static bool
-send_all(int fd, const void *p, size_t n)
-{
-	const uint8_t *b = p;
-
-	while (n > 0) {
-		ssize_t k = send(fd, b, n, MSG_NOSIGNAL);
-
-		if (k <= 0) {
-			return false;
-		}
-		b += k;
-		n -= (size_t) k;
-	}
-	return true;
-}
-
 static const uint8_t zeros[1 << 20];
 
 /* n zero bytes. */
@@ -168,7 +115,7 @@ send_zeros(int fd, size_t n)
 	while (n > 0) {
 		size_t k = n < sizeof(zeros) ? n : sizeof(zeros);
 
-		if (!send_all(fd, zeros, k)) {
+		if (!tt_send_all(fd, zeros, k)) {
 			return false;
 		}
 		n -= k;
@@ -188,25 +135,7 @@ send_big_head(int fd, uint32_t len, uint32_t reqid)
 	h[4] = TLP_VERSION;
 	h[5] = TLP_OP_CREATE;
 	tli_put_be32(h + 8, reqid);
-	return send_all(fd, h, sizeof(h));
-}
-
-/* Read n bytes; false on close, error or timeout. */
-static bool
-recv_all(int fd, void *p, size_t n)
-{
-	uint8_t *b = p;
-
-	while (n > 0) {
-		ssize_t k = recv(fd, b, n, 0);
-
-		if (k <= 0) {
-			return false;
-		}
-		b += k;
-		n -= (size_t) k;
-	}
-	return true;
+	return tt_send_all(fd, h, sizeof(h));
 }
 
 /* The next frame on fd: its header and the error code of a reply (TL_OK
@@ -221,12 +150,12 @@ recv_reply(int fd, tlp_hdr *h, int *err)
 	size_t nf;
 	bool ok;
 
-	if (!recv_all(fd, len, sizeof(len)) ||
+	if (!tt_recv_all(fd, len, sizeof(len)) ||
 	    tlp_frame_len(len, &n) != TL_OK) {
 		return false;
 	}
 	cr_assert_not_null(buf = malloc(n));
-	ok = recv_all(fd, buf, n) && tlp_hdr_decode(h, buf, n) == TL_OK;
+	ok = tt_recv_all(fd, buf, n) && tlp_hdr_decode(h, buf, n) == TL_OK;
 	*err = -1;
 	if (ok) {
 		tlp_r_init(&r, buf + TLP_HDR_LEN, n - TLP_HDR_LEN);
@@ -240,38 +169,16 @@ recv_reply(int fd, tlp_hdr *h, int *err)
 static int
 open_greeted(const char *name)
 {
-	int fd = open_raw(), err;
+	int fd = tt_tcp_open(port, 30), err;
 	tli_buf hello;
 	tlp_hdr h;
 
 	TL_PASS(rc_hello_frame(&hello, name));
-	cr_assert(send_all(fd, hello.data, hello.len));
+	cr_assert(tt_send_all(fd, hello.data, hello.len));
 	tli_buf_fini(&hello);
 	cr_assert(recv_reply(fd, &h, &err), "no HELLO reply");
 	TL_PASS(err, "HELLO");
 	return fd;
-}
-
-/* True when the broker closes fd within timeout_ms (what it sends before
- * is read and dropped). */
-static bool
-closed_within(int fd, int timeout_ms)
-{
-	int64_t end = tli_wall_ms() + timeout_ms;
-	uint8_t buf[4096];
-
-	for (;;) {
-		int64_t left = end - tli_wall_ms();
-		struct pollfd pfd = {.fd = fd, .events = POLLIN};
-		ssize_t k;
-
-		if (left <= 0 || poll(&pfd, 1, (int) left) <= 0) {
-			return false;
-		}
-		if ((k = recv(fd, buf, sizeof(buf), 0)) <= 0) {
-			return true;
-		}
-	}
 }
 
 /* ---- max_input_bytes ---- */
@@ -383,8 +290,8 @@ Test(input, backpressure_bounds_memory)
 		c[i].reqid = 100 + (uint32_t) i;
 	}
 	tt_nap_ms(200);
-	rss0 = status_bytes("VmRSS");
-	hwm0 = status_bytes("VmHWM");
+	rss0 = (tt_proc_status_kb(P.pid, "VmRSS") * 1024);
+	hwm0 = (tt_proc_status_kb(P.pid, "VmHWM") * 1024);
 	go = false;
 	for (int i = 0; i < NBIG; i++) {
 		cr_assert_eq(
@@ -394,8 +301,8 @@ Test(input, backpressure_bounds_memory)
 	most = count_most_sent(c);
 	held = metric("timeline_input_bytes");
 	stalls = metric("timeline_input_stalls_total");
-	rss1 = status_bytes("VmRSS");
-	hwm1 = status_bytes("VmHWM");
+	rss1 = (tt_proc_status_kb(P.pid, "VmRSS") * 1024);
+	hwm1 = (tt_proc_status_kb(P.pid, "VmHWM") * 1024);
 	fprintf(stderr,
 	    "input: %d x 32 MiB frames, max_input_bytes 64 MiB: %d clients "
 	    "sent all but the last byte, %lld stalls, input memory %lld MiB; "
@@ -419,7 +326,7 @@ Test(input, backpressure_bounds_memory)
 		    c[i].why);
 		close(c[i].fd);
 	}
-	hwm2 = status_bytes("VmHWM");
+	hwm2 = (tt_proc_status_kb(P.pid, "VmHWM") * 1024);
 	fprintf(stderr,
 	    "input: all %d answered; peak VmRSS %ld MiB (%ld MiB over the "
 	    "start)\n",
@@ -448,10 +355,10 @@ Test(input, unauth_limit)
 
 	start_args("--max-unauth-sessions", "4", NULL);
 	for (int i = 0; i < 4; i++) {
-		fd[i] = open_raw();
+		fd[i] = tt_tcp_open(port, 30);
 	}
-	extra = open_raw();
-	cr_assert(closed_within(extra, 3000),
+	extra = tt_tcp_open(port, 30);
+	cr_assert(tt_closed_within(extra, 3000),
 	    "a fifth connection without HELLO still open");
 	close(extra);
 	cr_assert(tt_proc_log_wait(&P, "max_unauth_sessions = 4", 2000));
@@ -461,10 +368,11 @@ Test(input, unauth_limit)
 	                    "max_sessions_per_ip\"}"),
 	    0);
 	for (int i = 0; i < 4; i++) {
-		cr_assert(!closed_within(fd[i], 0), "connection %d closed", i);
+		cr_assert(
+		    !tt_closed_within(fd[i], 0), "connection %d closed", i);
 	}
 	TL_PASS(rc_hello_frame(&hello, "late"));
-	cr_assert(send_all(fd[0], hello.data, hello.len));
+	cr_assert(tt_send_all(fd[0], hello.data, hello.len));
 	tli_buf_fini(&hello);
 	cr_assert(recv_reply(fd[0], &h, &err), "no HELLO reply");
 	TL_PASS(err, "HELLO");
@@ -532,11 +440,11 @@ Test(input, frame_behind_refused_hello)
 
 	start_auth();
 	tt_nap_ms(200);
-	rss0 = status_bytes("VmRSS");
+	rss0 = (tt_proc_status_kb(P.pid, "VmRSS") * 1024);
 	hello_with(&hello, "wrong");
 	for (int i = 0; i < NPIPE; i++) {
-		fd = open_raw();
-		cr_assert(send_all(fd, hello.data, hello.len));
+		fd = tt_tcp_open(port, 30);
+		cr_assert(tt_send_all(fd, hello.data, hello.len));
 		/* the broker stops reading: the rest may be cut off */
 		(void) (send_big_head(fd, BIG, 7) && send_zeros(fd, 8 * MIB));
 		cr_assert(recv_reply(fd, &h, &err), "%d: no HELLO reply", i);
@@ -545,11 +453,11 @@ Test(input, frame_behind_refused_hello)
 		cr_assert(recv_reply(fd, &h, &err), "%d: no second reply", i);
 		cr_assert_eq(h.op, 0, "the refusal of the frame is on op 0");
 		TL_CODE_EQ(err, TL_ETOOLARGE, "32 MiB behind a refused HELLO");
-		cr_assert(closed_within(fd, 5000), "%d: still open", i);
+		cr_assert(tt_closed_within(fd, 5000), "%d: still open", i);
 		close(fd);
 	}
 	tli_buf_fini(&hello);
-	hwm1 = status_bytes("VmHWM");
+	hwm1 = (tt_proc_status_kb(P.pid, "VmHWM") * 1024);
 	fprintf(stderr,
 	    "input: %d x (refused HELLO + 8 MiB of a 32 MiB frame): VmRSS "
 	    "%ld MiB before, peak %ld MiB after\n",
@@ -561,8 +469,8 @@ Test(input, frame_behind_refused_hello)
 
 	/* the same right behind an accepted HELLO: read and answered */
 	hello_with(&hello, "tok");
-	fd = open_raw();
-	cr_assert(send_all(fd, hello.data, hello.len));
+	fd = tt_tcp_open(port, 30);
+	cr_assert(tt_send_all(fd, hello.data, hello.len));
 	tli_buf_fini(&hello);
 	cr_assert(send_big_head(fd, (uint32_t) MIB, 8));
 	cr_assert(send_zeros(fd, MIB - TLP_HDR_LEN));

@@ -54,59 +54,6 @@ start(void)
 	start_with("10000", "256");
 }
 
-/* A line "Key:  N kB" of /proc/PID/status, in bytes. */
-static long
-status_bytes(const char *key)
-{
-	char path[64], line[256];
-	size_t kl = strlen(key);
-	long v = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int) P.pid);
-	cr_assert_not_null(f = fopen(path, "r"), "%s", path);
-	while (fgets(line, sizeof(line), f) != NULL) {
-		if (strncmp(line, key, kl) == 0 && line[kl] == ':') {
-			v = strtol(line + kl + 1, NULL, 10) * 1024;
-			break;
-		}
-	}
-	fclose(f);
-	cr_assert(v >= 0, "no %s in %s", key, path);
-	return v;
-}
-
-/* A raw TCP connection with a send deadline (a broker that stops reading
- * must not hang the test). */
-static int
-open_raw(void)
-{
-	struct timeval tv = {5, 0};
-	int fd = tt_tcp_connect(port);
-
-	cr_assert(fd >= 0, "connect: %s", strerror(errno));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	return fd;
-}
-
-/* Send n bytes; false when the peer hung up or stopped reading. */
-static bool
-send_all(int fd, const void *p, size_t n)
-{
-	const uint8_t *b = p;
-
-	while (n > 0) {
-		ssize_t k = send(fd, b, n, MSG_NOSIGNAL);
-
-		if (k <= 0) {
-			return false;
-		}
-		b += k;
-		n -= (size_t) k;
-	}
-	return true;
-}
-
 /* A length prefix declaring a DECLARED-byte frame, then the header and
  * body bytes of it (at most DECLARED). */
 static bool
@@ -119,31 +66,9 @@ send_big_start(int fd, size_t body)
 	tli_put_be32(buf, DECLARED);
 	buf[4] = TLP_VERSION;
 	buf[5] = TLP_OP_CREATE;
-	ok = send_all(fd, buf, TLP_LEN_BYTES + body);
+	ok = tt_send_all(fd, buf, TLP_LEN_BYTES + body);
 	free(buf);
 	return ok;
-}
-
-/* True when the broker closes fd within timeout_ms (what it sends before
- * is read and dropped). */
-static bool
-closed_within(int fd, int timeout_ms)
-{
-	int64_t end = tli_wall_ms() + timeout_ms;
-	uint8_t buf[4096];
-
-	for (;;) {
-		int64_t left = end - tli_wall_ms();
-		struct pollfd pfd = {.fd = fd, .events = POLLIN};
-		ssize_t k;
-
-		if (left <= 0 || poll(&pfd, 1, (int) left) <= 0) {
-			return false;
-		}
-		if ((k = recv(fd, buf, sizeof(buf), 0)) <= 0) {
-			return true;
-		}
-	}
 }
 
 /* A normal client can connect and be answered. */
@@ -172,17 +97,17 @@ Test(prelogin, memory_follows_bytes_received)
 	start();
 	TL_PASS(rc_hello_frame(&hello, "big"));
 	tt_nap_ms(200);
-	data0 = status_bytes("VmData");
-	rss0 = status_bytes("VmRSS");
+	data0 = (tt_proc_status_kb(P.pid, "VmData") * 1024);
+	rss0 = (tt_proc_status_kb(P.pid, "VmRSS") * 1024);
 	for (int i = 0; i < NCONN; i++) {
-		fd[i] = open_raw();
-		cr_assert(send_all(fd[i], hello.data, hello.len));
+		fd[i] = tt_tcp_open(port, 5);
+		cr_assert(tt_send_all(fd[i], hello.data, hello.len));
 		cr_assert(send_big_start(fd[i], 4096), "connection %d", i);
 	}
 	tli_buf_fini(&hello);
 	tt_nap_ms(500);
-	data1 = status_bytes("VmData");
-	rss1 = status_bytes("VmRSS");
+	data1 = (tt_proc_status_kb(P.pid, "VmData") * 1024);
+	rss1 = (tt_proc_status_kb(P.pid, "VmRSS") * 1024);
 	fprintf(stderr,
 	    "prelogin: %d x %u declared, 4 KiB sent: VmData +%ld MiB, "
 	    "VmRSS +%ld MiB\n",
@@ -208,19 +133,19 @@ Test(prelogin, large_first_frame_refused)
 
 	start();
 	tt_nap_ms(200);
-	rss0 = status_bytes("VmRSS");
+	rss0 = (tt_proc_status_kb(P.pid, "VmRSS") * 1024);
 	for (int i = 0; i < NCONN; i++) {
-		fd[i] = open_raw();
+		fd[i] = tt_tcp_open(port, 5);
 		(void) send_big_start(fd[i], 8 * MIB); /* may be cut off */
 	}
 	tt_nap_ms(500);
-	rss1 = status_bytes("VmRSS");
+	rss1 = (tt_proc_status_kb(P.pid, "VmRSS") * 1024);
 	fprintf(stderr,
 	    "prelogin: %d x %u declared before HELLO, 8 MiB sent: VmRSS "
 	    "+%ld MiB\n",
 	    NCONN, DECLARED, (rss1 - rss0) / MIB);
 	for (int i = 0; i < NCONN; i++) {
-		cr_assert(closed_within(fd[i], 5000),
+		cr_assert(tt_closed_within(fd[i], 5000),
 		    "connection %d still open after a 32 MiB first frame", i);
 		close(fd[i]);
 	}
@@ -245,8 +170,8 @@ Test(prelogin, no_hello_closed_after_timeout)
 	snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", port);
 	c = rc_open(url, "greeted");
 	t0 = tli_wall_ms();
-	fd = open_raw();
-	cr_assert(closed_within(fd, 5000),
+	fd = tt_tcp_open(port, 5);
+	cr_assert(tt_closed_within(fd, 5000),
 	    "a connection without HELLO still open after 5 s");
 	cr_assert_geq(tli_wall_ms() - t0, 400, "closed before the deadline");
 	close(fd);
@@ -269,27 +194,28 @@ Test(prelogin, per_ip_limit)
 
 	start_with("10000", "4");
 	for (int i = 0; i < 4; i++) {
-		fd[i] = open_raw();
+		fd[i] = tt_tcp_open(port, 5);
 	}
-	extra = open_raw();
-	cr_assert(closed_within(extra, 3000),
+	extra = tt_tcp_open(port, 5);
+	cr_assert(tt_closed_within(extra, 3000),
 	    "a fifth connection from one address still open");
 	close(extra);
 	cr_assert(tt_proc_log_wait(&P, "max_sessions_per_ip = 4", 2000));
 	for (int i = 0; i < 4; i++) {
-		cr_assert(!closed_within(fd[i], 0), "connection %d closed", i);
+		cr_assert(
+		    !tt_closed_within(fd[i], 0), "connection %d closed", i);
 	}
 	close(fd[0]);
 	/* The broker sees that close when it reads: try until it has. */
 	for (int tries = 0; tries < 40 && !ok; tries++) {
 		tt_nap_ms(50);
-		extra = open_raw();
-		if (closed_within(extra, 100)) {
+		extra = tt_tcp_open(port, 5);
+		if (tt_closed_within(extra, 100)) {
 			close(extra);
 			continue;
 		}
 		TL_PASS(rc_hello_frame(&hello, "after"));
-		cr_assert(send_all(extra, hello.data, hello.len));
+		cr_assert(tt_send_all(extra, hello.data, hello.len));
 		tli_buf_fini(&hello);
 		pfd.fd = extra;
 		cr_assert_eq(poll(&pfd, 1, 5000), 1, "no HELLO reply");

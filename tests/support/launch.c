@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -519,4 +521,96 @@ tt_proc_check_log(const tt_proc *p)
 		}
 	}
 	free(txt);
+}
+
+int
+tt_tcp_open(int port, int timeout_s)
+{
+	struct timeval tv = {timeout_s, 0};
+	int fd = tt_tcp_connect(port);
+
+	cr_assert(fd >= 0, "connect to port %d: %s", port, strerror(errno));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+bool
+tt_send_all(int fd, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+
+	while (n > 0) {
+		ssize_t k = send(fd, b, n, MSG_NOSIGNAL);
+
+		if (k <= 0) {
+			return false;
+		}
+		b += k;
+		n -= (size_t) k;
+	}
+	return true;
+}
+
+bool
+tt_recv_all(int fd, void *p, size_t n)
+{
+	uint8_t *b = p;
+
+	while (n > 0) {
+		ssize_t k = recv(fd, b, n, 0);
+
+		if (k <= 0) {
+			return false;
+		}
+		b += k;
+		n -= (size_t) k;
+	}
+	return true;
+}
+
+bool
+tt_closed_within(int fd, int timeout_ms)
+{
+	struct timespec t0;
+	uint8_t buf[4096];
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		struct timespec t;
+		struct pollfd pfd = {.fd = fd, .events = POLLIN};
+		long left;
+
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		left = timeout_ms -
+		    ((t.tv_sec - t0.tv_sec) * 1000L +
+		        (t.tv_nsec - t0.tv_nsec) / 1000000L);
+		if (left <= 0 || poll(&pfd, 1, (int) left) <= 0) {
+			return false;
+		}
+		if (recv(fd, buf, sizeof(buf), 0) <= 0) {
+			return true;
+		}
+	}
+}
+
+long
+tt_proc_status_kb(pid_t pid, const char *key)
+{
+	char path[64], line[256];
+	size_t kl = strlen(key);
+	long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int) pid);
+	cr_assert_not_null(f = fopen(path, "r"), "%s", path);
+	while (fgets(line, sizeof(line), f) != NULL) {
+		if (strncmp(line, key, kl) == 0 && line[kl] == ':') {
+			v = strtol(line + kl + 1, NULL, 10);
+			break;
+		}
+	}
+	fclose(f);
+	cr_assert(v >= 0, "no %s in %s", key, path);
+	return v;
 }

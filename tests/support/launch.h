@@ -130,5 +130,19 @@ int tt_tcp_connect(int port);
 int tt_connect_or_close(int fd, const void *sa, size_t len);
 /* A free TCP port on 127.0.0.1 (bind 0, read it, close), or -1. */
 int tt_free_port(void);
+/* A raw TCP connection to 127.0.0.1:port whose sends and receives give up
+ * after timeout_s (a server that stops reading must not hang the test);
+ * fails the test when it cannot connect. */
+int tt_tcp_open(int port, int timeout_s);
+/* Send n bytes; false when the peer hung up or the send timed out. */
+bool tt_send_all(int fd, const void *p, size_t n);
+/* Read n bytes; false on close, error or timeout. */
+bool tt_recv_all(int fd, void *p, size_t n);
+/* True when the peer closes fd within timeout_ms (what it sends before is
+ * read and dropped). */
+bool tt_closed_within(int fd, int timeout_ms);
+/* A line "Key:  N kB" of /proc/PID/status ("VmRSS", "VmHWM"), in KiB;
+ * fails the test when there is none. */
+long tt_proc_status_kb(pid_t pid, const char *key);
 
 #endif
