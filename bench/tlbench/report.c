@@ -721,7 +721,8 @@ tlb_report_plots(const tlb_report *rp, const char *dir)
 		fprintf(stderr, "gnuplot failed (status %d)\n", st);
 		return -1;
 	}
-	printf("plots in %s: lateness%s.png throughput.png memory.png\n", dir,
-	    nr > 1 || rates[0] > 0 ? "-RATE" : "");
+	printf("plots in %s: lateness%s.png%s%s\n", dir,
+	    nr > 1 || rates[0] > 0 ? "-RATE" : "",
+	    nt > 0 ? " throughput.png" : "", nm > 0 ? " memory.png" : "");
 	return 0;
 }
