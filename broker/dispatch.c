@@ -208,19 +208,32 @@ cur_frontier(const dcur *c)
 
 /* ---- the heap ---- */
 
+/* An array of *cap elements of esz bytes at v, doubled (first when
+ * empty): the new array (*cap updated), or NULL with v and *cap as they
+ * were. */
+static void *
+grow(void *v, size_t *cap, size_t esz, size_t first)
+{
+	size_t c = *cap ? *cap * 2 : first;
+	void *p = tli_realloc(v, c * esz);
+
+	if (p != NULL) {
+		*cap = c;
+	}
+	return p;
+}
+
 static int
 heap_push(wheap *h, went *e)
 {
 	size_t i;
 
 	if (h->n == h->cap) {
-		size_t cap = h->cap ? h->cap * 2 : 256;
-		went **v = tli_realloc(h->v, cap * sizeof(*v));
+		went **v = grow(h->v, &h->cap, sizeof(*v), 256);
 		if (v == NULL) {
 			return TL_ENOMEM;
 		}
 		h->v = v;
-		h->cap = cap;
 	}
 	i = h->n++;
 	while (i > 0) {
@@ -424,13 +437,11 @@ parked_add(dtopic *t, parked *k)
 		t->pk_head = 0;
 	}
 	if (t->pk_n == t->pk_cap) {
-		size_t cap = t->pk_cap ? t->pk_cap * 2 : 256;
-		parked **np = tli_realloc(t->pk, cap * sizeof(*np));
+		parked **np = grow(t->pk, &t->pk_cap, sizeof(*np), 256);
 		if (np == NULL) {
 			return false;
 		}
 		t->pk = np;
-		t->pk_cap = cap;
 	}
 	for (j = t->pk_n; j > t->pk_head && t->pk[j - 1]->due > k->due; j--) {
 		t->pk[j] = t->pk[j - 1];
@@ -542,14 +553,12 @@ window_offer(dtopic *t, int64_t ts, uint64_t version, uint32_t bucket,
 		return true;
 	}
 	if (t->npending == t->pcap) {
-		size_t cap = t->pcap ? t->pcap * 2 : 64;
-		went **np = tli_realloc(t->pending, cap * sizeof(*np));
+		went **np = grow(t->pending, &t->pcap, sizeof(*np), 64);
 		if (np == NULL) {
 			tli_free(e);
 			return false;
 		}
 		t->pending = np;
-		t->pcap = cap;
 	}
 	t->pending[t->npending++] = e;
 	return false;
@@ -1095,7 +1104,6 @@ topic_pass(tlb_dsp *p, dtopic *t, int64_t now, int64_t *wake, bool *read)
 			break; /* no credit: acks wake us */
 		}
 		if (lb == NULL || lb->n == cap) {
-			size_t nc = cap ? cap * 2 : 64;
 			litem *ni;
 			if (cap >= MAX_PASS) {
 				break;
@@ -1104,12 +1112,11 @@ topic_pass(tlb_dsp *p, dtopic *t, int64_t now, int64_t *wake, bool *read)
 			    (lb = tli_zalloc(sizeof(*lb))) == NULL) {
 				break;
 			}
-			if ((ni = tli_realloc(lb->it, nc * sizeof(*ni))) ==
+			if ((ni = grow(lb->it, &cap, sizeof(*ni), 64)) ==
 			    NULL) {
 				break;
 			}
 			lb->it = ni;
-			cap = nc;
 		}
 		memset(&lb->it[lb->n], 0, sizeof(litem));
 		lb->it[lb->n].sub = d;
