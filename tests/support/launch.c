@@ -535,13 +535,13 @@ tt_tcp_open(int port, int timeout_s)
 	return fd;
 }
 
-bool
-tt_send_all(int fd, const void *p, size_t n)
+/* All n bytes sent (out) or received; false on close, error or timeout. */
+static bool
+xfer_all(int fd, uint8_t *b, size_t n, bool out)
 {
-	const uint8_t *b = p;
-
 	while (n > 0) {
-		ssize_t k = send(fd, b, n, MSG_NOSIGNAL);
+		ssize_t k =
+		    out ? send(fd, b, n, MSG_NOSIGNAL) : recv(fd, b, n, 0);
 
 		if (k <= 0) {
 			return false;
@@ -553,20 +553,15 @@ tt_send_all(int fd, const void *p, size_t n)
 }
 
 bool
+tt_send_all(int fd, const void *p, size_t n)
+{
+	return xfer_all(fd, (uint8_t *) (uintptr_t) p, n, true);
+}
+
+bool
 tt_recv_all(int fd, void *p, size_t n)
 {
-	uint8_t *b = p;
-
-	while (n > 0) {
-		ssize_t k = recv(fd, b, n, 0);
-
-		if (k <= 0) {
-			return false;
-		}
-		b += k;
-		n -= (size_t) k;
-	}
-	return true;
+	return xfer_all(fd, p, n, false);
 }
 
 bool
