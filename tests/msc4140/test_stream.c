@@ -7,7 +7,8 @@
  * the test checks the answer the same way). Under the sanitizers the
  * sizes are smaller, the bound stays well under one body. A homeserver
  * that fails is told apart: 502 before its answer began, a connection cut
- * short after. proxy_max_body still counts, as the body streams.
+ * short after; HEAD passes the status and length alone. proxy_max_body
+ * still counts, as the body streams.
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -258,6 +259,7 @@ Test(stream, homeserver_failures)
 	gw_env e;
 	xfer down = {.seed = 5, .size = 8 * MIB, .intact = true};
 	char url[256];
+	curl_off_t hlen = -1;
 	CURLcode cc;
 	CURL *c;
 	gw_resp r;
@@ -280,6 +282,20 @@ Test(stream, homeserver_failures)
 	cr_assert(cc != CURLE_OPERATION_TIMEDOUT, "the cut was not passed on");
 	cr_assert_eq(down.status, 200);
 	cr_assert(down.pos <= (uint64_t) MIB && down.intact);
+
+	/* HEAD: the homeserver's status and length, no body */
+	c = curl_easy_init();
+	snprintf(url, sizeof(url), "%s/_matrix/client/v3/nothing", e.gw);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 30000L);
+	cc = curl_easy_perform(c);
+	cr_assert_eq(cc, CURLE_OK, "HEAD: %s", curl_easy_strerror(cc));
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &down.status);
+	cr_assert_eq(down.status, 404);
+	curl_easy_getinfo(c, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &hlen);
+	cr_assert(hlen > 0, "HEAD: length %lld", (long long) hlen);
+	curl_easy_cleanup(c);
 
 	/* no homeserver: 502, with or without a body */
 	tt_proc_kill(&e.hs_proc);
