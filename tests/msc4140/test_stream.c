@@ -7,7 +7,9 @@
  * the test checks the answer the same way). Under the sanitizers the
  * sizes are smaller, the bound stays well under one body. A homeserver
  * that fails is told apart: 502 before its answer began, a connection cut
- * short after. proxy_max_body still counts, as the body streams.
+ * short after; HEAD passes the status and length alone. proxy_max_body
+ * still counts, as the body streams. After each, timelined stops at once,
+ * with status 0: no transfer is left holding the gateway.
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -82,7 +84,8 @@ typedef struct xfer {
 	unsigned seed;
 	uint64_t size, pos; /* bytes sent or received */
 	bool chunked;
-	bool intact; /* every byte received matched */
+	uint64_t stop_at; /* > 0: the client goes away after this many */
+	bool intact;      /* every byte received matched */
 	CURLcode cc;
 	long status;
 	char reply[512];
@@ -95,6 +98,9 @@ up_read(char *out, size_t size, size_t n, void *arg)
 	xfer *x = arg;
 	size_t k = 0;
 
+	if (x->stop_at > 0 && x->pos >= x->stop_at) {
+		return CURL_READFUNC_ABORT;
+	}
 	while (k < size * n && x->pos < x->size) {
 		out[k++] = (char) pattern_at(x->seed, x->pos++);
 	}
@@ -120,6 +126,9 @@ down_check(char *p, size_t size, size_t n, void *arg)
 {
 	xfer *x = arg;
 
+	if (x->stop_at > 0 && x->pos >= x->stop_at) {
+		return 0; /* gone */
+	}
 	for (size_t i = 0; i < size * n; i++) {
 		if ((unsigned char) p[i] != pattern_at(x->seed, x->pos++)) {
 			x->intact = false;
@@ -250,6 +259,7 @@ Test(stream, big_bodies_pass_without_being_held)
 	cr_assert(peak_kb - base_kb < BOUND_MB * 1024,
 	    "the gateway grew by %ld KiB for a %d MiB answer",
 	    peak_kb - base_kb, ANSWER_MB);
+	tt_proc_stop_clean(&e.tl); /* no transfer holds the stop */
 	gw_stop(&e);
 }
 
@@ -258,6 +268,7 @@ Test(stream, homeserver_failures)
 	gw_env e;
 	xfer down = {.seed = 5, .size = 8 * MIB, .intact = true};
 	char url[256];
+	curl_off_t hlen = -1;
 	CURLcode cc;
 	CURL *c;
 	gw_resp r;
@@ -281,6 +292,20 @@ Test(stream, homeserver_failures)
 	cr_assert_eq(down.status, 200);
 	cr_assert(down.pos <= (uint64_t) MIB && down.intact);
 
+	/* HEAD: the homeserver's status and length, no body */
+	c = curl_easy_init();
+	snprintf(url, sizeof(url), "%s/_matrix/client/v3/nothing", e.gw);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 30000L);
+	cc = curl_easy_perform(c);
+	cr_assert_eq(cc, CURLE_OK, "HEAD: %s", curl_easy_strerror(cc));
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &down.status);
+	cr_assert_eq(down.status, 404);
+	curl_easy_getinfo(c, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &hlen);
+	cr_assert(hlen > 0, "HEAD: length %lld", (long long) hlen);
+	curl_easy_cleanup(c);
+
 	/* no homeserver: 502, with or without a body */
 	tt_proc_kill(&e.hs_proc);
 	r = gw_req("GET", e.gw, "/_matrix/client/v3/sync", "tok_alice", NULL);
@@ -294,6 +319,7 @@ Test(stream, homeserver_failures)
 	    "some bytes", 10, true);
 	gw_expect(r, 502, "M_UNKNOWN");
 	gw_resp_free(&r);
+	tt_proc_stop_clean(&e.tl); /* no transfer holds the stop */
 	gw_stop(&e);
 }
 
@@ -322,5 +348,38 @@ Test(stream, the_body_limit_counts_as_it_streams)
 		    json_number_value(json_object_get(u, "len")));
 	}
 	gw_resp_free(&r);
+	tt_proc_stop_clean(&e.tl); /* no transfer holds the stop */
+	gw_stop(&e);
+}
+
+/* Clients that go away in the middle of a body or of an answer: the
+ * gateway lets go of both transfers, serves the next request, and stops
+ * cleanly (gw_stop fails on a sanitizer report or a stop that hangs). */
+Test(stream, clients_that_go_away)
+{
+	gw_env e;
+	xfer up = {.seed = 30, .size = 64 * MIB, .stop_at = 2 * MIB};
+	xfer down = {.seed = 31, .size = 64 * MIB, .stop_at = 2 * MIB};
+	char url[256];
+	CURL *c;
+
+	gw_start(&e, "gw-stream-gone", false, NULL);
+	up.base = e.gw;
+	upload(&up);
+	cr_assert_eq(
+	    up.cc, CURLE_ABORTED_BY_CALLBACK, "%s", curl_easy_strerror(up.cc));
+	snprintf(url, sizeof(url), "%s/_matrix/client/v3/sync?big=%llu&seed=31",
+	    e.gw, (unsigned long long) down.size);
+	c = curl_easy_init();
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, down_check);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &down);
+	xfer_run(c, &down);
+	curl_easy_cleanup(c);
+	cr_assert_eq(
+	    down.cc, CURLE_WRITE_ERROR, "%s", curl_easy_strerror(down.cc));
+	gw_req_expect(
+	    "GET", e.gw, "/_matrix/client/versions", NULL, NULL, 200, NULL);
+	tt_proc_stop_clean(&e.tl); /* no transfer holds the stop */
 	gw_stop(&e);
 }
