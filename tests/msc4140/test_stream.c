@@ -42,27 +42,6 @@ pattern_at(unsigned seed, uint64_t p)
 	return (unsigned char) ((o + p % BLOCK) % 256);
 }
 
-/* A value of /proc/PID/status in KiB ("VmHWM", "VmRSS"). */
-static long
-status_kb(pid_t pid, const char *key)
-{
-	char path[64], line[256];
-	long kb = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int) pid);
-	cr_assert((f = fopen(path, "r")) != NULL);
-	while (fgets(line, sizeof(line), f) != NULL) {
-		if (strncmp(line, key, strlen(key)) == 0 &&
-		    line[strlen(key)] == ':') {
-			kb = atol(line + strlen(key) + 1);
-		}
-	}
-	fclose(f);
-	cr_assert(kb > 0, "%s of %d", key, (int) pid);
-	return kb;
-}
-
 /* Resets VmHWM to the current RSS (false where the kernel cannot). */
 static bool
 peak_reset(pid_t pid)
@@ -201,7 +180,7 @@ Test(stream, big_bodies_pass_without_being_held)
 	gw_start(&e, "gw-stream", false, NULL);
 	gw_req_expect(
 	    "GET", e.gw, "/_matrix/client/versions", NULL, NULL, 200, NULL);
-	base_kb = status_kb(e.tl.pid, "VmRSS");
+	base_kb = tt_proc_status_kb(e.tl.pid, "VmRSS");
 	peak_reset(e.tl.pid);
 
 	/* uploads: seven with a Content-Length, one chunked */
@@ -223,7 +202,7 @@ Test(stream, big_bodies_pass_without_being_held)
 		    (json_int_t) up[i].size, "%s", up[i].reply);
 		json_decref(j);
 	}
-	peak_kb = status_kb(e.tl.pid, "VmHWM");
+	peak_kb = tt_proc_status_kb(e.tl.pid, "VmHWM");
 	fprintf(stderr,
 	    "stream: %d uploads of %d MiB: RSS %ld KiB before, peak %ld KiB "
 	    "(+%ld KiB)\n",
@@ -233,7 +212,7 @@ Test(stream, big_bodies_pass_without_being_held)
 	    peak_kb - base_kb, UPLOADS, UPLOAD_MB);
 
 	/* a long answer */
-	base_kb = status_kb(e.tl.pid, "VmRSS");
+	base_kb = tt_proc_status_kb(e.tl.pid, "VmRSS");
 	if (!peak_reset(e.tl.pid)) {
 		base_kb = peak_kb; /* the peak so far counts from here */
 	}
@@ -251,7 +230,7 @@ Test(stream, big_bodies_pass_without_being_held)
 	cr_assert_eq(down.pos, down.size, "%llu of %llu bytes",
 	    (unsigned long long) down.pos, (unsigned long long) down.size);
 	cr_assert(down.intact, "the answer arrived changed");
-	peak_kb = status_kb(e.tl.pid, "VmHWM");
+	peak_kb = tt_proc_status_kb(e.tl.pid, "VmHWM");
 	fprintf(stderr,
 	    "stream: a %d MiB answer: RSS %ld KiB before, peak %ld KiB "
 	    "(+%ld KiB)\n",
