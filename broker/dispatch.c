@@ -670,29 +670,30 @@ pusher_add(pusher *u, dsub *d, const tli_msg *m, uint64_t version,
 	tlb_metrics_lateness(&u->b->m, u->now_us - due_ts * 1000);
 }
 
-/* Park a message leased ahead until its due time (it->m moves into it).
- * False when out of memory: push it now instead (never early: the
- * caller checks). */
+/* Park message m, leased to d (version, until) ahead of its due time,
+ * until then; m moves into it. False when out of memory (m is still the
+ * caller's): the caller must not push it early. */
 static bool
-park(dtopic *t, litem *it, const tli_op *o)
+park(dtopic *t, dsub *d, tli_msg *m, int64_t due, uint64_t version,
+    int64_t until, uint32_t deliveries)
 {
 	parked *k = tli_alloc(sizeof(*k));
 
 	if (k == NULL) {
 		return false;
 	}
-	k->due = it->e->ts;
-	k->d = it->sub;
-	k->m = it->m;
-	k->version = o->new_version;
-	k->until = o->new_ts;
-	k->deliveries = o->deliveries;
+	k->due = due;
+	k->d = d;
+	k->m = *m;
+	k->version = version;
+	k->until = until;
+	k->deliveries = deliveries;
 	if (!parked_add(t, k)) {
 		tli_free(k);
 		return false;
 	}
-	it->sub->refs++;
-	memset(&it->m, 0, sizeof(it->m)); /* owned by k now */
+	d->refs++;
+	memset(m, 0, sizeof(*m)); /* owned by k now */
 	return true;
 }
 
@@ -741,7 +742,8 @@ lease_done(void *arg)
 		held_put(
 		    d, it->e->id, it->e->id_len, o->new_version, o->new_ts);
 		if (it->e->ts * 1000 > u.now_us && t != NULL &&
-		    park(t, it, o)) {
+		    park(t, d, &it->m, it->e->ts, o->new_version, o->new_ts,
+		        o->deliveries)) {
 			continue;
 		}
 		if (it->e->ts * 1000 > u.now_us) {
@@ -1465,32 +1467,6 @@ tlb_dsp_lease_done(tlb_broker *b, const char *topic, const char *consumer,
 	tlb_dsp_unlock(b);
 }
 
-/* Park a recovered lease taken ahead of due (ms); m moves into it. */
-static bool
-park_recovered(tlb_dsp *p, const char *topic, dsub *d, tli_msg *m, int64_t due)
-{
-	dtopic *t = topic_find(p, topic);
-	parked *k = tli_alloc(sizeof(*k));
-
-	if (t == NULL || k == NULL) {
-		tli_free(k);
-		return false;
-	}
-	k->due = due;
-	k->d = d;
-	k->m = *m;
-	k->version = m->version;
-	k->until = m->ts;
-	k->deliveries = m->deliveries;
-	if (!parked_add(t, k)) {
-		tli_free(k);
-		return false;
-	}
-	d->refs++;
-	wake(p);
-	return true;
-}
-
 /* Leases a returning consumer still holds: deliver them again (those
  * taken ahead of their due time: at that time). */
 static void
@@ -1540,8 +1516,12 @@ recover_leases(tlb_broker *b, tlb_session *s, const char *topic, dsub *d)
 				/* Leased ahead of a due time still to come: at
 				 * that time (out of memory: never early, the
 				 * lease runs out). */
-				if (!park_recovered(
-				        p, topic, d, &m, v[i].push_at)) {
+				dtopic *t = topic_find(p, topic);
+				if (t != NULL &&
+				    park(t, d, &m, v[i].push_at, m.version,
+				        m.ts, m.deliveries)) {
+					wake(p);
+				} else {
 					tli_msg_fini(&m);
 				}
 				pthread_mutex_unlock(&p->mtx);
