@@ -36,24 +36,6 @@ diskfull_fini(void)
 
 TestSuite(bdiskfull, .fini = diskfull_fini, .timeout = 90);
 
-/* Fill the file system holding mnt with a filler file; its path. */
-static void
-fill(char *path, size_t plen)
-{
-	static char chunk[64 * 1024];
-	FILE *f;
-
-	snprintf(path, plen, "%s/filler", mnt);
-	cr_assert_not_null(f = fopen(path, "w"));
-	memset(chunk, 'f', sizeof(chunk));
-	while (fwrite(chunk, 1, sizeof(chunk), f) == sizeof(chunk)) {
-	}
-	/* the last partial chunk, byte by byte to the last free page */
-	while (fwrite(chunk, 1, 1, f) == 1 && fflush(f) == 0) {
-	}
-	fclose(f);
-}
-
 /* How many times `what` occurs in the broker's log. */
 static int
 log_count(const char *what)
@@ -153,7 +135,7 @@ Test(bdiskfull, writes_resume_and_nothing_acknowledged_is_lost)
 	}
 
 	/* Another program fills the disk: a produce fails, clearly. */
-	fill(filler, sizeof(filler));
+	tt_fill_disk(mnt, filler, sizeof(filler));
 	for (int i = 0; i < MAXFULL; i++) {
 		snprintf(ids[n], sizeof(ids[n]), "b%03d", i);
 		if ((err = create(c, ids[n], body)) != TL_OK) {

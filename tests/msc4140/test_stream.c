@@ -128,6 +128,23 @@ xfer_run(CURL *c, xfer *x)
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &x->status);
 }
 
+/* GET a /sync answer of down->size bytes (the homeserver's pattern seed)
+ * through the gateway at gw, checking it as it streams. */
+static void
+download(xfer *down, const char *gw, unsigned seed)
+{
+	char url[256];
+	CURL *c = curl_easy_init();
+
+	snprintf(url, sizeof(url), "%s/_matrix/client/v3/sync?big=%llu&seed=%u",
+	    gw, (unsigned long long) down->size, seed);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, down_check);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, down);
+	xfer_run(c, down);
+	curl_easy_cleanup(c);
+}
+
 /* Asserted on the test's own thread (Criterion's asserts are not for the
  * uploads' threads). */
 #define xfer_expect(x, st)                                                  \
@@ -174,8 +191,6 @@ Test(stream, big_bodies_pass_without_being_held)
 	pthread_t t[UPLOADS];
 	xfer up[UPLOADS], down = {0};
 	long base_kb, peak_kb;
-	char url[256];
-	CURL *c;
 
 	gw_start(&e, "gw-stream", false, NULL);
 	gw_req_expect(
@@ -218,14 +233,7 @@ Test(stream, big_bodies_pass_without_being_held)
 	}
 	down = (xfer){
 	    .seed = 99, .size = (uint64_t) ANSWER_MB * MIB, .intact = true};
-	snprintf(url, sizeof(url), "%s/_matrix/client/v3/sync?big=%llu&seed=99",
-	    e.gw, (unsigned long long) down.size);
-	c = curl_easy_init();
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, down_check);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &down);
-	xfer_run(c, &down);
-	curl_easy_cleanup(c);
+	download(&down, e.gw, 99);
 	xfer_expect(down, 200);
 	cr_assert_eq(down.pos, down.size, "%llu of %llu bytes",
 	    (unsigned long long) down.pos, (unsigned long long) down.size);
@@ -339,22 +347,13 @@ Test(stream, clients_that_go_away)
 	gw_env e;
 	xfer up = {.seed = 30, .size = 64 * MIB, .stop_at = 2 * MIB};
 	xfer down = {.seed = 31, .size = 64 * MIB, .stop_at = 2 * MIB};
-	char url[256];
-	CURL *c;
 
 	gw_start(&e, "gw-stream-gone", false, NULL);
 	up.base = e.gw;
 	upload(&up);
 	cr_assert_eq(
 	    up.cc, CURLE_ABORTED_BY_CALLBACK, "%s", curl_easy_strerror(up.cc));
-	snprintf(url, sizeof(url), "%s/_matrix/client/v3/sync?big=%llu&seed=31",
-	    e.gw, (unsigned long long) down.size);
-	c = curl_easy_init();
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, down_check);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &down);
-	xfer_run(c, &down);
-	curl_easy_cleanup(c);
+	download(&down, e.gw, 31);
 	cr_assert_eq(
 	    down.cc, CURLE_WRITE_ERROR, "%s", curl_easy_strerror(down.cc));
 	gw_req_expect(

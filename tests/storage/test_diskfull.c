@@ -14,6 +14,7 @@
 #include <sys/mount.h>
 #include <unistd.h>
 
+#include "launch.h"
 #include "testutil.h"
 #include "tlcheck.h"
 
@@ -145,24 +146,6 @@ create(tli_store *s, const char *id, const void *body, size_t len)
 	return op.err;
 }
 
-/* Fill the file system holding dir with a filler file; its path. */
-static void
-fill(const char *dir, char *path, size_t plen)
-{
-	static char chunk[64 * 1024];
-	FILE *f;
-
-	snprintf(path, plen, "%s/filler", dir);
-	cr_assert_not_null(f = fopen(path, "w"));
-	memset(chunk, 'f', sizeof(chunk));
-	while (fwrite(chunk, 1, sizeof(chunk), f) == sizeof(chunk)) {
-	}
-	/* the last partial chunk, byte by byte to the last free page */
-	while (fwrite(chunk, 1, 1, f) == 1 && fflush(f) == 0) {
-	}
-	fclose(f);
-}
-
 Test(diskfull, writes_resume_without_a_restart_once_space_is_freed,
     .timeout = 60)
 {
@@ -195,7 +178,7 @@ Test(diskfull, writes_resume_without_a_restart_once_space_is_freed,
 	cr_assert(tli_store_writable(s));
 
 	/* The disk fills up (another program's file): a write fails. */
-	fill(dir, filler, sizeof(filler));
+	tt_fill_disk(dir, filler, sizeof(filler));
 	for (tries = 0; tries < 200 && err == TL_OK; tries++) {
 		snprintf(id, sizeof(id), "b%03d", tries);
 		if ((err = create(s, id, body, sizeof(body))) == TL_OK) {

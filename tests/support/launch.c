@@ -609,3 +609,20 @@ tt_proc_status_kb(pid_t pid, const char *key)
 	cr_assert(v >= 0, "no %s in %s", key, path);
 	return v;
 }
+
+void
+tt_fill_disk(const char *dir, char *path, size_t plen)
+{
+	static char chunk[64 * 1024];
+	FILE *f;
+
+	snprintf(path, plen, "%s/filler", dir);
+	cr_assert_not_null(f = fopen(path, "w"), "%s", path);
+	memset(chunk, 'f', sizeof(chunk));
+	while (fwrite(chunk, 1, sizeof(chunk), f) == sizeof(chunk)) {
+	}
+	/* the last partial chunk, byte by byte to the last free page */
+	while (fwrite(chunk, 1, 1, f) == 1 && fflush(f) == 0) {
+	}
+	fclose(f);
+}

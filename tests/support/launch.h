@@ -141,6 +141,9 @@ bool tt_recv_all(int fd, void *p, size_t n);
 /* True when the peer closes fd within timeout_ms (what it sends before is
  * read and dropped). */
 bool tt_closed_within(int fd, int timeout_ms);
+/* Fill the file system holding dir with a file dir/filler, to its last
+ * free byte (a small tmpfs in the disk-full tests); its path in path. */
+void tt_fill_disk(const char *dir, char *path, size_t plen);
 /* A line "Key:  N kB" of /proc/PID/status ("VmRSS", "VmHWM"), in KiB;
  * fails the test when there is none. */
 long tt_proc_status_kb(pid_t pid, const char *key);
