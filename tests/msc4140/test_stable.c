@@ -191,3 +191,30 @@ Test(stable, off_by_default)
 	    gw_hs_count(&e, "GET", "/_matrix/client/v1/"), 1, "passed through");
 	gw_stop(&e);
 }
+
+/* Bodies the fuzzer found: a raw NUL byte between the content's tokens
+ * (jansson accepts it) once kept a worker spinning for ever and the
+ * request unanswered; a delay of 1e30 was converted before its range
+ * check. Each gets its answer, and the gateway goes on serving. */
+Test(stable, hostile_bodies_are_answered)
+{
+	static const char nul_body[] =
+	    "{\"delay\":1500,\"content\":{\"e\":null\0}}";
+	gw_env e;
+	gw_resp r;
+	int64_t t0;
+
+	gw_start(&e, "gw-sthostile", false, "stable = on");
+	t0 = tli_mono_ms();
+	r = gw_req_full("PUT", e.gw, DPATH "m.room.message/h1", "tok_alice",
+	    nul_body, sizeof(nul_body) - 1, false);
+	cr_assert(r.status == 200 || r.status == 400,
+	    "a body with a NUL byte: status %ld after %lld ms", r.status,
+	    (long long) (tli_mono_ms() - t0));
+	gw_resp_free(&r);
+	gw_req_expect("PUT", e.gw, DPATH "m.room.message/h2", "tok_alice",
+	    "{\"content\":{},\"delay\":1e30}", 400, "M_MAX_DELAY_EXCEEDED");
+	gw_req_expect("PUT", e.gw, DPATH "m.room.message/h3", "tok_alice",
+	    "{\"content\":{},\"delay\":600000}", 200, NULL);
+	gw_stop(&e);
+}
