@@ -567,19 +567,13 @@ tt_recv_all(int fd, void *p, size_t n)
 bool
 tt_closed_within(int fd, int timeout_ms)
 {
-	struct timespec t0;
+	int64_t end = tli_mono_ms() + timeout_ms;
 	uint8_t buf[4096];
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
-		struct timespec t;
+		int64_t left = end - tli_mono_ms();
 		struct pollfd pfd = {.fd = fd, .events = POLLIN};
-		long left;
 
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		left = timeout_ms -
-		    ((t.tv_sec - t0.tv_sec) * 1000L +
-		        (t.tv_nsec - t0.tv_nsec) / 1000000L);
 		if (left <= 0 || poll(&pfd, 1, (int) left) <= 0) {
 			return false;
 		}
