@@ -79,7 +79,9 @@ check(int op, const body *m)
 	}
 }
 
-/* TOPIC_LIST takes no fields: nothing, or an empty array (h_TOPIC_LIST). */
+/* TOPIC_LIST takes no fields: nothing, or an empty array (h_TOPIC_LIST),
+ * in any of msgpack's array encodings (array16 / array32 of 0 are valid
+ * msgpack too). */
 static void
 topic_list(const uint8_t *p, size_t n)
 {
@@ -93,7 +95,7 @@ topic_list(const uint8_t *p, size_t n)
 	}
 	tlp_r_init(&r, p, n);
 	if (tlp_r_array(&r, 0, &cnt) == TL_OK && tlp_r_end(&r) == TL_OK) {
-		TLF_CHECK(cnt == 0 && n == 1 && p[0] == 0x90);
+		TLF_CHECK(cnt == 0);
 	}
 }
 
