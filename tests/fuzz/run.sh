@@ -88,7 +88,10 @@ for t in "${targets[@]}"; do
   cp "$corpus/$t"/* "$work/"
   log=$dir/fuzz_$t.log
   # -timeout: one input running this long is a hang, and a failure.
+  # -seed: the same mutations every run (TL_FUZZ_SEED=0: a random seed,
+  # for exploring), so that a test run does not fail on luck.
   if "$dir/tests/fuzz_$t" -max_total_time="$secs" -timeout=10 \
+      -seed="${TL_FUZZ_SEED:-1}" \
       -rss_limit_mb=2048 -artifact_prefix="$art/" "$work" >"$log" 2>&1 &&
       ! grep -q 'runtime error:' "$log"; then
     echo "fuzz_$t: $(grep -E '^#[0-9]+[[:space:]]+DONE' "$log" | tail -1 |
