@@ -44,8 +44,10 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "base.h"
+#include "guard.h"
 #include "htab.h" /* TLI_CONTAINER */
 #include "queue.h"
 #include "tlhttp.h"
@@ -205,6 +207,7 @@ struct tlh_server {
 	int nroutes;
 	rt *fallback;
 	struct MHD_Daemon *d;
+	tlh_guard *guard; /* owns the listening socket */
 	char url[300];
 
 	pthread_mutex_t mtx;
@@ -1498,29 +1501,108 @@ bind_addr(const char *listen, struct sockaddr_storage *ss, bool *v6)
 }
 
 static void
-url_make(tlh_server *s)
+url_make(tlh_server *s, int lfd)
 {
-	const union MHD_DaemonInfo *di =
-	    MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
 	const char *colon = strrchr(s->cfg.listen, ':');
 	char host[256];
+	unsigned port = 0;
 
+	if (getsockname(lfd, (struct sockaddr *) &ss, &len) == 0) {
+		port = ntohs(ss.ss_family == AF_INET6
+		        ? ((struct sockaddr_in6 *) &ss)->sin6_port
+		        : ((struct sockaddr_in *) &ss)->sin_port);
+	}
 	snprintf(host, sizeof(host), "%.*s", (int) (colon - s->cfg.listen),
 	    s->cfg.listen);
 	if (host[0] == '\0' || strcmp(host, "0.0.0.0") == 0) {
 		snprintf(host, sizeof(host), "127.0.0.1");
 	}
-	snprintf(s->url, sizeof(s->url), "http://%s:%u", host,
-	    di != NULL ? (unsigned) di->port : 0);
+	snprintf(s->url, sizeof(s->url), "http://%s:%u", host, port);
+}
+
+/* The listening socket, non-blocking; -1 when it cannot listen. */
+static int
+listen_open(const struct sockaddr_storage *ss, bool v6)
+{
+	int fd = socket(
+	    ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int one = 1;
+
+	if (fd < 0) {
+		return -1;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (v6) {
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+	}
+	if (bind(fd, (const struct sockaddr *) ss,
+	        v6 ? sizeof(struct sockaddr_in6)
+	           : sizeof(struct sockaddr_in)) != 0 ||
+	    listen(fd, 511) != 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* The guard hands a connection to libmicrohttpd (which closes fd when it
+ * refuses it: over the connection limit). */
+static bool
+guard_hand(void *arg, int fd, const struct sockaddr *sa, socklen_t len)
+{
+	tlh_server *s = arg;
+
+	return MHD_add_connection(s->d, fd, sa, len) == MHD_YES;
+}
+
+static void
+guard_body(void *arg, tlh_error e, tli_buf *out)
+{
+	tlh_server *s = arg;
+
+	if (s->cfg.framing_error != NULL) {
+		s->cfg.framing_error(s->cfg.arg, e, out);
+	} else {
+		tli_buf_puts(out,
+		    e == TLH_E_TOO_LARGE ? "{\"error\":\"Request too large\"}"
+		                         : "{\"error\":\"Bad request\"}");
+	}
+}
+
+/* The largest body a request may have: a larger chunk cannot pass. */
+static uint64_t
+chunk_max(const tlh_server *s)
+{
+	uint64_t m = s->cfg.body_max;
+
+	if (s->cfg.chunk_max > 0) {
+		return s->cfg.chunk_max;
+	}
+	for (int i = 0; i < s->nroutes; i++) {
+		if (s->routes[i]->r.body_max > m) {
+			m = s->routes[i]->r.body_max;
+		}
+	}
+	return m;
 }
 
 int
 tlh_server_start(tlh_server *s)
 {
 	struct sockaddr_storage ss;
-	unsigned flags =
-	    MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME;
+	unsigned flags = MHD_USE_POLL_INTERNAL_THREAD |
+	    MHD_ALLOW_SUSPEND_RESUME | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC;
 	bool v6 = false;
+	tlh_guard_cfg gc = {
+	    .threads = s->cfg.loops,
+	    .chunk_max = chunk_max(s),
+	    .hand = guard_hand,
+	    .body = guard_body,
+	    .headers = s->cfg.headers,
+	    .arg = s,
+	};
 
 	memset(&ss, 0, sizeof(ss));
 	if (bind_addr(s->cfg.listen, &ss, &v6) != TL_OK) {
@@ -1529,19 +1611,27 @@ tlh_server_start(tlh_server *s)
 	if (v6) {
 		flags |= MHD_USE_IPv6;
 	}
+	if ((gc.lfd = listen_open(&ss, v6)) < 0) {
+		return TL_ECONN;
+	}
 	s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s,
-	    MHD_OPTION_THREAD_POOL_SIZE, s->cfg.loops, MHD_OPTION_SOCK_ADDR,
-	    (struct sockaddr *) &ss, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
-	    MHD_OPTION_NOTIFY_COMPLETED, on_done, s,
-	    MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, s,
+	    MHD_OPTION_THREAD_POOL_SIZE, s->cfg.loops,
+	    MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED,
+	    on_done, s, MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, s,
 	    MHD_OPTION_CONNECTION_TIMEOUT, s->cfg.conn_timeout_s,
 	    MHD_OPTION_CONNECTION_LIMIT, s->cfg.conn_limit,
 	    /* HTTP/1.1 without Host: 400 */
 	    MHD_OPTION_STRICT_FOR_CLIENT, (int) 1, MHD_OPTION_END);
 	if (s->d == NULL) {
+		close(gc.lfd);
 		return TL_ECONN;
 	}
-	url_make(s);
+	url_make(s, gc.lfd);
+	if (tlh_guard_start(&s->guard, &gc) != TL_OK) {
+		MHD_stop_daemon(s->d);
+		s->d = NULL;
+		return TL_ENOMEM;
+	}
 	return TL_OK;
 }
 
@@ -1558,7 +1648,9 @@ tlh_server_free(tlh_server *s)
 		return;
 	}
 	/* every suspended connection must be resumed before the daemon
-	 * stops: refuse new work, wait for the work in progress */
+	 * stops: accept no more connections, refuse new work, wait for the
+	 * work in progress */
+	tlh_guard_close(s->guard);
 	pthread_mutex_lock(&s->mtx);
 	s->draining = true;
 	while (s->suspended > 0) {
@@ -1568,6 +1660,7 @@ tlh_server_free(tlh_server *s)
 	if (s->d != NULL) {
 		MHD_stop_daemon(s->d);
 	}
+	tlh_guard_free(s->guard);
 	pthread_mutex_lock(&s->mtx);
 	s->stop = true;
 	pthread_cond_broadcast(&s->cv);

@@ -11,6 +11,9 @@
  * header for a known path asked with another method, the worker threads
  * blocking work runs on while the connection is suspended, the asynchronous
  * completion path, the authentication hook, connection limits and timeouts.
+ * Every connection passes through a framing guard (guard.h) that refuses
+ * broken request framing at once (400), such as a chunk size out of range,
+ * which libmicrohttpd would otherwise wait on.
  *
  * The life of a request. On the event loop, when only the headers are in:
  * the target must be origin-form ("/..."; else error TLH_E_TARGET), the
@@ -109,7 +112,8 @@ typedef enum tlh_error {
 	TLH_E_STOPPING,    /* 503: the server is stopping */
 	TLH_E_NO_REPLY,    /* 500: a handler made no reply */
 	TLH_E_NOT_FOUND,   /* 404: no route and no fallback */
-	TLH_E_BAD_REQUEST, /* 400: malformed framing (Content-Length twice) */
+	TLH_E_BAD_REQUEST, /* 400: malformed framing (Content-Length twice, a
+	                    * chunk size out of range...) */
 } tlh_error;
 
 typedef struct tlh_config {
@@ -133,6 +137,13 @@ typedef struct tlh_config {
 	bool (*auth)(tlh_req *req, bool optional, void *arg);
 	/* the server's refusals; NULL: {"error":"..."} */
 	void (*error)(tlh_req *req, tlh_error e, void *arg);
+	/* the JSON body of a refusal made before there is a request (broken
+	 * framing: TLH_E_BAD_REQUEST, TLH_E_TOO_LARGE); NULL:
+	 * {"error":"..."} */
+	void (*framing_error)(void *arg, tlh_error e, tli_buf *body);
+	/* a chunk larger than this is refused (413) at its size line;
+	 * 0: the largest of body_max and the routes' limits */
+	uint64_t chunk_max;
 	void *arg; /* for every hook and handler */
 } tlh_config;
 

@@ -105,6 +105,21 @@ on_error(tlh_req *q, tlh_error e, void *arg)
 	send_err(q, m[e].status, m[e].code, m[e].msg);
 }
 
+/* A refusal of broken framing, made before there is a request: the body
+ * of the same Matrix error. */
+static void
+on_framing_error(void *arg, tlh_error e, tli_buf *body)
+{
+	gout o = {0};
+
+	(void) arg;
+	tlg_out_err(&o, e == TLH_E_TOO_LARGE ? 413 : 400,
+	    e == TLH_E_TOO_LARGE ? "M_TOO_LARGE" : "M_UNRECOGNIZED",
+	    e == TLH_E_TOO_LARGE ? "Request too large" : "Malformed request");
+	tli_buf_append(body, o.body.data, o.body.len);
+	tli_buf_fini(&o.body);
+}
+
 /* ---- the request ---- */
 
 static greq *
@@ -766,6 +781,11 @@ tlg_http_start(tlg *g)
 	    .pre = on_pre,
 	    .auth = on_auth,
 	    .error = on_error,
+	    .framing_error = on_framing_error,
+	    /* a pass-through body may be as large as proxy_max_body */
+	    .chunk_max = g->c.proxy_max_body > g->c.max_body
+	        ? g->c.proxy_max_body
+	        : g->c.max_body,
 	    .arg = g,
 	};
 	int rv;
