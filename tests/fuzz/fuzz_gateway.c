@@ -11,6 +11,10 @@
  *      with tlg_ev_header
  *   5  a path parameter: room id / event type / state key and delay_id
  *      checks, percent-decoding
+ *   6  a client's byte stream through tlhttp's framing guard parser
+ *      (http/guard.h): the verdict is the same whether the stream comes
+ *      whole or cut into pieces (the cuts come from the input's first
+ *      bytes), and a refused stream stays refused
  * The parsers are the gateway's own (broker/msc4140/parse.h); none needs
  * a server or a broker. Properties: what they return points inside the
  * input, and an accepted value keeps the checks the endpoints rely on.
@@ -18,6 +22,7 @@
 #include <stdbool.h>
 
 #include "fuzz.h"
+#include "guard.h"
 #include "parse.h"
 
 static tlg_conf conf;
@@ -142,6 +147,38 @@ param(const char *p, size_t n)
 	free(s);
 }
 
+static void
+framing(const char *p, size_t n)
+{
+	tlh_framing whole, cut;
+	int v_whole, v_cut = 0;
+	size_t ncut = n > 0 ? (uint8_t) p[0] % 8 : 0, at = 0;
+	const uint8_t *cuts = (const uint8_t *) p + (n > 0);
+
+	if (ncut + 1 > n) {
+		ncut = 0;
+	}
+	p += 1 + ncut;
+	n -= n > 0 ? 1 + ncut : 0;
+	tlh_framing_init(&whole, 1u << 20);
+	tlh_framing_init(&cut, 1u << 20);
+	v_whole = tlh_framing_feed(&whole, p, n);
+	TLF_CHECK(v_whole == 0 || v_whole == 400 || v_whole == 413);
+	for (size_t i = 0; i <= ncut && v_cut == 0; i++) {
+		size_t len = i < ncut ? cuts[i] % 64 : n - at;
+
+		len = len < n - at ? len : n - at;
+		v_cut = tlh_framing_feed(&cut, p + at, len);
+		at += len;
+	}
+	TLF_CHECK(v_cut == v_whole);
+	if (v_whole == 0) {
+		TLF_CHECK(whole.st == cut.st && whole.left == cut.left);
+	} else {
+		TLF_CHECK(tlh_framing_feed(&whole, "0\r\n\r\n", 5) != 0);
+	}
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -155,7 +192,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (conf.max_delay_ms == 0) {
 		tlg_conf_defaults(&conf);
 	}
-	switch (data[0] % 6) {
+	switch (data[0] % 7) {
 	case 0:
 		/* the query string as libmicrohttpd gives it: up to a NUL */
 		s = tlf_copy(p, strnlen(p, n), 1);
@@ -166,7 +203,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 2:
 		/* the body as tlhttp keeps it: NUL-terminated after n bytes */
 		s = tlf_copy(p, n, 1);
-		schedule(s, n, data[0] % 6 == 2);
+		schedule(s, n, data[0] % 7 == 2);
 		free(s);
 		break;
 	case 3:
@@ -177,8 +214,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 4:
 		stored(p, n);
 		break;
-	default:
+	case 5:
 		param(p, n);
+		break;
+	default:
+		framing(p, n);
 		break;
 	}
 	return 0;

@@ -372,6 +372,12 @@ gateway(void)
 	    "{\"a\": [1, 2.5, {\"b\": \"c\\\"d\"}], \"e\": null}}");
 	TEXT("manage", 3, "{\"action\":\"restart\"}");
 	TEXT("param", 5, "!room%3Aexample.org");
+	/* three cuts, then two pipelined requests, the second chunked */
+	TEXT("framing", 6,
+	    "\3\5\41\7POST /x HTTP/1.1\r\nHost: h\r\n"
+	    "Content-Length: 5\r\n\r\nhelloPUT /y HTTP/1.1\r\nHost: h\r\n"
+	    "Transfer-Encoding: gzip, chunked\r\n\r\n"
+	    "5;a=b\r\nhello\r\n0\r\nX-T: 1\r\n\r\n");
 
 	memset(&e, 0, sizeof(e));
 	e.user = (gstr){"@alice:example.org", 18};
