@@ -2,11 +2,13 @@
  * The framing guard (guard.h): the request-framing parser, and the relay
  * threads. Each thread has its own epoll set; the listening socket is in
  * every set (EPOLLEXCLUSIVE), and a connection stays on the thread that
- * accepted it, so a connection is only ever touched by one thread. The
- * epoll sets are level-triggered: after every event the connection moves
- * what it can (pump) and then asks for exactly the events it can use
+ * accepted it, so a connection is only ever touched by one thread. A
+ * connection's two sockets are edge-triggered: after every event the
+ * connection moves what it can (pump) until nothing moves, so whatever it
+ * waits for is a socket that said EAGAIN, whose next edge brings it back
  * (a side is read only while the buffer it reads into is empty, written
- * only while the buffer it drains holds bytes). A closing connection
+ * only while the buffer it drains holds bytes; EPOLLOUT is asked for only
+ * while bytes wait). A closing connection
  * lingers: its end is sent, and what the client still sends is read and
  * dropped for up to LINGER_MS, so that the client reads the answer
  * instead of a reset.
@@ -309,7 +311,7 @@ typedef struct gthr gthr;
 typedef struct gend {
 	gconn *c; /* NULL: the listening socket or the wake-up */
 	bool inner;
-	uint32_t mask; /* the events asked for */
+	bool out; /* EPOLLOUT is asked for */
 } gend;
 
 struct gconn {
@@ -322,6 +324,9 @@ struct gconn {
 	size_t in_off, in_len;
 	char out[BUF_CAP]; /* server to client */
 	size_t out_off, out_len;
+	bool c_rd, i_rd; /* may have bytes to read (since their last edge) */
+	bool dead;       /* to be freed after this round of events */
+	gconn *dead_next;
 	bool c_eof;     /* the client's end came */
 	bool i_shut;    /* the server was sent our end */
 	bool i_eof;     /* the server's end came (or it was cut off) */
@@ -334,7 +339,9 @@ struct gthr {
 	pthread_t tid;
 	int ep, wake;
 	gend elisten, ewake;
-	gconn *conns; /* every connection of this thread */
+	gconn *conns;        /* every connection of this thread */
+	gconn *dead;         /* freed after the round of events */
+	int64_t linger_scan; /* the next look for lingering ones to close */
 	int lingering;
 };
 
@@ -346,14 +353,19 @@ struct tlh_guard {
 	bool closed; /* accepting no more */
 };
 
-static void
-ep_set(gthr *t, int fd, gend *e, uint32_t mask)
-{
-	struct epoll_event ev = {.events = mask, .data.ptr = e};
+#define EV_IN (EPOLLIN | EPOLLRDHUP | EPOLLET)
 
-	if (mask != e->mask) {
+/* Asks for EPOLLOUT on a socket only while bytes wait for it (each
+ * write space edge would wake the thread otherwise). */
+static void
+want_out(gthr *t, int fd, gend *e, bool want)
+{
+	struct epoll_event ev = {
+	    .events = EV_IN | (want ? EPOLLOUT : 0), .data.ptr = e};
+
+	if (fd >= 0 && want != e->out) {
 		epoll_ctl(t->ep, EPOLL_CTL_MOD, fd, &ev);
-		e->mask = mask;
+		e->out = want;
 	}
 }
 
@@ -461,8 +473,11 @@ pump(gconn *c)
 				c->in_off = c->in_len = 0;
 			}
 		}
-		if (c->in_len == 0 && !c->c_eof) {
+		if (c->in_len == 0 && !c->c_eof && c->c_rd) {
 			n = recv(c->cfd, c->in, BUF_CAP, 0);
+			/* a short read drained it: the next bytes bring an
+			 * edge */
+			c->c_rd = n == (ssize_t) BUF_CAP;
 			if (n > 0) {
 				int st = c->c_shut ? 0
 				                   : tlh_framing_feed(&c->f,
@@ -484,8 +499,9 @@ pump(gconn *c)
 			c->i_shut = true;
 		}
 		/* server to client */
-		if (c->out_len == 0 && !c->i_eof) {
+		if (c->out_len == 0 && !c->i_eof && c->i_rd) {
 			n = recv(c->ifd, c->out, BUF_CAP, 0);
+			c->i_rd = n == (ssize_t) BUF_CAP;
 			if (n > 0) {
 				c->out_len = (size_t) n;
 				moved = true;
@@ -520,32 +536,10 @@ pump(gconn *c)
 			c->in_len = c->in_off = 0; /* dropped */
 		}
 	}
+	/* nothing moves: bytes still waiting met EAGAIN */
+	want_out(c->t, c->ifd, &c->ei, c->ifd >= 0 && c->in_len > c->in_off);
+	want_out(c->t, c->cfd, &c->ec, !c->c_shut && c->out_len > c->out_off);
 	return !(c->c_shut && c->c_eof);
-}
-
-/* The events a connection can use now. */
-static void
-conn_watch(gconn *c)
-{
-	uint32_t m = 0;
-
-	if (c->in_len == 0 && !c->c_eof) {
-		m |= EPOLLIN;
-	}
-	if (c->out_len > c->out_off && !c->c_shut) {
-		m |= EPOLLOUT;
-	}
-	ep_set(c->t, c->cfd, &c->ec, m);
-	if (c->ifd >= 0) {
-		m = 0;
-		if (c->out_len == 0 && !c->i_eof) {
-			m |= EPOLLIN;
-		}
-		if (c->in_len > c->in_off) {
-			m |= EPOLLOUT;
-		}
-		ep_set(c->t, c->ifd, &c->ei, m);
-	}
 }
 
 static void
@@ -555,7 +549,7 @@ conn_add(gthr *t, int cfd, const struct sockaddr *sa, socklen_t len)
 	gconn *c;
 	int sp[2], one = 1;
 	bool handed;
-	struct epoll_event ev = {.events = 0};
+	struct epoll_event ev = {.events = EV_IN};
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0,
 	        sp) != 0) {
@@ -583,9 +577,10 @@ conn_add(gthr *t, int cfd, const struct sockaddr *sa, socklen_t len)
 	}
 	c->t = t;
 	c->cfd = cfd;
+	c->c_rd = c->i_rd = true;
 	c->ifd = sp[0];
-	c->ec = (gend){c, false, 0};
-	c->ei = (gend){c, true, 0};
+	c->ec = (gend){c, false, false};
+	c->ei = (gend){c, true, false};
 	tlh_framing_init(&c->f, g->cfg.chunk_max);
 	ev.data.ptr = &c->ec;
 	epoll_ctl(t->ep, EPOLL_CTL_ADD, cfd, &ev);
@@ -596,7 +591,9 @@ conn_add(gthr *t, int cfd, const struct sockaddr *sa, socklen_t len)
 		t->conns->prev = c;
 	}
 	t->conns = c;
-	conn_watch(c);
+	if (!pump(c)) {
+		conn_free(c);
+	}
 }
 
 static void
@@ -649,30 +646,31 @@ thr_main(void *arg)
 				accept_all(t);
 				continue;
 			}
-			if (e->c->cfd < 0) {
-				continue; /* freed in this round */
+			if (e->c->dead) {
+				continue; /* to be freed after this round */
 			}
-			if (!e->inner &&
-			    (ev[i].events & (EPOLLHUP | EPOLLERR)) != 0) {
-				/* the client can take nothing more */
-				e->c->cfd = -e->c->cfd - 1;
-			} else if (pump(e->c)) {
-				conn_watch(e->c);
-			} else {
-				/* other events of this round may name it:
-				 * mark it, free after the round */
-				e->c->cfd = -e->c->cfd - 1;
+			if ((ev[i].events & ~(uint32_t) EPOLLOUT) != 0) {
+				*(e->inner ? &e->c->i_rd : &e->c->c_rd) = true;
 			}
-		}
-		for (gconn *c = t->conns, *next; c != NULL; c = next) {
-			next = c->next;
-			if (c->cfd < 0) {
-				c->cfd = -c->cfd - 1;
-				conn_free(c);
+			/* a client that can take nothing more, or done */
+			if ((!e->inner &&
+			        (ev[i].events & (EPOLLHUP | EPOLLERR)) != 0) ||
+			    !pump(e->c)) {
+				/* other events of this round may name it */
+				e->c->dead = true;
+				e->c->dead_next = t->dead;
+				t->dead = e->c;
 			}
 		}
-		if (t->lingering > 0) {
-			linger_expire(t);
+		while (t->dead != NULL) {
+			gconn *c = t->dead;
+			t->dead = c->dead_next;
+			conn_free(c);
+		}
+		if (t->lingering > 0 && tli_mono_ms() >= t->linger_scan) {
+			linger_expire(
+			    t); /* a scan of all at most 4 times a second */
+			t->linger_scan = tli_mono_ms() + 250;
 		}
 	}
 }
@@ -714,8 +712,8 @@ tlh_guard_start(tlh_guard **out, const tlh_guard_cfg *cfg)
 		t->g = g;
 		t->ep = epoll_create1(EPOLL_CLOEXEC);
 		t->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-		t->elisten = (gend){NULL, false, 0};
-		t->ewake = (gend){NULL, false, 0};
+		t->elisten = (gend){NULL, false, false};
+		t->ewake = (gend){NULL, false, false};
 		if (t->ep < 0 || t->wake < 0) {
 			break;
 		}
