@@ -374,12 +374,20 @@ send_one(tlg *g, tl_lease *l)
 		json_t *ej =
 		    json_loadb(err, elen, JSON_DECODE_INT_AS_REAL, NULL);
 		tlg_errcode(err, elen, code, sizeof(code));
-		tli_log("msc4140", TLI_LOG_WARN, "G024",
-		    "a delayed event of %.*s in %.*s failed: %s %ld %s%s",
-		    (int) e.user.n, e.user.p, (int) e.room.n, e.room.p,
-		    r.status ? "the homeserver answered" : "no answer",
-		    r.status, code,
-		    cred ? " (the gateway's own credentials)" : "");
+		if (r.status == 0) {
+			tli_log("msc4140", TLI_LOG_WARN, "G024",
+			    "a delayed event of %.*s in %.*s failed: no answer "
+			    "from the homeserver for %lld ms",
+			    (int) e.user.n, e.user.p, (int) e.room.n, e.room.p,
+			    (long long) g->c.retry_for_ms);
+		} else {
+			tli_log("msc4140", TLI_LOG_WARN, "G024",
+			    "a delayed event of %.*s in %.*s failed: the "
+			    "homeserver answered %ld %s%s",
+			    (int) e.user.n, e.user.p, (int) e.room.n, e.room.p,
+			    r.status, code[0] ? code : "(no errcode)",
+			    cred ? " (the gateway's own credentials)" : "");
+		}
 		tli_buf_reset(&ne);
 		if (cred) {
 			tlg_as_error_body(&ne, r.status, err, elen);

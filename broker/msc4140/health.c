@@ -148,7 +148,7 @@ as_whoami(
 {
 	char auth[600];
 	tli_buf url = {0};
-	hs_resp r;
+	hs_resp r = {0};
 	long st;
 
 	snprintf(auth, sizeof(auth), "Bearer %s", g->c.as_token);
@@ -316,7 +316,7 @@ tlg_room_known(tlg *g, const char *room, size_t n)
 	groom *s = &h->rooms[h1 % TLG_ROOM_SLOTS];
 	int64_t now = tli_mono_ms();
 	tli_buf url = {0};
-	hs_resp r;
+	hs_resp r = {0};
 	char code[64];
 	int known = -1;
 
