@@ -511,10 +511,26 @@ out:
 	tli_buf_fini(&body);
 }
 
+/* The room must be one the homeserver knows (404 M_NOT_FOUND at once, as
+ * Synapse answers); membership and power levels are the homeserver's to
+ * check when the event is sent, as the MSC says. When the homeserver
+ * cannot tell, the event is taken (its send will tell). */
+static bool
+room_check(tlg *g, greq *r, gout *o)
+{
+	gstr room = tlg_param(r, "room");
+
+	if (tlg_room_known(g, room.p, room.n) == 0) {
+		tlg_out_err(o, 404, "M_NOT_FOUND", "Unknown room");
+		return false;
+	}
+	return true;
+}
+
 void
 tlg_schedule(tlg *g, greq *r, gout *o)
 {
-	if (schedule_head(g, r, o)) {
+	if (schedule_head(g, r, o) && room_check(g, r, o)) {
 		schedule_body(g, r, o);
 	}
 }
@@ -571,6 +587,29 @@ send_outcome(tlg *g, const char *id, gout *o)
 	return done;
 }
 
+/* A "send" whose homeserver has not answered within send_wait_ms: the
+ * gateway goes on sending it; the client may ask again (the same send). */
+static void
+still_sending(gout *o)
+{
+	o->status = 503;
+	o->retry_ms = 1000;
+	tli_buf_reset(&o->body);
+	tli_buf_puts(&o->body,
+	    "{\"errcode\":\"M_UNKNOWN\",\"error\":\"The homeserver has not "
+	    "answered yet; the event is being sent and will be retried\","
+	    "\"retry_after_ms\":1000}");
+}
+
+/* A restart or cancel of an event being sent: too late, but not gone. */
+static void
+being_sent(gout *o)
+{
+	tlg_out_err(o, 409, TLG_ERR_BEING_SENT,
+	    "The delayed event is being sent: it can no longer be restarted "
+	    "or cancelled");
+}
+
 static void
 do_send(tlg *g, greq *r, const char *id, tl_message *m, gout *o)
 {
@@ -598,7 +637,7 @@ do_send(tlg *g, greq *r, const char *id, tl_message *m, gout *o)
 		o->status = w->status;
 		tli_buf_append(&o->body, w->body.data, w->body.len);
 	} else if (!send_outcome(g, id, o)) {
-		tlg_out_err(o, 504, "M_UNKNOWN", "The event is being sent");
+		still_sending(o);
 	}
 	tli_buf_fini(&w->body);
 	free(w);
@@ -614,10 +653,12 @@ restart_cached_result(tlg *g, greq *r, const char *id, int rv, gout *o)
 		tli_buf_puts(&o->body, "{}");
 		return true;
 	}
-	if (rv == TL_ENOTFOUND || rv == TL_ELEASED) {
-		if (rv == TL_ENOTFOUND) {
-			tlg_evc_del(g, id);
-		}
+	if (rv == TL_ELEASED) {
+		being_sent(o);
+		return true;
+	}
+	if (rv == TL_ENOTFOUND) {
+		tlg_evc_del(g, id);
 		not_found(g, r, o);
 		return true;
 	}
@@ -738,8 +779,10 @@ manage(
 		tli_buf_puts(&o->body, "{}");
 	} else if (rv == TL_ENOTFOUND && sendit && send_outcome(g, id, o)) {
 		return;
-	} else if (rv == TL_ENOTFOUND || rv == TL_ELEASED ||
-	    rv == TL_ENOTOWNER || rv == TL_EVERSION) {
+	} else if (rv == TL_ELEASED) {
+		being_sent(o);
+	} else if (rv == TL_ENOTFOUND || rv == TL_ENOTOWNER ||
+	    rv == TL_EVERSION) {
 		not_found(g, r, o);
 	} else {
 		tlg_out_err(o, 503, "M_UNKNOWN",
@@ -962,6 +1005,9 @@ tlg_get_one(tlg *g, greq *r, gout *o)
 	    strcmp(m->owner, owner) == 0 &&
 	    tlg_ev_parse(&e, m->body, m->body_len) == 0) {
 		ev_json(&o->body, id, &e, m->ts - e.delay, true);
+		if (m->consumer[0] != '\0' || tlg_waiter_exists(g, id)) {
+			tli_buf_puts(&o->body, ",\"sending\":true");
+		}
 		tli_buf_puts(&o->body, "}");
 		o->status = 200;
 		tl_message_free(m);

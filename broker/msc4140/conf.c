@@ -14,6 +14,7 @@
 #define WEEKS_52 (TL_MAX_LEASE_MS * 52)
 
 static const char *const exceeded_names[] = {"400", "forbidden", NULL};
+static const char *const as_check_names[] = {"exit", "retry", NULL};
 
 static const tli_conf_item items[] = {
 #include "conf.def"

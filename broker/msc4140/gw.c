@@ -289,9 +289,9 @@ send_one(tlg *g, tl_lease *l)
 	int64_t due = tl_lease_placed_at(l), start = tli_mono_ms(),
 	        backoff = 100;
 	char auth[600], event_id[256] = "";
-	bool by_action = tlg_waiter_exists(g, id);
+	bool by_action = tlg_waiter_exists(g, id), cred = false, warned = false;
 	hs_resp r = {0};
-	tli_buf url = {0};
+	tli_buf url = {0}, ne = {0};
 	gev e;
 
 	if (tlg_ev_parse(&e, body, blen) != 0 || e.user.n == 0) {
@@ -313,8 +313,20 @@ send_one(tlg *g, tl_lease *l)
 	for (;;) {
 		tlg_hs_request(g, "PUT", tli_buf_str(&url), h, 2, e.content.p,
 		    e.content.n, &r);
-		if (r.status >= 200 && r.status < 500) {
+		/* An answer about the gateway's own token is not the
+		 * event's fault: retried as an outage, never the user's. */
+		cred = tlg_as_refused(
+		    g, r.status, tli_buf_str(&r.body), r.body.len, &e.user);
+		if (!cred && r.status >= 200 && r.status < 500) {
+			tlg_as_accepted(g);
 			break;
+		}
+		if (cred) {
+			/* a waiting "send" action learns it now */
+			tli_buf_reset(&ne);
+			tlg_as_error_body(
+			    &ne, r.status, tli_buf_str(&r.body), r.body.len);
+			tlg_waiter_wake(g, id, 502, tli_buf_str(&ne), ne.len);
 		}
 		if (atomic_load(&g->stopping)) {
 			goto out; /* the lease runs out; sent after restart */
@@ -322,10 +334,20 @@ send_one(tlg *g, tl_lease *l)
 		if (tli_mono_ms() - start >= g->c.retry_for_ms) {
 			break;
 		}
-		tli_log("msc4140", TLI_LOG_WARN, "G021",
-		    "homeserver answered %ld; retrying in "
-		    "%lld ms",
-		    r.status, (long long) backoff);
+		/* No answer is the outage log's (G022/G023); an error answer
+		 * is logged once per event. */
+		if (r.status != 0 && !cred && !warned) {
+			char code[64];
+			tlg_errcode(tli_buf_str(&r.body), r.body.len, code,
+			    sizeof(code));
+			tli_log("msc4140", TLI_LOG_WARN, "G021",
+			    "homeserver answered %ld %s to a delayed event of "
+			    "%.*s in %.*s; retrying for up to %lld ms",
+			    r.status, code, (int) e.user.n, e.user.p,
+			    (int) e.room.n, e.room.p,
+			    (long long) g->c.retry_for_ms);
+			warned = true;
+		}
 		tlg_hs_resp_free(&r);
 		if (tl_lease_until(l) - tli_wall_ms() < backoff + 10000) {
 			tl_lease_extend(l, backoff + 30000);
@@ -348,10 +370,28 @@ send_one(tlg *g, tl_lease *l)
 	} else {
 		const char *err = tli_buf_str(&r.body);
 		size_t elen = r.body.len;
-		tli_buf ne = {0};
+		char code[64];
 		json_t *ej =
 		    json_loadb(err, elen, JSON_DECODE_INT_AS_REAL, NULL);
+		tlg_errcode(err, elen, code, sizeof(code));
 		if (r.status == 0) {
+			tli_log("msc4140", TLI_LOG_WARN, "G024",
+			    "a delayed event of %.*s in %.*s failed: no answer "
+			    "from the homeserver for %lld ms",
+			    (int) e.user.n, e.user.p, (int) e.room.n, e.room.p,
+			    (long long) g->c.retry_for_ms);
+		} else {
+			tli_log("msc4140", TLI_LOG_WARN, "G024",
+			    "a delayed event of %.*s in %.*s failed: the "
+			    "homeserver answered %ld %s%s",
+			    (int) e.user.n, e.user.p, (int) e.room.n, e.room.p,
+			    r.status, code[0] ? code : "(no errcode)",
+			    cred ? " (the gateway's own credentials)" : "");
+		}
+		tli_buf_reset(&ne);
+		if (cred) {
+			tlg_as_error_body(&ne, r.status, err, elen);
+		} else if (r.status == 0) {
 			tli_buf_puts(&ne,
 			    "{\"errcode\":\"M_UNKNOWN\",\"error\":"
 			    "\"the homeserver did not answer\"}");
@@ -369,14 +409,15 @@ send_one(tlg *g, tl_lease *l)
 			elen = ne.len;
 		}
 		tlg_finalise(g, tl_lease_owner(l), id, &e, due - e.delay,
-		    "cancel", "error", NULL, r.status ? (int) r.status : 502,
-		    err, elen);
-		tli_buf_fini(&ne);
+		    "cancel", "error", NULL,
+		    r.status && !cred ? (int) r.status : 502, err, elen);
 	}
 	tl_lease_delete(l);
 	tlg_evc_del(g, id);
 	if (r.status >= 200 && r.status < 300) {
 		tlg_waiter_wake(g, id, 200, "{}", 2);
+	} else if (cred) {
+		tlg_waiter_wake(g, id, 502, tli_buf_str(&ne), ne.len);
 	} else if (r.status == 0) {
 		tlg_waiter_wake(g, id, 502, "{\"errcode\":\"M_UNKNOWN\"}", 22);
 	} else {
@@ -386,6 +427,7 @@ send_one(tlg *g, tl_lease *l)
 out:
 	tlg_hs_resp_free(&r);
 	tli_buf_fini(&url);
+	tli_buf_fini(&ne);
 }
 
 static void *
@@ -546,15 +588,35 @@ consume(tlg *g, tl_consumer **out, const char *t, const char *suffix,
 	return 0;
 }
 
+/* The broker connection's loss (the SDK's warning, G090) and its return,
+ * which the SDK tells at info level: logged with the time it took. */
+static void
+broker_link(tlg *g, const char *msg)
+{
+	int64_t now = tli_mono_ms(), lost;
+
+	if (strncmp(msg, "connection to ", 14) == 0 &&
+	    strstr(msg, " lost") != NULL) {
+		atomic_store(&g->broker_lost_at, now);
+	} else if (strncmp(msg, "reconnected to ", 15) == 0) {
+		lost = atomic_exchange(&g->broker_lost_at, 0);
+		tli_log("msc4140", TLI_LOG_INFO, "G091",
+		    "reconnected to the broker after %lld ms without it",
+		    (long long) (lost > 0 ? now - lost : 0));
+	}
+}
+
 static void
 gw_log(void *arg, tl_log_level level, const char *msg)
 {
-	(void) arg;
+	tlg *g = arg;
+
 	if (level <= TL_LOG_WARN) {
 		/* the SDK's levels are numbered as the logger's */
 		tli_log(
 		    "msc4140", (tli_log_level) level, "G090", "sdk: %s", msg);
 	}
+	broker_link(g, msg);
 }
 
 int
@@ -568,6 +630,11 @@ tlg_start(tlg **out, const tlg_conf *c, const char *broker_url)
 		return -1;
 	}
 	g->c = *c;
+	if (tlg_health_init(g) != 0) {
+		tlg_health_fini(g);
+		free(g);
+		return -1;
+	}
 	pthread_mutex_init(&g->w_mtx, NULL);
 	pthread_cond_init(&g->w_cv, NULL);
 	pthread_mutex_init(&g->auth_mtx, NULL);
@@ -582,6 +649,9 @@ tlg_start(tlg **out, const tlg_conf *c, const char *broker_url)
 	snprintf(g->t_final, sizeof(g->t_final), "%s.final", c->topic_prefix);
 	snprintf(g->t_txn, sizeof(g->t_txn), "%s.txn", c->topic_prefix);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
+	if (tlg_as_check_start(g) != 0) {
+		goto fail;
+	}
 	if (tl_opts_alloc(&o) != TL_OK ||
 	    tl_opts_set_url(o, broker_url ? broker_url : c->broker) != TL_OK ||
 	    tl_opts_set_name(o, "msc4140-gateway") != TL_OK ||
@@ -640,6 +710,7 @@ tlg_stop(tlg *g)
 	tl_consumer_close(g->cons_final);
 	tl_consumer_close(g->cons_txn);
 	tlg_senders_stop(g);
+	tlg_health_fini(g);
 	tl_client_close(g->cl);
 	for (int i = 0; i < g->ncurls; i++) {
 		curl_easy_cleanup(g->curls[i]);

@@ -146,6 +146,29 @@ typedef struct gevc {
 	int64_t delay;
 } gevc;
 
+/* What the gateway knows of the homeserver (health.c): an outage (no
+ * answer) is logged once when it begins and once when it ends; the
+ * appservice credentials are checked at start and their rejection is
+ * logged when it begins and ends; rooms the homeserver knows are cached. */
+#define TLG_ROOM_SLOTS 4096
+
+typedef struct groom {
+	uint64_t h1, h2;
+	int64_t until;
+} groom;
+
+typedef struct ghealth {
+	pthread_mutex_t mtx;
+	pthread_cond_t cv;
+	pthread_t thr; /* the credentials check, while it is not settled */
+	bool thr_started;
+	bool down;          /* no answer since down_since */
+	int64_t down_since; /* tli_mono_ms */
+	uint64_t down_count;
+	bool as_rejected; /* the last answer to our token refused it */
+	groom *rooms;
+} ghealth;
+
 typedef struct gauth {
 	char *token;
 	char *user;
@@ -186,6 +209,9 @@ struct tlg {
 	pthread_mutex_t curl_mtx;
 	void *curls[64];
 	int ncurls;
+
+	ghealth health;
+	_Atomic int64_t broker_lost_at; /* tli_mono_ms of a loss, or 0 */
 };
 
 /* ---- pieces ---- */
@@ -214,6 +240,35 @@ void tlg_evc_put(tlg *g, const char *id, const char *owner, int64_t delay);
 bool tlg_evc_get(
     tlg *g, const char *id, char *owner, size_t cap, int64_t *delay);
 void tlg_evc_del(tlg *g, const char *id);
+/* ---- the homeserver's health (health.c) ---- */
+
+/* The errcode of an answer about the gateway's own credentials (502). */
+#define TLG_ERR_CREDENTIALS "ORG.TIMELINE.GATEWAY_CREDENTIALS"
+/* The errcode of a restart or cancel of an event being sent (409). */
+#define TLG_ERR_BEING_SENT "ORG.TIMELINE.BEING_SENT"
+
+int tlg_health_init(tlg *g);
+/* Check the appservice credentials (whoami with as_token): -1 when the
+ * gateway must not start; a background check goes on while unsettled. */
+int tlg_as_check_start(tlg *g);
+void tlg_health_fini(tlg *g);
+/* Every homeserver request's outcome: status 0 (why: curl's reason) is no
+ * answer. */
+void tlg_hs_outcome(tlg *g, long status, const char *why);
+/* Whether an error answer to a request made with as_token (as user, or
+ * NULL) is about the gateway's own credentials; logs the change. */
+bool tlg_as_refused(
+    tlg *g, long status, const char *body, size_t len, const gstr *user);
+/* A successful answer to a request made with as_token. */
+void tlg_as_accepted(tlg *g);
+/* The error body of such an answer, for a user (o: JSON). */
+void tlg_as_error_body(tli_buf *o, long status, const char *body, size_t len);
+/* The errcode of a Matrix error body into out ("" when none). */
+void tlg_errcode(const char *body, size_t len, char *out, size_t cap);
+/* Whether the homeserver knows the room: 1, 0 (404 M_NOT_FOUND), or -1
+ * (no telling: no answer, another error). Known rooms are cached. */
+int tlg_room_known(tlg *g, const char *room, size_t n);
+
 /* The owner (producer group) of a Matrix user's messages. */
 void tlg_owner(const char *user, char *out, size_t cap);
 

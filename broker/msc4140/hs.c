@@ -83,6 +83,19 @@ on_progress(
 	return atomic_load(&g->stopping) ? 1 : 0;
 }
 
+/* A transfer's outcome to the outage log (health.c); transfers that we
+ * cut short (stopping, a full buffer, a client gone) tell nothing. */
+static void
+outcome(tlg *g, CURLcode cc, long status)
+{
+	if (cc == CURLE_ABORTED_BY_CALLBACK || cc == CURLE_WRITE_ERROR ||
+	    cc == CURLE_READ_ERROR || cc == CURLE_OUT_OF_MEMORY) {
+		return;
+	}
+	tlg_hs_outcome(g, cc == CURLE_OK ? status : 0,
+	    cc == CURLE_OK ? NULL : curl_easy_strerror(cc));
+}
+
 static CURL *
 curl_get(tlg *g)
 {
@@ -177,6 +190,7 @@ tlg_hs_request(tlg *g, const char *method, const char *url, const hs_hdr *hdrs,
 	} else {
 		r->status = 0;
 	}
+	outcome(g, cc, r->status);
 	curl_slist_free_all(hl);
 	curl_put(g, h);
 	return r->status != 0 ? 0 : -1;
@@ -320,6 +334,11 @@ tlg_hs_stream(tlg *g, const char *method, const char *url, hs_stream *st)
 	cc = curl_easy_perform(c.h);
 	if (cc == CURLE_OK && !c.failed) {
 		stream_head(&c, false);
+	}
+	if (!c.failed) {
+		long status = 0;
+		curl_easy_getinfo(c.h, CURLINFO_RESPONSE_CODE, &status);
+		outcome(g, cc, cc == CURLE_OK ? status : 0);
 	}
 	curl_slist_free_all(hl);
 	tli_buf_fini(&c.headers);

@@ -607,6 +607,26 @@ manage_fast(tlh_req *q, void *arg)
 	return rv;
 }
 
+/* A path of the stable form's endpoints, when they are served. */
+static bool
+stable_path(const tlg *g, const char *path)
+{
+	static const char rooms[] = "/_matrix/client/v3/rooms/";
+	const char *p;
+
+	if (!g->c.stable) {
+		return false;
+	}
+	if (under(path, STABLE)) {
+		return true;
+	}
+	if (strncmp(path, rooms, sizeof(rooms) - 1) != 0) {
+		return false;
+	}
+	p = strchr(path + sizeof(rooms) - 1, '/');
+	return p != NULL && strncmp(p, "/delayed_event/", 15) == 0;
+}
+
 /* CORS preflights of our requests are ours to answer (browsers send them
  * for every schedule and management call). */
 static bool
@@ -614,10 +634,9 @@ on_pre(tlh_req *q, void *arg)
 {
 	const char *path = tlh_req_path(q);
 
-	(void) arg;
 	if (strcmp(tlh_req_method(q), "OPTIONS") != 0 ||
 	    strcmp(path, VERSIONS) == 0 ||
-	    !(under(path, UNSTABLE) ||
+	    !(under(path, UNSTABLE) || stable_path(arg, path) ||
 	        (strncmp(path, PFX, strlen(PFX)) == 0 &&
 	            has_msc4140_param(q)))) {
 		return true;
@@ -648,7 +667,14 @@ fallback_head(tlh_req *q, void *arg)
 	if (strncmp(path, PFX, strlen(PFX)) == 0 && strcmp(path, VERSIONS) &&
 	    (under(path, UNSTABLE) || has_msc4140_param(q) ||
 	        (g->c.stable && under(path, STABLE)))) {
-		send_err(q, 400, "M_UNRECOGNIZED", "Unrecognized request");
+		/* Under our own prefixes, an endpoint we do not have: 404, as
+		 * the spec has it for M_UNRECOGNIZED (a known path asked with
+		 * another method is tlhttp's 405). Our parameters on an
+		 * endpoint that is not ours: 400, never forwarded. */
+		bool ours = under(path, UNSTABLE) ||
+		    (g->c.stable && under(path, STABLE));
+		send_err(q, ours ? 404 : 400, "M_UNRECOGNIZED",
+		    "Unrecognized request");
 		return false;
 	}
 	return proxy_head(q, arg);

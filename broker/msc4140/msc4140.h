@@ -41,6 +41,7 @@ typedef struct tlg_conf {
 	uint32_t max_body;              /* event content limit */
 	uint64_t proxy_max_body;        /* other requests */
 	int senders;                    /* sending threads */
+	int as_check; /* as_token refused at start: 0 exit, 1 retry */
 } tlg_conf;
 
 /* What tl-msc4140's command line asked for besides serving. */

@@ -9,7 +9,13 @@ masquerading (?user_id= with the appservice token, ts honoured only for the
 appservice). For the streaming tests, a media upload is checked against a
 known byte pattern as it is read (never held whole), and /sync?big=N answers
 N bytes of that pattern, written as they are made. Every request is recorded; /_test/ endpoints let a test read
-the record, add users and rooms, and make the next sends fail.
+the record, add users and rooms, and make the next sends fail. /_test/as_token
+refuses the appservice token ({"reject": true}: 401 M_UNKNOWN_TOKEN), takes
+another ({"token": T}) or
+limits the users it acts as ({"namespace": REGEX}: 403 M_FORBIDDEN, as
+Synapse); /_test/down {"seconds": N} closes every other request's connection
+unanswered for N seconds. The room directory's visibility endpoint answers
+404 M_NOT_FOUND for a room the server does not know.
 
 usage: fake_hs.py --ready FILE [--as-token TOKEN]
 """
@@ -18,6 +24,7 @@ import argparse
 import base64
 import json
 import os
+import re
 import threading
 import time
 import urllib.parse
@@ -38,6 +45,11 @@ STATE = {
     "hang": 0,  # seconds the next send waits before it is handled
     "txns": {},  # (sender, scope, txn) -> event_id
     "seq": 0,
+    # the appservice token refused (401 M_UNKNOWN_TOKEN, as Synapse answers
+    # a token it does not know), and the users it may act as (a regex)
+    "as_reject": False,
+    "as_namespace": None,
+    "down_until": 0.0,  # requests get no answer (the connection closes)
 }
 AS_TOKEN = "as_secret"
 
@@ -132,8 +144,15 @@ class Handler(BaseHTTPRequestHandler):
         if tok is None:
             self.err(401, "M_MISSING_TOKEN", "Missing access token")
             return None
-        if tok == AS_TOKEN:
+        if tok == AS_TOKEN and not STATE["as_reject"]:
             uid = (query.get("user_id") or ["@msc4140-gateway:test"])[0]
+            ns = STATE["as_namespace"]
+            if ns is not None and "user_id" in query and \
+                    not re.fullmatch(ns, uid):
+                self.err(403, "M_FORBIDDEN",
+                         "Application service cannot masquerade as this "
+                         "user (%s)." % uid)
+                return None
             return (uid, None, True)
         u = STATE["users"].get(tok)
         if u is None:
@@ -145,6 +164,10 @@ class Handler(BaseHTTPRequestHandler):
         url = urllib.parse.urlsplit(self.path)
         raw_path = url.path
         query = urllib.parse.parse_qs(url.query, keep_blank_values=True)
+        if time.time() < STATE["down_until"] and \
+                not raw_path.startswith("/_test/"):
+            self.close_connection = True  # no answer at all
+            return
         if raw_path == "/_matrix/media/v3/upload" and self.command == "POST":
             return self.upload(query)
         body = self.body()
@@ -227,6 +250,14 @@ class Handler(BaseHTTPRequestHandler):
             u = STATE["users"].get(tok)
             return self.reply(200, {"user_id": c[0], "device_id": c[1],
                                     "is_guest": bool(u and u[2])})
+        if rest[:3] == ["directory", "list", "room"] and len(rest) == 4 \
+                and m == "GET":
+            # no authentication; any room the server knows, member or not
+            with LOCK:
+                known = rest[3] in STATE["rooms"]
+            if not known:
+                return self.err(404, "M_NOT_FOUND", "Unknown room")
+            return self.reply(200, {"visibility": "private"})
         if len(rest) >= 3 and rest[0] == "rooms":
             return self.room_api(rest[1], rest[2:], query, body)
         if rest[:1] == ["echo"]:
@@ -312,6 +343,17 @@ class Handler(BaseHTTPRequestHandler):
                 return self.reply(200, {"uploads": STATE["uploads"]})
             if rest == ["hang"]:
                 STATE["hang"] = json.loads(body)["seconds"]
+                return self.reply(200, {})
+            if rest == ["as_token"]:
+                global AS_TOKEN
+                r = json.loads(body)
+                STATE["as_reject"] = bool(r.get("reject", False))
+                STATE["as_namespace"] = r.get("namespace")
+                AS_TOKEN = r.get("token", AS_TOKEN)
+                return self.reply(200, {})
+            if rest == ["down"]:
+                STATE["down_until"] = time.time() + \
+                    json.loads(body)["seconds"]
                 return self.reply(200, {})
             if rest == ["fail"]:
                 STATE["fail"].extend(json.loads(body)["statuses"])

@@ -249,9 +249,12 @@ Test(errors, bad_room_ids_and_types)
 	    "a3?org.matrix.msc4140.delay=100",
 	    "tok_alice", "{}", 400, "M_UNRECOGNIZED");
 	nothing_changed(&e);
-	/* a room the user is not in: refused by the homeserver when sent,
-	 * and recorded */
-	free(gw_schedule(&e, "tok_alice", "!unknown:test", "a4", 100, "{}"));
+	/* a room the user is not in: refused by the homeserver when sent
+	 * (membership is checked then), and recorded */
+	gw_req_expect("POST", e.hs, "/_test/room", NULL,
+	    "{\"room_id\":\"!notmine:test\",\"members\":[\"@bob:test\"]}", 200,
+	    NULL);
+	free(gw_schedule(&e, "tok_alice", "!notmine:test", "a4", 100, "{}"));
 	{
 		int64_t deadline = tli_mono_ms() + 10000;
 		while (

@@ -223,13 +223,17 @@ Test(sending, server_errors_are_retried)
 Test(sending, whoami_is_cached)
 {
 	gw_env e;
+	size_t before;
 
 	gw_start(&e, "gw-whoami", false, NULL);
+	/* the gateway's check of its own token at start is one more */
+	before = gw_hs_count(&e, "GET", "/_matrix/client/v3/account/whoami");
 	for (int i = 0; i < 5; i++) {
 		cr_assert_eq(gw_list_len(&e, "tok_alice"), 0);
 	}
 	cr_assert_eq(
-	    gw_hs_count(&e, "GET", "/_matrix/client/v3/account/whoami"), 1);
+	    gw_hs_count(&e, "GET", "/_matrix/client/v3/account/whoami"),
+	    before + 1);
 	/* a guest is a user like any other */
 	free(gw_schedule(&e, "tok_guest", ROOM, "g1", 60000, "{}"));
 	cr_assert_eq(gw_list_len(&e, "tok_guest"), 1);
