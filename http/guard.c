@@ -171,31 +171,16 @@ head_end(tlh_framing *f)
 }
 
 static int
-hexval(char c)
-{
-	if (c >= '0' && c <= '9') {
-		return c - '0';
-	}
-	if (c >= 'a' && c <= 'f') {
-		return c - 'a' + 10;
-	}
-	if (c >= 'A' && c <= 'F') {
-		return c - 'A' + 10;
-	}
-	return -1;
-}
-
-static int
 size_line(tlh_framing *f)
 {
 	const char *s = f->line;
 	uint64_t v = 0;
 	int digits = 0, d;
 
-	if (hexval(*s) < 0) {
+	if (tlh_hexval(*s) < 0) {
 		return 400;
 	}
-	for (; (d = hexval(*s)) >= 0; s++) {
+	for (; (d = tlh_hexval(*s)) >= 0; s++) {
 		if (v != 0 || d != 0) {
 			digits++;
 		}
@@ -449,6 +434,24 @@ again(void)
 	return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
 }
 
+/* Sends what buf holds from *off to *len: 1 when some went (an emptied
+ * buffer starts again at 0), 0 when none could (EAGAIN), -1 when the peer
+ * is gone. */
+static int
+send_some(int fd, const char *buf, size_t *off, size_t *len)
+{
+	ssize_t n = send(fd, buf + *off, *len - *off, MSG_NOSIGNAL);
+
+	if (n < 0) {
+		return again() ? 0 : -1;
+	}
+	*off += (size_t) n;
+	if (*off == *len) {
+		*off = *len = 0;
+	}
+	return n > 0;
+}
+
 /* Moves what can be moved; false when the connection is over. */
 static bool
 pump(gconn *c)
@@ -461,16 +464,11 @@ pump(gconn *c)
 		moved = false;
 		/* client to server */
 		if (c->in_len > c->in_off && c->ifd >= 0) {
-			n = send(c->ifd, c->in + c->in_off,
-			    c->in_len - c->in_off, MSG_NOSIGNAL);
-			if (n > 0) {
-				c->in_off += (size_t) n;
-				moved = true;
-			} else if (n < 0 && !again()) {
+			int rv =
+			    send_some(c->ifd, c->in, &c->in_off, &c->in_len);
+			moved = rv > 0;
+			if (rv < 0) {
 				inner_close(c); /* the server has gone */
-			}
-			if (c->in_off == c->in_len) {
-				c->in_off = c->in_len = 0;
 			}
 		}
 		if (c->in_len == 0 && !c->c_eof && c->c_rd) {
@@ -511,17 +509,12 @@ pump(gconn *c)
 			}
 		}
 		if (c->out_len > c->out_off && !c->c_shut) {
-			n = send(c->cfd, c->out + c->out_off,
-			    c->out_len - c->out_off, MSG_NOSIGNAL);
-			if (n > 0) {
-				c->out_off += (size_t) n;
-				moved = true;
-			} else if (n < 0 && !again()) {
+			int rv =
+			    send_some(c->cfd, c->out, &c->out_off, &c->out_len);
+			if (rv < 0) {
 				return false;
 			}
-			if (c->out_off == c->out_len) {
-				c->out_off = c->out_len = 0;
-			}
+			moved = moved || rv > 0;
 		}
 		if (c->i_eof && c->out_len == 0 && !c->c_shut) {
 			/* the server's end: ours to the client, then linger

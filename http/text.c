@@ -55,8 +55,8 @@ tlh_url_enc(tli_buf *b, const char *s, size_t n)
 	}
 }
 
-static int
-hexval(char c)
+int
+tlh_hexval(char c)
 {
 	if (c >= '0' && c <= '9') {
 		return c - '0';
@@ -81,8 +81,8 @@ tlh_url_dec(char *s, size_t n)
 			s[o++] = s[i];
 			continue;
 		}
-		if (i + 2 >= n || (hi = hexval(s[i + 1])) < 0 ||
-		    (lo = hexval(s[i + 2])) < 0) {
+		if (i + 2 >= n || (hi = tlh_hexval(s[i + 1])) < 0 ||
+		    (lo = tlh_hexval(s[i + 2])) < 0) {
 			return -1;
 		}
 		s[o++] = (char) (hi * 16 + lo);

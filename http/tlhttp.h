@@ -234,6 +234,8 @@ void tlh_async_done(tlh_req *req);
 void tlh_json_str(tli_buf *b, const char *s, size_t n);
 /* Percent-encode for a URL path segment or query value. */
 void tlh_url_enc(tli_buf *b, const char *s, size_t n);
+/* The value of a hex digit, or -1. */
+int tlh_hexval(char c);
 /* Decode %XX in place (NUL-terminated after); returns the new length or -1
  * on a bad escape. */
 long tlh_url_dec(char *s, size_t n);
