@@ -401,6 +401,35 @@ tlg_schedule_json(
 	return ok;
 }
 
+/* The user's events still stored under the name an earlier version gave
+ * a long user id (they count against the limit until they are gone). */
+static size_t
+legacy_count(tlg *g, const char *user)
+{
+	char legacy[TL_MAX_NAME_LEN + 1];
+	tl_entry *es = NULL;
+	size_t n = 0, mine = 0;
+	bool more = false;
+
+	if (!tlg_owner_legacy(user, legacy, sizeof(legacy)) ||
+	    tl_list(g->cl, g->t_ev, legacy, g->c.max_scheduled, NULL, &es, &n,
+	        &more) != TL_OK) {
+		return 0;
+	}
+	for (size_t i = 0; i < n; i++) {
+		tl_message *m = NULL;
+		gev e;
+		if (tl_get(g->cl, g->t_ev, es[i].id, &m) == TL_OK &&
+		    tlg_ev_parse(&e, m->body, m->body_len) == 0 &&
+		    tlg_ev_mine(&e, user)) {
+			mine++;
+		}
+		tl_message_free(m);
+	}
+	tl_free(es);
+	return mine;
+}
+
 static void
 schedule_body(tlg *g, greq *r, gout *o)
 {
@@ -443,6 +472,9 @@ schedule_body(tlg *g, greq *r, gout *o)
 	}
 	rv = tl_list(
 	    g->cl, g->t_ev, owner, g->c.max_scheduled, NULL, &es, &n, &more);
+	if (rv == TL_OK) {
+		n += legacy_count(g, r->user);
+	}
 	if (rv != TL_OK) {
 		tlg_out_err(o, 503, "M_UNKNOWN",
 		    "The delayed-event store is "
@@ -891,55 +923,43 @@ ev_json(tli_buf *b, const char *id, const gev *e, int64_t since, bool one)
 	tli_buf_append(b, e->content.p, e->content.n);
 }
 
+static int owner_entries(
+    tlg *g, const char *t, const char *user, tl_entry **out, size_t *nout);
+
 void
 tlg_list_scheduled(tlg *g, greq *r, gout *o)
 {
-	char owner[TL_MAX_NAME_LEN + 1];
-	tl_entry *es = NULL, last;
+	tl_entry *es = NULL;
 	size_t n = 0;
-	bool more = true, first = true, started = false;
-	int rv = TL_OK;
+	bool first = true;
 
-	tlg_owner(r->user, owner, sizeof(owner));
-	tli_buf_puts(&o->body, "{\"delayed_events\":[");
-	while (more && rv == TL_OK) {
-		rv = tl_list(g->cl, g->t_ev, owner, 1000,
-		    started ? &last : NULL, &es, &n, &more);
-		for (size_t i = 0; rv == TL_OK && i < n; i++) {
-			tl_message *m = NULL;
-			gev e;
-			if (es[i].leased ||
-			    tl_get(g->cl, g->t_ev, es[i].id, &m) != TL_OK) {
-				continue;
-			}
-			if (m->consumer[0] == '\0' &&
-			    tlg_ev_parse(&e, m->body, m->body_len) == 0) {
-				if (!first) {
-					tli_buf_append(&o->body, ",", 1);
-				}
-				first = false;
-				ev_json(&o->body, es[i].id, &e, m->ts - e.delay,
-				    false);
-				tli_buf_puts(&o->body, "}");
-			}
-			tl_message_free(m);
-		}
-		if (n > 0) {
-			last = es[n - 1];
-			started = true;
-		}
-		tl_free(es);
-		es = NULL;
-		if (n == 0) {
-			break;
-		}
-	}
-	if (rv != TL_OK) {
+	if (owner_entries(g, g->t_ev, r->user, &es, &n) != TL_OK) {
 		tlg_out_err(o, 503, "M_UNKNOWN",
 		    "The delayed-event store is "
 		    "unavailable");
 		return;
 	}
+	tli_buf_puts(&o->body, "{\"delayed_events\":[");
+	for (size_t i = 0; i < n; i++) {
+		tl_message *m = NULL;
+		gev e;
+		if (es[i].leased ||
+		    tl_get(g->cl, g->t_ev, es[i].id, &m) != TL_OK) {
+			continue;
+		}
+		if (m->consumer[0] == '\0' &&
+		    tlg_ev_parse(&e, m->body, m->body_len) == 0 &&
+		    tlg_ev_mine(&e, r->user)) {
+			if (!first) {
+				tli_buf_append(&o->body, ",", 1);
+			}
+			first = false;
+			ev_json(&o->body, es[i].id, &e, m->ts - e.delay, false);
+			tli_buf_puts(&o->body, "}");
+		}
+		tl_message_free(m);
+	}
+	free(es);
 	tli_buf_puts(&o->body, "]}");
 	o->status = 200;
 }
@@ -947,20 +967,22 @@ tlg_list_scheduled(tlg *g, greq *r, gout *o)
 void
 tlg_get_one(tlg *g, greq *r, gout *o)
 {
-	char owner[TL_MAX_NAME_LEN + 1];
+	char owner[TL_MAX_NAME_LEN + 1], legacy[TL_MAX_NAME_LEN + 1] = "";
 	gstr idp = tlg_param(r, "id");
 	const char *id = idp.p;
 	tl_message *m = NULL;
 	gev e;
 
 	tlg_owner(r->user, owner, sizeof(owner));
+	tlg_owner_legacy(r->user, legacy, sizeof(legacy));
 	if (!tlg_id_ok(id, idp.n)) {
 		not_found(g, r, o);
 		return;
 	}
 	if (tl_get(g->cl, g->t_ev, id, &m) == TL_OK &&
-	    strcmp(m->owner, owner) == 0 &&
-	    tlg_ev_parse(&e, m->body, m->body_len) == 0) {
+	    (strcmp(m->owner, owner) == 0 || strcmp(m->owner, legacy) == 0) &&
+	    tlg_ev_parse(&e, m->body, m->body_len) == 0 &&
+	    tlg_ev_mine(&e, r->user)) {
 		ev_json(&o->body, id, &e, m->ts - e.delay, true);
 		tli_buf_puts(&o->body, "}");
 		o->status = 200;
@@ -970,8 +992,9 @@ tlg_get_one(tlg *g, greq *r, gout *o)
 	tl_message_free(m);
 	m = NULL;
 	if (tl_get(g->cl, g->t_final, id, &m) == TL_OK &&
-	    strcmp(m->owner, owner) == 0 &&
+	    (strcmp(m->owner, owner) == 0 || strcmp(m->owner, legacy) == 0) &&
 	    tlg_ev_parse(&e, m->body, m->body_len) == 0 && e.final &&
+	    tlg_ev_mine(&e, r->user) &&
 	    !(e.reason.n == 6 && memcmp(e.reason.p, "action", 6) == 0 &&
 	        e.outcome.n == 6)) {
 		ev_json(&o->body, id, &e, e.since, true);
@@ -1061,10 +1084,57 @@ list_all(tlg *g, const char *t, const char *owner, tl_entry **out, size_t *nout)
 	return TL_OK;
 }
 
+static int
+entry_cmp(const void *a, const void *b)
+{
+	const tl_entry *x = a, *y = b;
+
+	if (x->ts != y->ts) {
+		return x->ts < y->ts ? -1 : 1;
+	}
+	return strcmp(x->id, y->id);
+}
+
+/* Every entry of user in topic t, in timeline order: under its owner name
+ * and, for a long id, the name an earlier version gave it. Each event
+ * read from them must still say it is the user's (tlg_ev_mine). */
+static int
+owner_entries(
+    tlg *g, const char *t, const char *user, tl_entry **out, size_t *nout)
+{
+	char owner[TL_MAX_NAME_LEN + 1];
+	tl_entry *es = NULL, *old = NULL, *all;
+	size_t n = 0, nold = 0;
+	int rv;
+
+	tlg_owner(user, owner, sizeof(owner));
+	if ((rv = list_all(g, t, owner, &es, &n)) != TL_OK) {
+		return rv;
+	}
+	if (!tlg_owner_legacy(user, owner, sizeof(owner)) ||
+	    list_all(g, t, owner, &old, &nold) != TL_OK || nold == 0) {
+		free(old);
+		*out = es;
+		*nout = n;
+		return TL_OK;
+	}
+	if ((all = realloc(es, (n + nold) * sizeof(*es))) == NULL) {
+		free(es);
+		free(old);
+		return TL_ENOMEM;
+	}
+	memcpy(all + n, old, nold * sizeof(*old));
+	free(old);
+	qsort(all, n + nold, sizeof(*all), entry_cmp);
+	*out = all;
+	*nout = n + nold;
+	return TL_OK;
+}
+
 void
 tlg_stable_list(tlg *g, greq *r, gout *o)
 {
-	char owner[TL_MAX_NAME_LEN + 1], st[32];
+	char st[32];
 	const char *status =
 	    tlh_query_get(tlh_req_query(r->hr), "status", st, sizeof(st));
 	bool sched = true, fin = true, first = true;
@@ -1080,10 +1150,9 @@ tlg_stable_list(tlg *g, greq *r, gout *o)
 			return;
 		}
 	}
-	tlg_owner(r->user, owner, sizeof(owner));
 	tli_buf_puts(&o->body, "{");
 	if (sched) {
-		if (list_all(g, g->t_ev, owner, &es, &n) != TL_OK) {
+		if (owner_entries(g, g->t_ev, r->user, &es, &n) != TL_OK) {
 			goto unavailable;
 		}
 		tli_buf_puts(&o->body, "\"scheduled\":[");
@@ -1096,7 +1165,8 @@ tlg_stable_list(tlg *g, greq *r, gout *o)
 				continue;
 			}
 			if (m->consumer[0] == '\0' &&
-			    tlg_ev_parse(&e, m->body, m->body_len) == 0) {
+			    tlg_ev_parse(&e, m->body, m->body_len) == 0 &&
+			    tlg_ev_mine(&e, r->user)) {
 				tli_buf_puts(&o->body, first ? "" : ",");
 				first = false;
 				ev_json(&o->body, es[i].id, &e, m->ts - e.delay,
@@ -1110,7 +1180,7 @@ tlg_stable_list(tlg *g, greq *r, gout *o)
 		es = NULL;
 	}
 	if (fin) {
-		if (list_all(g, g->t_final, owner, &es, &n) != TL_OK) {
+		if (owner_entries(g, g->t_final, r->user, &es, &n) != TL_OK) {
 			goto unavailable;
 		}
 		tli_buf_puts(
@@ -1124,7 +1194,7 @@ tlg_stable_list(tlg *g, greq *r, gout *o)
 				continue;
 			}
 			if (tlg_ev_parse(&e, m->body, m->body_len) == 0 &&
-			    e.final) {
+			    e.final && tlg_ev_mine(&e, r->user)) {
 				tli_buf_puts(&o->body, first ? "{" : ",{");
 				first = false;
 				tli_buf_puts(&o->body, "\"delayed_event\":");

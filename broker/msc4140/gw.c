@@ -7,16 +7,19 @@
  *
  * A due event is leased by the broker for this gateway's consumer id and
  * sent through the homeserver as an appservice acting as the user, with a
- * transaction id derived from the delay_id (a retry after a crash cannot
+ * transaction id derived from the delay_id (HMAC-SHA-256 under the
+ * installation's secret, kept on PREFIX.meta: a retry after a crash cannot
  * send twice) and ts = the due time. 5xx and network errors are retried
  * with backoff for retry_for_ms, extending the lease; a 4xx is recorded.
  * The finalised record is written before the event is deleted, so a crash
  * in between sends again under the same transaction id.
  */
+#define _GNU_SOURCE
 #include <curl/curl.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
 #include "gw.h"
@@ -246,7 +249,7 @@ nap_ms(int64_t ms)
 static void
 event_url(tlg *g, tli_buf *u, const gev *e, const char *id, int64_t ts)
 {
-	char txn[64];
+	char txn[80];
 
 	tli_buf_puts(u, g->c.homeserver);
 	tli_buf_puts(u, "/_matrix/client/v3/rooms/");
@@ -257,10 +260,9 @@ event_url(tlg *g, tli_buf *u, const gev *e, const char *id, int64_t ts)
 		tli_buf_puts(u, "/");
 		tlh_url_enc(u, e->skey.p, e->skey.n);
 	} else {
-		/* The delay_id itself is a secret: derive the txnId. */
-		snprintf(txn, sizeof(txn), "msc4140.%016llx%016llx",
-		    (unsigned long long) tli_hash64_mixed(id, strlen(id), 11),
-		    (unsigned long long) tli_hash64_mixed(id, strlen(id), 12));
+		/* The delay_id itself is a secret: the txnId is its keyed
+		 * hash, which reveals nothing of it. */
+		tlg_txn_id(g, id, txn, sizeof(txn));
 		tli_buf_puts(u, "/send/");
 		tlh_url_enc(u, e->type.p, e->type.n);
 		tli_buf_puts(u, "/");
@@ -495,6 +497,90 @@ tlg_senders_stop(tlg *g)
 	g->senders = NULL;
 }
 
+/* ---- the installation's secret ---- */
+
+#define SECRET_ID "hmac-secret"
+
+static int
+hexval(char c)
+{
+	if (c >= '0' && c <= '9') {
+		return c - '0';
+	}
+	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* "K1\n" and 64 hex digits. */
+static bool
+secret_parse(tlg *g, const tl_message *m)
+{
+	const char *b = m->body;
+
+	if (m->body_len != 3 + 2 * sizeof(g->secret) ||
+	    memcmp(b, "K1\n", 3) != 0) {
+		return false;
+	}
+	for (size_t i = 0; i < sizeof(g->secret); i++) {
+		int hi = hexval(b[3 + 2 * i]), lo = hexval(b[4 + 2 * i]);
+		if (hi < 0 || lo < 0) {
+			return false;
+		}
+		g->secret[i] = (uint8_t) (hi << 4 | lo);
+	}
+	return true;
+}
+
+/* The secret lives on the broker, as the gateway's other state: every
+ * gateway on the same topics (a restart, a second instance, the
+ * standalone binary on another host) sends an event under the same
+ * transaction id. Two first starts at once: the put of one fails with
+ * TL_EEXISTS and it reads the other's. */
+int
+tlg_secret_load(tlg *g)
+{
+	char body[3 + 2 * sizeof(g->secret) + 1];
+	tl_message *m = NULL;
+	int rv;
+
+	for (int tries = 0; tries < 2; tries++) {
+		if ((rv = tl_get(g->cl, g->t_meta, SECRET_ID, &m)) == TL_OK) {
+			bool ok = secret_parse(g, m);
+			tl_message_free(m);
+			if (ok) {
+				return 0;
+			}
+			tli_log("msc4140", TLI_LOG_ERROR, "G006",
+			    "the secret on %s is unreadable", g->t_meta);
+			return -1;
+		}
+		if (rv != TL_ENOTFOUND ||
+		    getrandom(g->secret, sizeof(g->secret), 0) !=
+		        (ssize_t) sizeof(g->secret)) {
+			break;
+		}
+		memcpy(body, "K1\n", 3);
+		for (size_t i = 0; i < sizeof(g->secret); i++) {
+			snprintf(body + 3 + 2 * i, 3, "%02x", g->secret[i]);
+		}
+		/* never due: PREFIX.meta has no consumer */
+		rv = tl_put_at(g->cl, g->t_meta, "msc4140-gateway", SECRET_ID,
+		    TL_TS_MAX, body, sizeof(body) - 1, NULL);
+		if (rv == TL_OK) {
+			tli_log("msc4140", TLI_LOG_INFO, "G007",
+			    "made the installation's secret (on %s)",
+			    g->t_meta);
+			return 0;
+		}
+		if (rv != TL_EEXISTS) {
+			break;
+		}
+	}
+	tli_log("msc4140", TLI_LOG_ERROR, "G006",
+	    "cannot read or store the secret on %s: %s", g->t_meta,
+	    tl_strerror(rv));
+	return -1;
+}
+
 /* ---- start and stop ---- */
 
 static int
@@ -581,6 +667,7 @@ tlg_start(tlg **out, const tlg_conf *c, const char *broker_url)
 	snprintf(g->t_ev, sizeof(g->t_ev), "%s.events", c->topic_prefix);
 	snprintf(g->t_final, sizeof(g->t_final), "%s.final", c->topic_prefix);
 	snprintf(g->t_txn, sizeof(g->t_txn), "%s.txn", c->topic_prefix);
+	snprintf(g->t_meta, sizeof(g->t_meta), "%s.meta", c->topic_prefix);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	if (tl_opts_alloc(&o) != TL_OK ||
 	    tl_opts_set_url(o, broker_url ? broker_url : c->broker) != TL_OK ||
@@ -600,6 +687,7 @@ tlg_start(tlg **out, const tlg_conf *c, const char *broker_url)
 		goto fail;
 	}
 	if (topic(g, g->t_ev) || topic(g, g->t_final) || topic(g, g->t_txn) ||
+	    topic(g, g->t_meta) || tlg_secret_load(g) != 0 ||
 	    tlg_senders_start(g) != 0 ||
 	    consume(g, &g->cons_ev, g->t_ev, "", tlg_on_due, 64) ||
 	    consume(

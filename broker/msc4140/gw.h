@@ -186,6 +186,10 @@ struct tlg {
 	pthread_mutex_t curl_mtx;
 	void *curls[64];
 	int ncurls;
+
+	/* PREFIX.meta: the installation's secret (tlg_secret_load) */
+	char t_meta[TL_MAX_NAME_LEN + 1];
+	uint8_t secret[32];
 };
 
 /* ---- pieces ---- */
@@ -214,7 +218,20 @@ void tlg_evc_put(tlg *g, const char *id, const char *owner, int64_t delay);
 bool tlg_evc_get(
     tlg *g, const char *id, char *owner, size_t cap, int64_t *delay);
 void tlg_evc_del(tlg *g, const char *id);
-/* The owner (producer group) of a Matrix user's messages. */
+/* The owner (producer group) of a Matrix user's messages: the user id
+ * itself, or "#sha256:" and the hex SHA-256 of a long one. */
 void tlg_owner(const char *user, char *out, size_t cap);
+/* The name an earlier version gave the user when it differs from
+ * tlg_owner's (a long id: "#" and 128 bits of FNV): true with out set.
+ * Events stored under it are still the user's when they say so. */
+bool tlg_owner_legacy(const char *user, char *out, size_t cap);
+/* Whether a stored event (or record) is user's: its full user id. */
+bool tlg_ev_mine(const gev *e, const char *user);
+/* The transaction id an event is sent with: "msc4140." and the hex
+ * HMAC-SHA-256 of the delay_id under the installation's secret. */
+void tlg_txn_id(const tlg *g, const char *delay_id, char *out, size_t cap);
+/* Read the installation's secret from PREFIX.meta, or make and store it
+ * on the first start. 0, or -1 (logged). */
+int tlg_secret_load(tlg *g);
 
 #endif
