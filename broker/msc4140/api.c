@@ -614,6 +614,12 @@ do_send(tlg *g, greq *r, const char *id, tl_message *m, gout *o)
 		return;
 	}
 	if (m->consumer[0] == '\0') {
+		gev e;
+		/* the move loses when the delay began: keep it */
+		if (tlg_ev_parse(&e, m->body, m->body_len) == 0) {
+			tlg_since_keep(
+			    g, m->owner, id, tlg_since(g, id, m->ts, e.delay));
+		}
 		rv = tl_move(
 		    g->cl, g->t_ev, m->owner, id, m->version, 0, true, NULL);
 	}
@@ -755,8 +761,9 @@ manage(
 				if (tlg_ev_parse(&e, m->body, m->body_len) ==
 				    0) {
 					tlg_finalise(g, m->owner, id, &e,
-					    m->ts - e.delay, "cancel", "action",
-					    NULL, 0, NULL, 0);
+					    tlg_since(g, id, m->ts, e.delay),
+					    "cancel", "action", NULL, 0, NULL,
+					    0);
 				}
 			}
 		}
@@ -954,7 +961,8 @@ tlg_list_scheduled(tlg *g, greq *r, gout *o)
 				tli_buf_append(&o->body, ",", 1);
 			}
 			first = false;
-			ev_json(&o->body, es[i].id, &e, m->ts - e.delay, false);
+			ev_json(&o->body, es[i].id, &e,
+			    tlg_since(g, es[i].id, m->ts, e.delay), false);
 			tli_buf_puts(&o->body, "}");
 		}
 		tl_message_free(m);
@@ -964,54 +972,107 @@ tlg_list_scheduled(tlg *g, greq *r, gout *o)
 	o->status = 200;
 }
 
+/* What a finalised record says: the fields of an item of the stable
+ * list's "finalised" but its delayed_event, and the status of a failure
+ * (one writer, so both forms and GET of one id say it alike). */
+static void
+final_fields(tli_buf *b, const gev *e)
+{
+	tli_buf_puts(b, "\"outcome\":");
+	tlh_json_str(b, e->outcome.p, e->outcome.n);
+	tli_buf_puts(b, ",\"reason\":");
+	tlh_json_str(b, e->reason.p, e->reason.n);
+	if (e->event_id.n > 0) {
+		tli_buf_puts(b, ",\"event_id\":");
+		tlh_json_str(b, e->event_id.p, e->event_id.n);
+	}
+	if (e->reason.n == 5 && memcmp(e->reason.p, "error", 5) == 0) {
+		tli_buf_printf(b, ",\"status\":%d,\"error\":", e->status);
+		if (e->err.n > 0) {
+			tli_buf_append(b, e->err.p, e->err.n);
+		} else {
+			tli_buf_puts(b, "{}");
+		}
+	}
+	tli_buf_printf(b, ",\"origin_server_ts\":%lld", (long long) e->fin);
+}
+
+static int list_all(
+    tlg *g, const char *t, const char *owner, tl_entry **out, size_t *nout);
+
+/* Where the broker placed id (a leased event: tl_get's ts is the lease's
+ * end then). */
+static bool
+placed_of(tlg *g, const char *owner, const char *id, int64_t *placed)
+{
+	tl_entry *es = NULL;
+	size_t n = 0;
+	bool found = false;
+
+	if (list_all(g, g->t_ev, owner, &es, &n) != TL_OK) {
+		return false;
+	}
+	for (size_t i = 0; i < n && !found; i++) {
+		if (strcmp(es[i].id, id) == 0) {
+			*placed = es[i].ts;
+			found = true;
+		}
+	}
+	free(es);
+	return found;
+}
+
+/* Whether a message of topic t named id is user's; e is its event. */
+static bool
+get_mine(tlg *g, const char *t, const char *id, const char *user,
+    tl_message **m, gev *e)
+{
+	char owner[TL_MAX_NAME_LEN + 1], legacy[TL_MAX_NAME_LEN + 1] = "";
+
+	tlg_owner(user, owner, sizeof(owner));
+	tlg_owner_legacy(user, legacy, sizeof(legacy));
+	if (tl_get(g->cl, t, id, m) != TL_OK) {
+		*m = NULL;
+		return false;
+	}
+	return (strcmp((*m)->owner, owner) == 0 ||
+	           strcmp((*m)->owner, legacy) == 0) &&
+	    tlg_ev_parse(e, (*m)->body, (*m)->body_len) == 0 &&
+	    tlg_ev_mine(e, user);
+}
+
 void
 tlg_get_one(tlg *g, greq *r, gout *o)
 {
-	char owner[TL_MAX_NAME_LEN + 1], legacy[TL_MAX_NAME_LEN + 1] = "";
 	gstr idp = tlg_param(r, "id");
 	const char *id = idp.p;
 	tl_message *m = NULL;
+	int64_t placed;
 	gev e;
 
-	tlg_owner(r->user, owner, sizeof(owner));
-	tlg_owner_legacy(r->user, legacy, sizeof(legacy));
 	if (!tlg_id_ok(id, idp.n)) {
 		not_found(g, r, o);
 		return;
 	}
-	if (tl_get(g->cl, g->t_ev, id, &m) == TL_OK &&
-	    (strcmp(m->owner, owner) == 0 || strcmp(m->owner, legacy) == 0) &&
-	    tlg_ev_parse(&e, m->body, m->body_len) == 0 &&
-	    tlg_ev_mine(&e, r->user)) {
-		ev_json(&o->body, id, &e, m->ts - e.delay, true);
+	if (get_mine(g, g->t_ev, id, r->user, &m, &e)) {
+		placed = m->ts;
+		/* being sent: ts is the lease's end, not the placement */
+		if (m->consumer[0] != '\0' &&
+		    !placed_of(g, m->owner, id, &placed)) {
+			placed = m->ts;
+		}
+		ev_json(
+		    &o->body, id, &e, tlg_since(g, id, placed, e.delay), true);
 		tli_buf_puts(&o->body, "}");
 		o->status = 200;
 		tl_message_free(m);
 		return;
 	}
 	tl_message_free(m);
-	m = NULL;
-	if (tl_get(g->cl, g->t_final, id, &m) == TL_OK &&
-	    (strcmp(m->owner, owner) == 0 || strcmp(m->owner, legacy) == 0) &&
-	    tlg_ev_parse(&e, m->body, m->body_len) == 0 && e.final &&
-	    tlg_ev_mine(&e, r->user) &&
-	    !(e.reason.n == 6 && memcmp(e.reason.p, "action", 6) == 0 &&
-	        e.outcome.n == 6)) {
+	if (get_mine(g, g->t_final, id, r->user, &m, &e) && e.final) {
 		ev_json(&o->body, id, &e, e.since, true);
-		tli_buf_printf(&o->body,
-		    ",\"finalised\":{\"finalised_ts\":%lld", (long long) e.fin);
-		if (e.event_id.n > 0) {
-			tli_buf_puts(&o->body, ",\"event_id\":");
-			tlh_json_str(&o->body, e.event_id.p, e.event_id.n);
-		} else {
-			tli_buf_printf(
-			    &o->body, ",\"status\":%d,\"error\":", e.status);
-			if (e.err.n > 0) {
-				tli_buf_append(&o->body, e.err.p, e.err.n);
-			} else {
-				tli_buf_puts(&o->body, "{}");
-			}
-		}
+		tli_buf_puts(&o->body, ",\"finalised\":{");
+		final_fields(&o->body, &e);
 		tli_buf_puts(&o->body, "}}");
 		o->status = 200;
 		tl_message_free(m);
@@ -1169,7 +1230,8 @@ tlg_stable_list(tlg *g, greq *r, gout *o)
 			    tlg_ev_mine(&e, r->user)) {
 				tli_buf_puts(&o->body, first ? "" : ",");
 				first = false;
-				ev_json(&o->body, es[i].id, &e, m->ts - e.delay,
+				ev_json(&o->body, es[i].id, &e,
+				    tlg_since(g, es[i].id, m->ts, e.delay),
 				    false);
 				tli_buf_puts(&o->body, "}");
 			}
@@ -1199,25 +1261,9 @@ tlg_stable_list(tlg *g, greq *r, gout *o)
 				first = false;
 				tli_buf_puts(&o->body, "\"delayed_event\":");
 				ev_json(&o->body, es[i].id, &e, e.since, false);
-				tli_buf_puts(&o->body, "},\"outcome\":");
-				tlh_json_str(
-				    &o->body, e.outcome.p, e.outcome.n);
-				tli_buf_puts(&o->body, ",\"reason\":");
-				tlh_json_str(&o->body, e.reason.p, e.reason.n);
-				if (e.event_id.n > 0) {
-					tli_buf_puts(
-					    &o->body, ",\"event_id\":");
-					tlh_json_str(&o->body, e.event_id.p,
-					    e.event_id.n);
-				}
-				if (e.err.n > 0) {
-					tli_buf_puts(&o->body, ",\"error\":");
-					tli_buf_append(
-					    &o->body, e.err.p, e.err.n);
-				}
-				tli_buf_printf(&o->body,
-				    ",\"origin_server_ts\":%lld}",
-				    (long long) e.fin);
+				tli_buf_puts(&o->body, "},");
+				final_fields(&o->body, &e);
+				tli_buf_puts(&o->body, "}");
 			}
 			tl_message_free(m);
 		}

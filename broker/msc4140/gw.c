@@ -160,6 +160,65 @@ tlg_evc_del(tlg *g, const char *id)
 	pthread_mutex_unlock(&g->evc_mtx);
 }
 
+/* ---- when the current delay began ----
+ *
+ * Scheduling and a restart place the message at start + delay, and the
+ * broker keeps that placement (its owner index: tl_list, and a lease's
+ * tl_lease_placed_at; tl_get's ts while nobody holds it); the delay never
+ * changes, so the start is stored exactly, with no second write on the
+ * restart path. A send action places the message at now, which would
+ * lose the start: it stores the start first, as "s.DELAY_ID" on
+ * PREFIX.txn ("SINCE ACTION_TIME"), which the sender and GET read. */
+
+#define SINCE_KEEP_MS (3600 * 1000)
+
+void
+tlg_since_keep(tlg *g, const char *owner, const char *id, int64_t since)
+{
+	char sid[TL_MAX_ID_LEN + 1], body[64];
+	int64_t keep = g->c.retry_for_ms + g->c.send_wait_ms + SINCE_KEEP_MS;
+	int n, rv;
+
+	if ((size_t) snprintf(sid, sizeof(sid), "s.%s", id) >= sizeof(sid)) {
+		return;
+	}
+	n = snprintf(body, sizeof(body), "%lld %lld", (long long) since,
+	    (long long) tl_client_broker_now(g->cl));
+	rv = tl_put_in(
+	    g->cl, g->t_txn, owner, sid, keep, body, (size_t) n, NULL);
+	if (rv == TL_EEXISTS) { /* an earlier send action's */
+		tl_delete(g->cl, g->t_txn, owner, sid, 0);
+		tl_put_in(
+		    g->cl, g->t_txn, owner, sid, keep, body, (size_t) n, NULL);
+	}
+}
+
+int64_t
+tlg_since(tlg *g, const char *id, int64_t placed, int64_t delay)
+{
+	char sid[TL_MAX_ID_LEN + 1];
+	tl_message *m = NULL;
+	long long since, at;
+	char tmp[64];
+
+	/* only a due placement can be a send action's */
+	if (placed > tl_client_broker_now(g->cl) ||
+	    (size_t) snprintf(sid, sizeof(sid), "s.%s", id) >= sizeof(sid) ||
+	    tl_get(g->cl, g->t_txn, sid, &m) != TL_OK) {
+		return placed - delay;
+	}
+	snprintf(tmp, sizeof(tmp), "%.*s",
+	    (int) (m->body_len < sizeof(tmp) ? m->body_len : 0),
+	    (const char *) m->body);
+	tl_message_free(m);
+	/* A restart after the action (when its move failed) placed the
+	 * message at least a delay after it: the record is stale then. */
+	if (sscanf(tmp, "%lld %lld", &since, &at) == 2 && placed - delay < at) {
+		return since;
+	}
+	return placed - delay;
+}
+
 /* ---- finalised records ---- */
 
 #define MAX_ERR_KEPT 16384
@@ -344,9 +403,10 @@ send_one(tlg *g, tl_lease *l)
 			    json_string_value(ev));
 		}
 		json_decref(j);
-		tlg_finalise(g, tl_lease_owner(l), id, &e, due - e.delay,
-		    "send", by_action ? "action" : "delay", event_id,
-		    (int) r.status, NULL, 0);
+		tlg_finalise(g, tl_lease_owner(l), id, &e,
+		    tlg_since(g, id, due, e.delay), "send",
+		    by_action ? "action" : "delay", event_id, (int) r.status,
+		    NULL, 0);
 	} else {
 		const char *err = tli_buf_str(&r.body);
 		size_t elen = r.body.len;
@@ -370,9 +430,9 @@ send_one(tlg *g, tl_lease *l)
 			err = tli_buf_str(&ne);
 			elen = ne.len;
 		}
-		tlg_finalise(g, tl_lease_owner(l), id, &e, due - e.delay,
-		    "cancel", "error", NULL, r.status ? (int) r.status : 502,
-		    err, elen);
+		tlg_finalise(g, tl_lease_owner(l), id, &e,
+		    tlg_since(g, id, due, e.delay), "cancel", "error", NULL,
+		    r.status ? (int) r.status : 502, err, elen);
 		tli_buf_fini(&ne);
 	}
 	tl_lease_delete(l);

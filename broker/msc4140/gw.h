@@ -230,6 +230,13 @@ bool tlg_ev_mine(const gev *e, const char *user);
 /* The transaction id an event is sent with: "msc4140." and the hex
  * HMAC-SHA-256 of the delay_id under the installation's secret. */
 void tlg_txn_id(const tlg *g, const char *delay_id, char *out, size_t cap);
+/* When the current delay of id began (scheduling or the last restart),
+ * from where the broker placed it (tl_get's ts while unleased, a lease's
+ * tl_lease_placed_at, a tl_list entry's ts) and its delay, or from what
+ * a send action kept (tlg_since_keep). */
+int64_t tlg_since(tlg *g, const char *id, int64_t placed, int64_t delay);
+/* A send action is about to place id at now: keep when its delay began. */
+void tlg_since_keep(tlg *g, const char *owner, const char *id, int64_t since);
 /* Read the installation's secret from PREFIX.meta, or make and store it
  * on the first start. 0, or -1 (logged). */
 int tlg_secret_load(tlg *g);
