@@ -506,7 +506,7 @@ schedule_body(tlg *g, greq *r, gout *o)
 	tlg_ev_header(&body, &e);
 	tli_buf_append(&body, "\n", 1);
 	tli_buf_append(&body, r->content.p, r->content.n);
-	if (body.oom || extra.oom || tlg_random_id(id, 24) != 0) {
+	if (body.oom || extra.oom || tlg_delay_id_new(g, id) != 0) {
 		tlg_out_err(o, 500, "M_UNKNOWN", "out of memory");
 		goto out;
 	}
@@ -569,11 +569,69 @@ tlg_id_ok(const char *id, size_t n)
 	return true;
 }
 
+/* Whether id existed: one the gateway made (its MAC), or one made before
+ * ids had one that is still stored (scheduled, being sent, or finalised).
+ * May block (lookups) unless the MAC decides. */
+static bool
+id_existed(tlg *g, const char *id, size_t n)
+{
+	tl_message *m = NULL;
+	bool found;
+
+	if (tlg_delay_id_ours(g, id, n)) {
+		return true;
+	}
+	if (!tlg_id_ok(id, n)) {
+		return false;
+	}
+	found = tl_get(g->cl, g->t_ev, id, &m) == TL_OK ||
+	    tl_get(g->cl, g->t_final, id, &m) == TL_OK;
+	tl_message_free(m);
+	return found;
+}
+
+/* 404; only an id that never existed counts as a guess of the client's
+ * address (ids that were sent or cancelled are asked for by clients that
+ * are late, not by guessers). */
 static void
 not_found(tlg *g, greq *r, gout *o)
 {
-	tlg_storm_miss(g, tlh_req_ip(r->hr));
+	gstr id = tlg_param(r, "id");
+
+	if (!id_existed(g, id.p, id.n)) {
+		tlg_storm_miss(g, tlh_req_ip(r->hr));
+	}
 	tlg_out_err(o, 404, "M_NOT_FOUND", "Delayed event not found");
+}
+
+/* The guessed-id throttle never refuses an id that exists: one the
+ * gateway made (its MAC), or a live one it knows (the restart cache) or
+ * finds. false with *later when only a lookup, which may block, can
+ * tell. */
+static bool
+storm_exempt(tlg *g, const char *id, size_t n, bool may_block, bool *later)
+{
+	char owner[TL_MAX_NAME_LEN + 1];
+	tl_message *m = NULL;
+	int64_t delay;
+	bool found;
+
+	if (tlg_delay_id_ours(g, id, n)) {
+		return true;
+	}
+	if (!tlg_id_ok(id, n)) {
+		return false;
+	}
+	if (tlg_evc_get(g, id, owner, sizeof(owner), &delay)) {
+		return true;
+	}
+	if (!may_block) {
+		*later = true;
+		return false;
+	}
+	found = tl_get(g->cl, g->t_ev, id, &m) == TL_OK;
+	tl_message_free(m);
+	return found;
 }
 
 /* The finalised outcome of id, as the answer to a repeated "send". */
@@ -682,18 +740,24 @@ restart_cached(tlg *g, greq *r, const char *id, gout *o)
 /* The checks of every management request (unknown-id storms, the id, the
  * rate limits); false when o holds the answer. Done once per request. */
 static bool
-manage_check(tlg *g, greq *r, const char *id, size_t idlen, gout *o)
+manage_check_in(tlg *g, greq *r, const char *id, size_t idlen, bool may_block,
+    bool *later, gout *o)
 {
 	int64_t wait;
 
 	if (r->checked) {
 		return true;
 	}
-	r->checked = true;
-	if ((wait = tlg_storm_blocked(g, tlh_req_ip(r->hr))) > 0) {
+	if ((wait = tlg_storm_blocked(g, tlh_req_ip(r->hr))) > 0 &&
+	    !storm_exempt(g, id, idlen, may_block, later)) {
+		if (*later) {
+			return false; /* decided on a worker */
+		}
+		r->checked = true;
 		tlg_out_limited(o, wait);
 		return false;
 	}
+	r->checked = true;
 	if (!tlg_id_ok(id, idlen)) {
 		not_found(g, r, o);
 		return false;
@@ -708,6 +772,14 @@ manage_check(tlg *g, greq *r, const char *id, size_t idlen, gout *o)
 		return false;
 	}
 	return true;
+}
+
+static bool
+manage_check(tlg *g, greq *r, const char *id, size_t idlen, gout *o)
+{
+	bool later = false;
+
+	return manage_check_in(g, r, id, idlen, true, &later, o);
 }
 
 static void
@@ -825,12 +897,13 @@ tlg_restart_fast(tlg *g, greq *r, gout *o, tl_done_fn done)
 	gstr id = tlg_param(r, "id");
 	char owner[TL_MAX_NAME_LEN + 1];
 	int64_t delay;
+	bool later = false;
 
 	if (strcmp(tlg_param(r, "action").p, "restart") != 0) {
 		return TLH_FAST_NO;
 	}
-	if (!manage_check(g, r, id.p, id.n, o)) {
-		return TLH_FAST_ANSWERED;
+	if (!manage_check_in(g, r, id.p, id.n, false, &later, o)) {
+		return later ? TLH_FAST_NO : TLH_FAST_ANSWERED;
 	}
 	if (tlg_waiter_exists(g, id.p) ||
 	    !tlg_evc_get(g, id.p, owner, sizeof(owner), &delay)) {

@@ -237,6 +237,12 @@ void tlg_txn_id(const tlg *g, const char *delay_id, char *out, size_t cap);
 int64_t tlg_since(tlg *g, const char *id, int64_t placed, int64_t delay);
 /* A send action is about to place id at now: keep when its delay began. */
 void tlg_since_keep(tlg *g, const char *owner, const char *id, int64_t since);
+/* A new delay_id: 18 random bytes and a 48-bit MAC of them under the
+ * installation's secret, 32 base64url characters; out has 33 bytes. */
+int tlg_delay_id_new(const tlg *g, char *out);
+/* Whether id[0..n) is one tlg_delay_id_new made (here or on any gateway
+ * with this secret): an id that existed, never a guess. */
+bool tlg_delay_id_ours(const tlg *g, const char *id, size_t n);
 /* Read the installation's secret from PREFIX.meta, or make and store it
  * on the first start. 0, or -1 (logged). */
 int tlg_secret_load(tlg *g);

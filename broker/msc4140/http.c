@@ -762,6 +762,7 @@ tlg_http_start(tlg *g)
 	    .listen = g->c.listen,
 	    .body_max = g->c.max_body,
 	    .trust_forwarded = g->c.trust_forwarded,
+	    .trusted_proxies = g->c.trusted_proxies,
 	    .headers = cors,
 	    .req_size = sizeof(greq),
 	    .req_fini = req_fini,

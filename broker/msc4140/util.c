@@ -137,6 +137,55 @@ tlg_ev_mine(const gev *e, const char *user)
 
 /* ---- keyed names ---- */
 
+/* The MAC of a delay_id: 6 bytes of HMAC-SHA-256 of its random part,
+ * as 8 base64url characters. */
+#define ID_RANDOM 24 /* characters: 18 random bytes */
+#define ID_LEN (ID_RANDOM + 8)
+
+static void
+id_mac(const tlg *g, const char *rnd, char out[9])
+{
+	static const char b64[] =
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstu"
+	    "vwxyz0123456789-_";
+	uint8_t d[TLP_SHA256_LEN], msg[10 + ID_RANDOM];
+
+	memcpy(msg, "delay_id:", 9);
+	memcpy(msg + 9, rnd, ID_RANDOM);
+	tlp_hmac_sha256(g->secret, sizeof(g->secret), msg, 9 + ID_RANDOM, d);
+	for (int i = 0; i < 2; i++) { /* 3 bytes, 4 characters */
+		uint32_t v = (uint32_t) d[3 * i] << 16 |
+		    (uint32_t) d[3 * i + 1] << 8 | d[3 * i + 2];
+		for (int k = 0; k < 4; k++) {
+			out[4 * i + k] = b64[(v >> (18 - 6 * k)) & 63];
+		}
+	}
+	out[8] = '\0';
+}
+
+int
+tlg_delay_id_new(const tlg *g, char *out)
+{
+	if (tlg_random_id(out, ID_RANDOM * 3 / 4) != 0) {
+		return -1;
+	}
+	id_mac(g, out, out + ID_RANDOM);
+	return 0;
+}
+
+bool
+tlg_delay_id_ours(const tlg *g, const char *id, size_t n)
+{
+	char mac[9];
+
+	if (n != ID_LEN) {
+		return false;
+	}
+	id_mac(g, id, mac);
+	return tlp_ct_equal(
+	    (const uint8_t *) mac, (const uint8_t *) id + ID_RANDOM, 8);
+}
+
 void
 tlg_txn_id(const tlg *g, const char *delay_id, char *out, size_t cap)
 {
