@@ -2,11 +2,14 @@
  * The client's address behind trusted proxies (http/realip.c, used by the
  * gateway's throttles): the networks' syntax, IPv4 and IPv6 prefixes, and
  * the walk of X-Forwarded-For from the right, with the entries a client
- * may put in front.
+ * may put in front; and the gateway's setting refused when it is not a
+ * list of networks.
  */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "msc4140.h"
 #include "tlhttp.h"
 
 static const char *
@@ -67,4 +70,21 @@ Test(gwrec_realip, the_walk_from_the_right)
 	    client(t, "127.0.0.1", " 2001:db8::1 "), "2001:db8::1");
 	cr_assert_str_eq(client(t, "127.0.0.1", ", ,10.0.0.3"), "10.0.0.3");
 	cr_assert_str_eq(client(t, "127.0.0.1", ""), "127.0.0.1");
+}
+
+/* A bad trusted_proxies stops the gateway's start with one sentence. */
+Test(gwrec_realip, a_bad_setting_is_refused)
+{
+	tlg_conf c;
+	char err[512];
+
+	tlg_conf_defaults(&c);
+	snprintf(c.as_token, sizeof(c.as_token), "t");
+	snprintf(c.trusted_proxies, sizeof(c.trusted_proxies), "10.0.0.0/8");
+	cr_assert_eq(tlg_conf_verify(&c, err, sizeof(err)), 0, "%s", err);
+	snprintf(c.trusted_proxies, sizeof(c.trusted_proxies),
+	    "10.0.0.0/8, proxy.example");
+	cr_assert_eq(tlg_conf_verify(&c, err, sizeof(err)), 1);
+	cr_assert(strstr(err, "trusted_proxies") != NULL, "%s", err);
+	cr_assert(strstr(err, "proxy.example") != NULL, "%s", err);
 }
