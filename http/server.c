@@ -216,9 +216,10 @@ struct tlh_server {
 	tli_queue work;         /* requests waiting for a worker */
 	pthread_t *tids;
 	int nthreads, idle;
-	int suspended; /* connections suspended by us */
-	bool draining; /* stopping: suspend no more connections */
-	bool stop;     /* workers: leave once the queue is empty */
+	int suspended;     /* connections suspended by us */
+	bool draining;     /* stopping: suspend no more connections */
+	bool stop;         /* workers: leave once the queue is empty */
+	tlh_nets *trusted; /* cfg.trusted_proxies, parsed (realip.c) */
 };
 
 struct tlh_req {
@@ -885,6 +886,29 @@ req_unref(tlh_req *q)
 	}
 }
 
+/* Behind trusted proxies: the peer's address, then X-Forwarded-For. */
+static void
+client_ip_trusted(tlh_req *q)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+	    q->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	const struct sockaddr *sa = ci != NULL ? ci->client_addr : NULL;
+	char peer[64] = "?";
+
+	if (sa != NULL && sa->sa_family == AF_INET) {
+		inet_ntop(AF_INET,
+		    &((const struct sockaddr_in *) (const void *) sa)->sin_addr,
+		    peer, sizeof(peer));
+	} else if (sa != NULL && sa->sa_family == AF_INET6) {
+		inet_ntop(AF_INET6,
+		    &((const struct sockaddr_in6 *) (const void *) sa)
+		         ->sin6_addr,
+		    peer, sizeof(peer));
+	}
+	tlh_client_addr(q->s->trusted, peer,
+	    tlh_req_header(q, "X-Forwarded-For"), q->ip, sizeof(q->ip));
+}
+
 static void
 client_ip(tlh_req *q)
 {
@@ -892,6 +916,10 @@ client_ip(tlh_req *q)
 	const struct sockaddr *sa;
 
 	snprintf(q->ip, sizeof(q->ip), "?");
+	if (q->s->trusted != NULL) {
+		client_ip_trusted(q);
+		return;
+	}
 	if (q->s->cfg.trust_forwarded) {
 		const char *xff = tlh_req_header(q, "X-Forwarded-For");
 		if (xff != NULL && *xff != '\0') {
@@ -1461,6 +1489,13 @@ tlh_server_alloc(tlh_server **out, const tlh_config *cfg)
 	if (s->cfg.body_max == 0) {
 		s->cfg.body_max = 65536;
 	}
+	if (cfg->trusted_proxies != NULL && cfg->trusted_proxies[0] != '\0') {
+		int rv = tlh_nets_parse(cfg->trusted_proxies, &s->trusted);
+		if (rv != TL_OK) {
+			tli_free(s);
+			return rv;
+		}
+	}
 	tli_queue_init(&s->work);
 	pthread_mutex_init(&s->mtx, NULL);
 	pthread_cond_init(&s->cv, NULL);
@@ -1679,5 +1714,6 @@ tlh_server_free(tlh_server *s)
 	pthread_mutex_destroy(&s->mtx);
 	pthread_cond_destroy(&s->cv);
 	pthread_cond_destroy(&s->idle_cv);
+	tlh_nets_free(s->trusted);
 	tli_free(s);
 }

@@ -126,6 +126,10 @@ typedef struct tlh_config {
 	unsigned body_timeout_s;
 	uint64_t body_max;    /* the default body limit; 0: 64 KiB */
 	bool trust_forwarded; /* client address from X-Forwarded-For */
+	/* the reverse proxies whose X-Forwarded-For is believed, a list of
+	 * "ADDR[/BITS]" (tlh_nets_parse); NULL or "": trust_forwarded
+	 * decides (any peer's last entry) */
+	const char *trusted_proxies;
 	/* headers added to every reply made without TLH_REPLY_BARE (CORS) */
 	const char *const *headers; /* name, value, ..., NULL */
 	size_t req_size;            /* bytes of adapter state per request */
@@ -148,7 +152,8 @@ typedef struct tlh_config {
 } tlh_config;
 
 /* A server, not yet listening; cfg is copied (headers and listen are
- * referenced and must outlive it). TL_OK or TL_ENOMEM. */
+ * referenced and must outlive it). TL_OK, TL_EINVAL (bad trusted_proxies)
+ * or TL_ENOMEM. */
 int tlh_server_alloc(tlh_server **out, const tlh_config *cfg);
 /* Listens and serves. TL_OK, TL_EINVAL (bad listen address) or TL_ECONN
  * (cannot listen). */
@@ -227,6 +232,23 @@ bool tlh_replied(const tlh_req *req);
 /* The end of the work a fast hook started (any thread): the reply made is
  * sent, or without one the request goes on to a worker. */
 void tlh_async_done(tlh_req *req);
+
+/* ---- the client behind reverse proxies (realip.c) ---- */
+
+typedef struct tlh_nets tlh_nets;
+
+/* "ADDR[/BITS], ..." (IPv4 or IPv6, spaces around entries allowed; ""
+ * is no network). TL_OK with *out (tlh_nets_free), TL_EINVAL for a bad
+ * entry, TL_ENOMEM. */
+int tlh_nets_parse(const char *s, tlh_nets **out);
+void tlh_nets_free(tlh_nets *ns);
+/* Whether the textual address ip is in one of the networks (NULL: none). */
+bool tlh_nets_has(const tlh_nets *ns, const char *ip);
+/* The client of a request from peer with this X-Forwarded-For (NULL:
+ * none): from the right, each entry while the address at hand is a
+ * trusted proxy; the first that is not one is the client. */
+void tlh_client_addr(const tlh_nets *ns, const char *peer, const char *xff,
+    char *out, size_t cap);
 
 /* ---- text (text.c) ---- */
 

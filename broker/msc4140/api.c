@@ -401,6 +401,35 @@ tlg_schedule_json(
 	return ok;
 }
 
+/* The user's events still stored under the name an earlier version gave
+ * a long user id (they count against the limit until they are gone). */
+static size_t
+legacy_count(tlg *g, const char *user)
+{
+	char legacy[TL_MAX_NAME_LEN + 1];
+	tl_entry *es = NULL;
+	size_t n = 0, mine = 0;
+	bool more = false;
+
+	if (!tlg_owner_legacy(user, legacy, sizeof(legacy)) ||
+	    tl_list(g->cl, g->t_ev, legacy, g->c.max_scheduled, NULL, &es, &n,
+	        &more) != TL_OK) {
+		return 0;
+	}
+	for (size_t i = 0; i < n; i++) {
+		tl_message *m = NULL;
+		gev e;
+		if (tl_get(g->cl, g->t_ev, es[i].id, &m) == TL_OK &&
+		    tlg_ev_parse(&e, m->body, m->body_len) == 0 &&
+		    tlg_ev_mine(&e, user)) {
+			mine++;
+		}
+		tl_message_free(m);
+	}
+	tl_free(es);
+	return mine;
+}
+
 static void
 schedule_body(tlg *g, greq *r, gout *o)
 {
@@ -443,6 +472,9 @@ schedule_body(tlg *g, greq *r, gout *o)
 	}
 	rv = tl_list(
 	    g->cl, g->t_ev, owner, g->c.max_scheduled, NULL, &es, &n, &more);
+	if (rv == TL_OK) {
+		n += legacy_count(g, r->user);
+	}
 	if (rv != TL_OK) {
 		tlg_out_err(o, 503, "M_UNKNOWN",
 		    "The delayed-event store is "
@@ -474,7 +506,7 @@ schedule_body(tlg *g, greq *r, gout *o)
 	tlg_ev_header(&body, &e);
 	tli_buf_append(&body, "\n", 1);
 	tli_buf_append(&body, r->content.p, r->content.n);
-	if (body.oom || extra.oom || tlg_random_id(id, 24) != 0) {
+	if (body.oom || extra.oom || tlg_delay_id_new(g, id) != 0) {
 		tlg_out_err(o, 500, "M_UNKNOWN", "out of memory");
 		goto out;
 	}
@@ -553,11 +585,69 @@ tlg_id_ok(const char *id, size_t n)
 	return true;
 }
 
+/* Whether id existed: one the gateway made (its MAC), or one made before
+ * ids had one that is still stored (scheduled, being sent, or finalised).
+ * May block (lookups) unless the MAC decides. */
+static bool
+id_existed(tlg *g, const char *id, size_t n)
+{
+	tl_message *m = NULL;
+	bool found;
+
+	if (tlg_delay_id_ours(g, id, n)) {
+		return true;
+	}
+	if (!tlg_id_ok(id, n)) {
+		return false;
+	}
+	found = tl_get(g->cl, g->t_ev, id, &m) == TL_OK ||
+	    tl_get(g->cl, g->t_final, id, &m) == TL_OK;
+	tl_message_free(m);
+	return found;
+}
+
+/* 404; only an id that never existed counts as a guess of the client's
+ * address (ids that were sent or cancelled are asked for by clients that
+ * are late, not by guessers). */
 static void
 not_found(tlg *g, greq *r, gout *o)
 {
-	tlg_storm_miss(g, tlh_req_ip(r->hr));
+	gstr id = tlg_param(r, "id");
+
+	if (!id_existed(g, id.p, id.n)) {
+		tlg_storm_miss(g, tlh_req_ip(r->hr));
+	}
 	tlg_out_err(o, 404, "M_NOT_FOUND", "Delayed event not found");
+}
+
+/* The guessed-id throttle never refuses an id that exists: one the
+ * gateway made (its MAC), or a live one it knows (the restart cache) or
+ * finds. false with *later when only a lookup, which may block, can
+ * tell. */
+static bool
+storm_exempt(tlg *g, const char *id, size_t n, bool may_block, bool *later)
+{
+	char owner[TL_MAX_NAME_LEN + 1];
+	tl_message *m = NULL;
+	int64_t delay;
+	bool found;
+
+	if (tlg_delay_id_ours(g, id, n)) {
+		return true;
+	}
+	if (!tlg_id_ok(id, n)) {
+		return false;
+	}
+	if (tlg_evc_get(g, id, owner, sizeof(owner), &delay)) {
+		return true;
+	}
+	if (!may_block) {
+		*later = true;
+		return false;
+	}
+	found = tl_get(g->cl, g->t_ev, id, &m) == TL_OK;
+	tl_message_free(m);
+	return found;
 }
 
 /* The finalised outcome of id, as the answer to a repeated "send". */
@@ -621,6 +711,12 @@ do_send(tlg *g, greq *r, const char *id, tl_message *m, gout *o)
 		return;
 	}
 	if (m->consumer[0] == '\0') {
+		gev e;
+		/* the move loses when the delay began: keep it */
+		if (tlg_ev_parse(&e, m->body, m->body_len) == 0) {
+			tlg_since_keep(
+			    g, m->owner, id, tlg_since(g, id, m->ts, e.delay));
+		}
 		rv = tl_move(
 		    g->cl, g->t_ev, m->owner, id, m->version, 0, true, NULL);
 	}
@@ -685,18 +781,24 @@ restart_cached(tlg *g, greq *r, const char *id, gout *o)
 /* The checks of every management request (unknown-id storms, the id, the
  * rate limits); false when o holds the answer. Done once per request. */
 static bool
-manage_check(tlg *g, greq *r, const char *id, size_t idlen, gout *o)
+manage_check_in(tlg *g, greq *r, const char *id, size_t idlen, bool may_block,
+    bool *later, gout *o)
 {
 	int64_t wait;
 
 	if (r->checked) {
 		return true;
 	}
-	r->checked = true;
-	if ((wait = tlg_storm_blocked(g, tlh_req_ip(r->hr))) > 0) {
+	if ((wait = tlg_storm_blocked(g, tlh_req_ip(r->hr))) > 0 &&
+	    !storm_exempt(g, id, idlen, may_block, later)) {
+		if (*later) {
+			return false; /* decided on a worker */
+		}
+		r->checked = true;
 		tlg_out_limited(o, wait);
 		return false;
 	}
+	r->checked = true;
 	if (!tlg_id_ok(id, idlen)) {
 		not_found(g, r, o);
 		return false;
@@ -711,6 +813,14 @@ manage_check(tlg *g, greq *r, const char *id, size_t idlen, gout *o)
 		return false;
 	}
 	return true;
+}
+
+static bool
+manage_check(tlg *g, greq *r, const char *id, size_t idlen, gout *o)
+{
+	bool later = false;
+
+	return manage_check_in(g, r, id, idlen, true, &later, o);
 }
 
 static void
@@ -764,8 +874,9 @@ manage(
 				if (tlg_ev_parse(&e, m->body, m->body_len) ==
 				    0) {
 					tlg_finalise(g, m->owner, id, &e,
-					    m->ts - e.delay, "cancel", "action",
-					    NULL, 0, NULL, 0);
+					    tlg_since(g, id, m->ts, e.delay),
+					    "cancel", "action", NULL, 0, NULL,
+					    0);
 				}
 			}
 		}
@@ -829,12 +940,13 @@ tlg_restart_fast(tlg *g, greq *r, gout *o, tl_done_fn done)
 	gstr id = tlg_param(r, "id");
 	char owner[TL_MAX_NAME_LEN + 1];
 	int64_t delay;
+	bool later = false;
 
 	if (strcmp(tlg_param(r, "action").p, "restart") != 0) {
 		return TLH_FAST_NO;
 	}
-	if (!manage_check(g, r, id.p, id.n, o)) {
-		return TLH_FAST_ANSWERED;
+	if (!manage_check_in(g, r, id.p, id.n, false, &later, o)) {
+		return later ? TLH_FAST_NO : TLH_FAST_ANSWERED;
 	}
 	if (tlg_waiter_exists(g, id.p) ||
 	    !tlg_evc_get(g, id.p, owner, sizeof(owner), &delay)) {
@@ -934,77 +1046,139 @@ ev_json(tli_buf *b, const char *id, const gev *e, int64_t since, bool one)
 	tli_buf_append(b, e->content.p, e->content.n);
 }
 
+static int owner_entries(
+    tlg *g, const char *t, const char *user, tl_entry **out, size_t *nout);
+
 void
 tlg_list_scheduled(tlg *g, greq *r, gout *o)
 {
-	char owner[TL_MAX_NAME_LEN + 1];
-	tl_entry *es = NULL, last;
+	tl_entry *es = NULL;
 	size_t n = 0;
-	bool more = true, first = true, started = false;
-	int rv = TL_OK;
+	bool first = true;
 
-	tlg_owner(r->user, owner, sizeof(owner));
-	tli_buf_puts(&o->body, "{\"delayed_events\":[");
-	while (more && rv == TL_OK) {
-		rv = tl_list(g->cl, g->t_ev, owner, 1000,
-		    started ? &last : NULL, &es, &n, &more);
-		for (size_t i = 0; rv == TL_OK && i < n; i++) {
-			tl_message *m = NULL;
-			gev e;
-			if (es[i].leased ||
-			    tl_get(g->cl, g->t_ev, es[i].id, &m) != TL_OK) {
-				continue;
-			}
-			if (m->consumer[0] == '\0' &&
-			    tlg_ev_parse(&e, m->body, m->body_len) == 0) {
-				if (!first) {
-					tli_buf_append(&o->body, ",", 1);
-				}
-				first = false;
-				ev_json(&o->body, es[i].id, &e, m->ts - e.delay,
-				    false);
-				tli_buf_puts(&o->body, "}");
-			}
-			tl_message_free(m);
-		}
-		if (n > 0) {
-			last = es[n - 1];
-			started = true;
-		}
-		tl_free(es);
-		es = NULL;
-		if (n == 0) {
-			break;
-		}
-	}
-	if (rv != TL_OK) {
+	if (owner_entries(g, g->t_ev, r->user, &es, &n) != TL_OK) {
 		tlg_out_err(o, 503, "M_UNKNOWN",
 		    "The delayed-event store is "
 		    "unavailable");
 		return;
 	}
+	tli_buf_puts(&o->body, "{\"delayed_events\":[");
+	for (size_t i = 0; i < n; i++) {
+		tl_message *m = NULL;
+		gev e;
+		if (es[i].leased ||
+		    tl_get(g->cl, g->t_ev, es[i].id, &m) != TL_OK) {
+			continue;
+		}
+		if (m->consumer[0] == '\0' &&
+		    tlg_ev_parse(&e, m->body, m->body_len) == 0 &&
+		    tlg_ev_mine(&e, r->user)) {
+			if (!first) {
+				tli_buf_append(&o->body, ",", 1);
+			}
+			first = false;
+			ev_json(&o->body, es[i].id, &e,
+			    tlg_since(g, es[i].id, m->ts, e.delay), false);
+			tli_buf_puts(&o->body, "}");
+		}
+		tl_message_free(m);
+	}
+	free(es);
 	tli_buf_puts(&o->body, "]}");
 	o->status = 200;
+}
+
+/* What a finalised record says: the fields of an item of the stable
+ * list's "finalised" but its delayed_event, and the status of a failure
+ * (one writer, so both forms and GET of one id say it alike). */
+static void
+final_fields(tli_buf *b, const gev *e)
+{
+	tli_buf_puts(b, "\"outcome\":");
+	tlh_json_str(b, e->outcome.p, e->outcome.n);
+	tli_buf_puts(b, ",\"reason\":");
+	tlh_json_str(b, e->reason.p, e->reason.n);
+	if (e->event_id.n > 0) {
+		tli_buf_puts(b, ",\"event_id\":");
+		tlh_json_str(b, e->event_id.p, e->event_id.n);
+	}
+	if (e->reason.n == 5 && memcmp(e->reason.p, "error", 5) == 0) {
+		tli_buf_printf(b, ",\"status\":%d,\"error\":", e->status);
+		if (e->err.n > 0) {
+			tli_buf_append(b, e->err.p, e->err.n);
+		} else {
+			tli_buf_puts(b, "{}");
+		}
+	}
+	tli_buf_printf(b, ",\"origin_server_ts\":%lld", (long long) e->fin);
+}
+
+static int list_all(
+    tlg *g, const char *t, const char *owner, tl_entry **out, size_t *nout);
+
+/* Where the broker placed id (a leased event: tl_get's ts is the lease's
+ * end then). */
+static bool
+placed_of(tlg *g, const char *owner, const char *id, int64_t *placed)
+{
+	tl_entry *es = NULL;
+	size_t n = 0;
+	bool found = false;
+
+	if (list_all(g, g->t_ev, owner, &es, &n) != TL_OK) {
+		return false;
+	}
+	for (size_t i = 0; i < n && !found; i++) {
+		if (strcmp(es[i].id, id) == 0) {
+			*placed = es[i].ts;
+			found = true;
+		}
+	}
+	free(es);
+	return found;
+}
+
+/* Whether a message of topic t named id is user's; e is its event. */
+static bool
+get_mine(tlg *g, const char *t, const char *id, const char *user,
+    tl_message **m, gev *e)
+{
+	char owner[TL_MAX_NAME_LEN + 1], legacy[TL_MAX_NAME_LEN + 1] = "";
+
+	tlg_owner(user, owner, sizeof(owner));
+	tlg_owner_legacy(user, legacy, sizeof(legacy));
+	if (tl_get(g->cl, t, id, m) != TL_OK) {
+		*m = NULL;
+		return false;
+	}
+	return (strcmp((*m)->owner, owner) == 0 ||
+	           strcmp((*m)->owner, legacy) == 0) &&
+	    tlg_ev_parse(e, (*m)->body, (*m)->body_len) == 0 &&
+	    tlg_ev_mine(e, user);
 }
 
 void
 tlg_get_one(tlg *g, greq *r, gout *o)
 {
-	char owner[TL_MAX_NAME_LEN + 1];
 	gstr idp = tlg_param(r, "id");
 	const char *id = idp.p;
 	tl_message *m = NULL;
+	int64_t placed;
 	gev e;
 
-	tlg_owner(r->user, owner, sizeof(owner));
 	if (!tlg_id_ok(id, idp.n)) {
 		not_found(g, r, o);
 		return;
 	}
-	if (tl_get(g->cl, g->t_ev, id, &m) == TL_OK &&
-	    strcmp(m->owner, owner) == 0 &&
-	    tlg_ev_parse(&e, m->body, m->body_len) == 0) {
-		ev_json(&o->body, id, &e, m->ts - e.delay, true);
+	if (get_mine(g, g->t_ev, id, r->user, &m, &e)) {
+		placed = m->ts;
+		/* being sent: ts is the lease's end, not the placement */
+		if (m->consumer[0] != '\0' &&
+		    !placed_of(g, m->owner, id, &placed)) {
+			placed = m->ts;
+		}
+		ev_json(
+		    &o->body, id, &e, tlg_since(g, id, placed, e.delay), true);
 		if (m->consumer[0] != '\0' || tlg_waiter_exists(g, id)) {
 			tli_buf_puts(&o->body, ",\"sending\":true");
 		}
@@ -1014,27 +1188,10 @@ tlg_get_one(tlg *g, greq *r, gout *o)
 		return;
 	}
 	tl_message_free(m);
-	m = NULL;
-	if (tl_get(g->cl, g->t_final, id, &m) == TL_OK &&
-	    strcmp(m->owner, owner) == 0 &&
-	    tlg_ev_parse(&e, m->body, m->body_len) == 0 && e.final &&
-	    !(e.reason.n == 6 && memcmp(e.reason.p, "action", 6) == 0 &&
-	        e.outcome.n == 6)) {
+	if (get_mine(g, g->t_final, id, r->user, &m, &e) && e.final) {
 		ev_json(&o->body, id, &e, e.since, true);
-		tli_buf_printf(&o->body,
-		    ",\"finalised\":{\"finalised_ts\":%lld", (long long) e.fin);
-		if (e.event_id.n > 0) {
-			tli_buf_puts(&o->body, ",\"event_id\":");
-			tlh_json_str(&o->body, e.event_id.p, e.event_id.n);
-		} else {
-			tli_buf_printf(
-			    &o->body, ",\"status\":%d,\"error\":", e.status);
-			if (e.err.n > 0) {
-				tli_buf_append(&o->body, e.err.p, e.err.n);
-			} else {
-				tli_buf_puts(&o->body, "{}");
-			}
-		}
+		tli_buf_puts(&o->body, ",\"finalised\":{");
+		final_fields(&o->body, &e);
 		tli_buf_puts(&o->body, "}}");
 		o->status = 200;
 		tl_message_free(m);
@@ -1107,10 +1264,57 @@ list_all(tlg *g, const char *t, const char *owner, tl_entry **out, size_t *nout)
 	return TL_OK;
 }
 
+static int
+entry_cmp(const void *a, const void *b)
+{
+	const tl_entry *x = a, *y = b;
+
+	if (x->ts != y->ts) {
+		return x->ts < y->ts ? -1 : 1;
+	}
+	return strcmp(x->id, y->id);
+}
+
+/* Every entry of user in topic t, in timeline order: under its owner name
+ * and, for a long id, the name an earlier version gave it. Each event
+ * read from them must still say it is the user's (tlg_ev_mine). */
+static int
+owner_entries(
+    tlg *g, const char *t, const char *user, tl_entry **out, size_t *nout)
+{
+	char owner[TL_MAX_NAME_LEN + 1];
+	tl_entry *es = NULL, *old = NULL, *all;
+	size_t n = 0, nold = 0;
+	int rv;
+
+	tlg_owner(user, owner, sizeof(owner));
+	if ((rv = list_all(g, t, owner, &es, &n)) != TL_OK) {
+		return rv;
+	}
+	if (!tlg_owner_legacy(user, owner, sizeof(owner)) ||
+	    list_all(g, t, owner, &old, &nold) != TL_OK || nold == 0) {
+		free(old);
+		*out = es;
+		*nout = n;
+		return TL_OK;
+	}
+	if ((all = realloc(es, (n + nold) * sizeof(*es))) == NULL) {
+		free(es);
+		free(old);
+		return TL_ENOMEM;
+	}
+	memcpy(all + n, old, nold * sizeof(*old));
+	free(old);
+	qsort(all, n + nold, sizeof(*all), entry_cmp);
+	*out = all;
+	*nout = n + nold;
+	return TL_OK;
+}
+
 void
 tlg_stable_list(tlg *g, greq *r, gout *o)
 {
-	char owner[TL_MAX_NAME_LEN + 1], st[32];
+	char st[32];
 	const char *status =
 	    tlh_query_get(tlh_req_query(r->hr), "status", st, sizeof(st));
 	bool sched = true, fin = true, first = true;
@@ -1126,10 +1330,9 @@ tlg_stable_list(tlg *g, greq *r, gout *o)
 			return;
 		}
 	}
-	tlg_owner(r->user, owner, sizeof(owner));
 	tli_buf_puts(&o->body, "{");
 	if (sched) {
-		if (list_all(g, g->t_ev, owner, &es, &n) != TL_OK) {
+		if (owner_entries(g, g->t_ev, r->user, &es, &n) != TL_OK) {
 			goto unavailable;
 		}
 		tli_buf_puts(&o->body, "\"scheduled\":[");
@@ -1142,10 +1345,12 @@ tlg_stable_list(tlg *g, greq *r, gout *o)
 				continue;
 			}
 			if (m->consumer[0] == '\0' &&
-			    tlg_ev_parse(&e, m->body, m->body_len) == 0) {
+			    tlg_ev_parse(&e, m->body, m->body_len) == 0 &&
+			    tlg_ev_mine(&e, r->user)) {
 				tli_buf_puts(&o->body, first ? "" : ",");
 				first = false;
-				ev_json(&o->body, es[i].id, &e, m->ts - e.delay,
+				ev_json(&o->body, es[i].id, &e,
+				    tlg_since(g, es[i].id, m->ts, e.delay),
 				    false);
 				tli_buf_puts(&o->body, "}");
 			}
@@ -1156,7 +1361,7 @@ tlg_stable_list(tlg *g, greq *r, gout *o)
 		es = NULL;
 	}
 	if (fin) {
-		if (list_all(g, g->t_final, owner, &es, &n) != TL_OK) {
+		if (owner_entries(g, g->t_final, r->user, &es, &n) != TL_OK) {
 			goto unavailable;
 		}
 		tli_buf_puts(
@@ -1170,30 +1375,14 @@ tlg_stable_list(tlg *g, greq *r, gout *o)
 				continue;
 			}
 			if (tlg_ev_parse(&e, m->body, m->body_len) == 0 &&
-			    e.final) {
+			    e.final && tlg_ev_mine(&e, r->user)) {
 				tli_buf_puts(&o->body, first ? "{" : ",{");
 				first = false;
 				tli_buf_puts(&o->body, "\"delayed_event\":");
 				ev_json(&o->body, es[i].id, &e, e.since, false);
-				tli_buf_puts(&o->body, "},\"outcome\":");
-				tlh_json_str(
-				    &o->body, e.outcome.p, e.outcome.n);
-				tli_buf_puts(&o->body, ",\"reason\":");
-				tlh_json_str(&o->body, e.reason.p, e.reason.n);
-				if (e.event_id.n > 0) {
-					tli_buf_puts(
-					    &o->body, ",\"event_id\":");
-					tlh_json_str(&o->body, e.event_id.p,
-					    e.event_id.n);
-				}
-				if (e.err.n > 0) {
-					tli_buf_puts(&o->body, ",\"error\":");
-					tli_buf_append(
-					    &o->body, e.err.p, e.err.n);
-				}
-				tli_buf_printf(&o->body,
-				    ",\"origin_server_ts\":%lld}",
-				    (long long) e.fin);
+				tli_buf_puts(&o->body, "},");
+				final_fields(&o->body, &e);
+				tli_buf_puts(&o->body, "}");
 			}
 			tl_message_free(m);
 		}

@@ -47,6 +47,22 @@ tlg_conf_read(tlg_conf *c, const char *path, char *err, size_t cap)
 	    : 1;
 }
 
+static int
+proxies_verify(const tlg_conf *c, char *err, size_t cap)
+{
+	tlh_nets *ns = NULL;
+
+	if (tlh_nets_parse(c->trusted_proxies, &ns) != TL_OK) {
+		snprintf(err, cap,
+		    "trusted_proxies must be addresses or networks "
+		    "(ADDR[/BITS], comma-separated), not \"%s\"",
+		    c->trusted_proxies);
+		return 1;
+	}
+	tlh_nets_free(ns);
+	return 0;
+}
+
 int
 tlg_conf_verify(const tlg_conf *c, char *err, size_t cap)
 {
@@ -66,7 +82,7 @@ tlg_conf_verify(const tlg_conf *c, char *err, size_t cap)
 		snprintf(err, cap, "listen must be HOST:PORT");
 		return 1;
 	}
-	return 0;
+	return proxies_verify(c, err, cap);
 }
 
 int

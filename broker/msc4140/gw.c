@@ -7,16 +7,19 @@
  *
  * A due event is leased by the broker for this gateway's consumer id and
  * sent through the homeserver as an appservice acting as the user, with a
- * transaction id derived from the delay_id (a retry after a crash cannot
+ * transaction id derived from the delay_id (HMAC-SHA-256 under the
+ * installation's secret, kept on PREFIX.meta: a retry after a crash cannot
  * send twice) and ts = the due time. 5xx and network errors are retried
  * with backoff for retry_for_ms, extending the lease; a 4xx is recorded.
  * The finalised record is written before the event is deleted, so a crash
  * in between sends again under the same transaction id.
  */
+#define _GNU_SOURCE
 #include <curl/curl.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
 #include "gw.h"
@@ -157,6 +160,65 @@ tlg_evc_del(tlg *g, const char *id)
 	pthread_mutex_unlock(&g->evc_mtx);
 }
 
+/* ---- when the current delay began ----
+ *
+ * Scheduling and a restart place the message at start + delay, and the
+ * broker keeps that placement (its owner index: tl_list, and a lease's
+ * tl_lease_placed_at; tl_get's ts while nobody holds it); the delay never
+ * changes, so the start is stored exactly, with no second write on the
+ * restart path. A send action places the message at now, which would
+ * lose the start: it stores the start first, as "s.DELAY_ID" on
+ * PREFIX.txn ("SINCE ACTION_TIME"), which the sender and GET read. */
+
+#define SINCE_KEEP_MS (3600 * 1000)
+
+void
+tlg_since_keep(tlg *g, const char *owner, const char *id, int64_t since)
+{
+	char sid[TL_MAX_ID_LEN + 1], body[64];
+	int64_t keep = g->c.retry_for_ms + g->c.send_wait_ms + SINCE_KEEP_MS;
+	int n, rv;
+
+	if ((size_t) snprintf(sid, sizeof(sid), "s.%s", id) >= sizeof(sid)) {
+		return;
+	}
+	n = snprintf(body, sizeof(body), "%lld %lld", (long long) since,
+	    (long long) tl_client_broker_now(g->cl));
+	rv = tl_put_in(
+	    g->cl, g->t_txn, owner, sid, keep, body, (size_t) n, NULL);
+	if (rv == TL_EEXISTS) { /* an earlier send action's */
+		tl_delete(g->cl, g->t_txn, owner, sid, 0);
+		tl_put_in(
+		    g->cl, g->t_txn, owner, sid, keep, body, (size_t) n, NULL);
+	}
+}
+
+int64_t
+tlg_since(tlg *g, const char *id, int64_t placed, int64_t delay)
+{
+	char sid[TL_MAX_ID_LEN + 1];
+	tl_message *m = NULL;
+	long long since, at;
+	char tmp[64];
+
+	/* only a due placement can be a send action's */
+	if (placed > tl_client_broker_now(g->cl) ||
+	    (size_t) snprintf(sid, sizeof(sid), "s.%s", id) >= sizeof(sid) ||
+	    tl_get(g->cl, g->t_txn, sid, &m) != TL_OK) {
+		return placed - delay;
+	}
+	snprintf(tmp, sizeof(tmp), "%.*s",
+	    (int) (m->body_len < sizeof(tmp) ? m->body_len : 0),
+	    (const char *) m->body);
+	tl_message_free(m);
+	/* A restart after the action (when its move failed) placed the
+	 * message at least a delay after it: the record is stale then. */
+	if (sscanf(tmp, "%lld %lld", &since, &at) == 2 && placed - delay < at) {
+		return since;
+	}
+	return placed - delay;
+}
+
 /* ---- finalised records ---- */
 
 #define MAX_ERR_KEPT 16384
@@ -246,7 +308,7 @@ nap_ms(int64_t ms)
 static void
 event_url(tlg *g, tli_buf *u, const gev *e, const char *id, int64_t ts)
 {
-	char txn[64];
+	char txn[80];
 
 	tli_buf_puts(u, g->c.homeserver);
 	tli_buf_puts(u, "/_matrix/client/v3/rooms/");
@@ -257,10 +319,9 @@ event_url(tlg *g, tli_buf *u, const gev *e, const char *id, int64_t ts)
 		tli_buf_puts(u, "/");
 		tlh_url_enc(u, e->skey.p, e->skey.n);
 	} else {
-		/* The delay_id itself is a secret: derive the txnId. */
-		snprintf(txn, sizeof(txn), "msc4140.%016llx%016llx",
-		    (unsigned long long) tli_hash64_mixed(id, strlen(id), 11),
-		    (unsigned long long) tli_hash64_mixed(id, strlen(id), 12));
+		/* The delay_id itself is a secret: the txnId is its keyed
+		 * hash, which reveals nothing of it. */
+		tlg_txn_id(g, id, txn, sizeof(txn));
 		tli_buf_puts(u, "/send/");
 		tlh_url_enc(u, e->type.p, e->type.n);
 		tli_buf_puts(u, "/");
@@ -364,9 +425,10 @@ send_one(tlg *g, tl_lease *l)
 			    json_string_value(ev));
 		}
 		json_decref(j);
-		tlg_finalise(g, tl_lease_owner(l), id, &e, due - e.delay,
-		    "send", by_action ? "action" : "delay", event_id,
-		    (int) r.status, NULL, 0);
+		tlg_finalise(g, tl_lease_owner(l), id, &e,
+		    tlg_since(g, id, due, e.delay), "send",
+		    by_action ? "action" : "delay", event_id, (int) r.status,
+		    NULL, 0);
 	} else {
 		const char *err = tli_buf_str(&r.body);
 		size_t elen = r.body.len;
@@ -408,8 +470,8 @@ send_one(tlg *g, tl_lease *l)
 			err = tli_buf_str(&ne);
 			elen = ne.len;
 		}
-		tlg_finalise(g, tl_lease_owner(l), id, &e, due - e.delay,
-		    "cancel", "error", NULL,
+		tlg_finalise(g, tl_lease_owner(l), id, &e,
+		    tlg_since(g, id, due, e.delay), "cancel", "error", NULL,
 		    r.status && !cred ? (int) r.status : 502, err, elen);
 	}
 	tl_lease_delete(l);
@@ -537,6 +599,90 @@ tlg_senders_stop(tlg *g)
 	g->senders = NULL;
 }
 
+/* ---- the installation's secret ---- */
+
+#define SECRET_ID "hmac-secret"
+
+static int
+hexval(char c)
+{
+	if (c >= '0' && c <= '9') {
+		return c - '0';
+	}
+	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* "K1\n" and 64 hex digits. */
+static bool
+secret_parse(tlg *g, const tl_message *m)
+{
+	const char *b = m->body;
+
+	if (m->body_len != 3 + 2 * sizeof(g->secret) ||
+	    memcmp(b, "K1\n", 3) != 0) {
+		return false;
+	}
+	for (size_t i = 0; i < sizeof(g->secret); i++) {
+		int hi = hexval(b[3 + 2 * i]), lo = hexval(b[4 + 2 * i]);
+		if (hi < 0 || lo < 0) {
+			return false;
+		}
+		g->secret[i] = (uint8_t) (hi << 4 | lo);
+	}
+	return true;
+}
+
+/* The secret lives on the broker, as the gateway's other state: every
+ * gateway on the same topics (a restart, a second instance, the
+ * standalone binary on another host) sends an event under the same
+ * transaction id. Two first starts at once: the put of one fails with
+ * TL_EEXISTS and it reads the other's. */
+int
+tlg_secret_load(tlg *g)
+{
+	char body[3 + 2 * sizeof(g->secret) + 1];
+	tl_message *m = NULL;
+	int rv;
+
+	for (int tries = 0; tries < 2; tries++) {
+		if ((rv = tl_get(g->cl, g->t_meta, SECRET_ID, &m)) == TL_OK) {
+			bool ok = secret_parse(g, m);
+			tl_message_free(m);
+			if (ok) {
+				return 0;
+			}
+			tli_log("msc4140", TLI_LOG_ERROR, "G010",
+			    "the secret on %s is unreadable", g->t_meta);
+			return -1;
+		}
+		if (rv != TL_ENOTFOUND ||
+		    getrandom(g->secret, sizeof(g->secret), 0) !=
+		        (ssize_t) sizeof(g->secret)) {
+			break;
+		}
+		memcpy(body, "K1\n", 3);
+		for (size_t i = 0; i < sizeof(g->secret); i++) {
+			snprintf(body + 3 + 2 * i, 3, "%02x", g->secret[i]);
+		}
+		/* never due: PREFIX.meta has no consumer */
+		rv = tl_put_at(g->cl, g->t_meta, "msc4140-gateway", SECRET_ID,
+		    TL_TS_MAX, body, sizeof(body) - 1, NULL);
+		if (rv == TL_OK) {
+			tli_log("msc4140", TLI_LOG_INFO, "G011",
+			    "made the installation's secret (on %s)",
+			    g->t_meta);
+			return 0;
+		}
+		if (rv != TL_EEXISTS) {
+			break;
+		}
+	}
+	tli_log("msc4140", TLI_LOG_ERROR, "G010",
+	    "cannot read or store the secret on %s: %s", g->t_meta,
+	    tl_strerror(rv));
+	return -1;
+}
+
 /* ---- start and stop ---- */
 
 static int
@@ -648,6 +794,7 @@ tlg_start(tlg **out, const tlg_conf *c, const char *broker_url)
 	snprintf(g->t_ev, sizeof(g->t_ev), "%s.events", c->topic_prefix);
 	snprintf(g->t_final, sizeof(g->t_final), "%s.final", c->topic_prefix);
 	snprintf(g->t_txn, sizeof(g->t_txn), "%s.txn", c->topic_prefix);
+	snprintf(g->t_meta, sizeof(g->t_meta), "%s.meta", c->topic_prefix);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	if (tlg_as_check_start(g) != 0) {
 		goto fail;
@@ -670,6 +817,7 @@ tlg_start(tlg **out, const tlg_conf *c, const char *broker_url)
 		goto fail;
 	}
 	if (topic(g, g->t_ev) || topic(g, g->t_final) || topic(g, g->t_txn) ||
+	    topic(g, g->t_meta) || tlg_secret_load(g) != 0 ||
 	    tlg_senders_start(g) != 0 ||
 	    consume(g, &g->cons_ev, g->t_ev, "", tlg_on_due, 64) ||
 	    consume(

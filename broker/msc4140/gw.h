@@ -212,6 +212,9 @@ struct tlg {
 
 	ghealth health;
 	_Atomic int64_t broker_lost_at; /* tli_mono_ms of a loss, or 0 */
+	/* PREFIX.meta: the installation's secret (tlg_secret_load) */
+	char t_meta[TL_MAX_NAME_LEN + 1];
+	uint8_t secret[32];
 };
 
 /* ---- pieces ---- */
@@ -269,7 +272,33 @@ void tlg_errcode(const char *body, size_t len, char *out, size_t cap);
  * (no telling: no answer, another error). Known rooms are cached. */
 int tlg_room_known(tlg *g, const char *room, size_t n);
 
-/* The owner (producer group) of a Matrix user's messages. */
+/* The owner (producer group) of a Matrix user's messages: the user id
+ * itself, or "#sha256:" and the hex SHA-256 of a long one. */
 void tlg_owner(const char *user, char *out, size_t cap);
+/* The name an earlier version gave the user when it differs from
+ * tlg_owner's (a long id: "#" and 128 bits of FNV): true with out set.
+ * Events stored under it are still the user's when they say so. */
+bool tlg_owner_legacy(const char *user, char *out, size_t cap);
+/* Whether a stored event (or record) is user's: its full user id. */
+bool tlg_ev_mine(const gev *e, const char *user);
+/* The transaction id an event is sent with: "msc4140." and the hex
+ * HMAC-SHA-256 of the delay_id under the installation's secret. */
+void tlg_txn_id(const tlg *g, const char *delay_id, char *out, size_t cap);
+/* When the current delay of id began (scheduling or the last restart),
+ * from where the broker placed it (tl_get's ts while unleased, a lease's
+ * tl_lease_placed_at, a tl_list entry's ts) and its delay, or from what
+ * a send action kept (tlg_since_keep). */
+int64_t tlg_since(tlg *g, const char *id, int64_t placed, int64_t delay);
+/* A send action is about to place id at now: keep when its delay began. */
+void tlg_since_keep(tlg *g, const char *owner, const char *id, int64_t since);
+/* A new delay_id: 18 random bytes and a 48-bit MAC of them under the
+ * installation's secret, 32 base64url characters; out has 33 bytes. */
+int tlg_delay_id_new(const tlg *g, char *out);
+/* Whether id[0..n) is one tlg_delay_id_new made (here or on any gateway
+ * with this secret): an id that existed, never a guess. */
+bool tlg_delay_id_ours(const tlg *g, const char *id, size_t n);
+/* Read the installation's secret from PREFIX.meta, or make and store it
+ * on the first start. 0, or -1 (logged). */
+int tlg_secret_load(tlg *g);
 
 #endif

@@ -753,6 +753,8 @@ static const tlh_route routes[] = {
         EP(tlg_stable_list, .stable = true)},
     {"POST", STABLE "/{id}/{action}", 0, TLH_AUTH_OPTIONAL, NULL, NULL,
         manage_fast, on_endpoint, EP(tlg_manage_path, .stable = true)},
+    {"GET", STABLE "/{id}", 0, TLH_AUTH, NULL, NULL, NULL, on_endpoint,
+        EP(tlg_get_one, .stable = true)},
     /* everything else: the homeserver's */
     {"*", NULL, 0, 0, NULL, fallback_head, NULL, on_proxy, NULL},
 };
@@ -801,6 +803,7 @@ tlg_http_start(tlg *g)
 	    .listen = g->c.listen,
 	    .body_max = g->c.max_body,
 	    .trust_forwarded = g->c.trust_forwarded,
+	    .trusted_proxies = g->c.trusted_proxies,
 	    .headers = cors,
 	    .req_size = sizeof(greq),
 	    .req_fini = req_fini,

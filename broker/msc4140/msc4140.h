@@ -35,6 +35,7 @@ typedef struct tlg_conf {
 	bool stable;              /* also serve the stable endpoints */
 	bool rate_limits;
 	bool trust_forwarded;           /* client IP from X-Forwarded-For */
+	char trusted_proxies[512];      /* "ADDR[/BITS],..." (tlhttp) */
 	double mgmt_rate, mgmt_burst;   /* per user / delay_id */
 	double ip_rate, ip_burst;       /* unauthenticated, per IP */
 	double sched_rate, sched_burst; /* scheduling, per user */

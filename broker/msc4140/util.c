@@ -1,6 +1,7 @@
 /*
  * Small pieces of the gateway: UTF-8 checks, random delay ids, the owner
- * name of a user, the stored event format (see gw.h) and the token-bucket
+ * name of a user, transaction ids keyed with the installation's secret
+ * (HMAC-SHA-256), the stored event format (see gw.h) and the token-bucket
  * rate limits. Logging, buffers, clocks and hashing come from tlbase, URL
  * and JSON string encoding from the HTTP module.
  */
@@ -12,6 +13,7 @@
 #include <sys/random.h>
 
 #include "gw.h"
+#include "sha256.h"
 
 bool
 tlg_utf8_ok(const char *s, size_t n)
@@ -87,19 +89,113 @@ tlg_random_id(char *out, size_t nbytes)
 	return 0;
 }
 
+/* A Matrix user id (it starts with '@') up to a producer group's length
+ * is its own owner name; any other (Matrix allows 255 bytes) is named by
+ * "#sha256:" and the hex SHA-256 of the id. The two kinds cannot meet, a
+ * collision of SHA-256 is not in reach, and every stored event also holds
+ * the full user id, which lists and lookups check (tlg_ev_mine). */
 void
 tlg_owner(const char *user, char *out, size_t cap)
 {
 	size_t n = strlen(user);
+	uint8_t d[TLP_SHA256_LEN];
+	char hex[TLP_SHA256_HEX + 1];
 
-	/* Matrix user ids may be 255 bytes; producer groups hold 128. */
-	if (n <= TL_MAX_NAME_LEN && n < cap) {
+	if (user[0] == '@' && n <= TL_MAX_NAME_LEN && n < cap) {
 		memcpy(out, user, n + 1);
 		return;
+	}
+	tlp_sha256(user, n, d);
+	tlp_sha256_hex(d, hex);
+	snprintf(out, cap, "#sha256:%s", hex);
+}
+
+bool
+tlg_owner_legacy(const char *user, char *out, size_t cap)
+{
+	size_t n = strlen(user);
+
+	if (user[0] == '@' && n <= TL_MAX_NAME_LEN) {
+		return false; /* the same name then as now */
+	}
+	if (n <= TL_MAX_NAME_LEN && n < cap) {
+		memcpy(out, user, n + 1);
+		return true;
 	}
 	snprintf(out, cap, "#%016llx%016llx",
 	    (unsigned long long) tli_hash64_mixed(user, n, 1),
 	    (unsigned long long) tli_hash64_mixed(user, n, 2));
+	return true;
+}
+
+bool
+tlg_ev_mine(const gev *e, const char *user)
+{
+	return e->user.n == strlen(user) &&
+	    memcmp(e->user.p, user, e->user.n) == 0;
+}
+
+/* ---- keyed names ---- */
+
+/* The MAC of a delay_id: 6 bytes of HMAC-SHA-256 of its random part,
+ * as 8 base64url characters. */
+#define ID_RANDOM 24 /* characters: 18 random bytes */
+#define ID_LEN (ID_RANDOM + 8)
+
+static void
+id_mac(const tlg *g, const char *rnd, char out[9])
+{
+	static const char b64[] =
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstu"
+	    "vwxyz0123456789-_";
+	uint8_t d[TLP_SHA256_LEN], msg[10 + ID_RANDOM];
+
+	memcpy(msg, "delay_id:", 9);
+	memcpy(msg + 9, rnd, ID_RANDOM);
+	tlp_hmac_sha256(g->secret, sizeof(g->secret), msg, 9 + ID_RANDOM, d);
+	for (int i = 0; i < 2; i++) { /* 3 bytes, 4 characters */
+		uint32_t v = (uint32_t) d[3 * i] << 16 |
+		    (uint32_t) d[3 * i + 1] << 8 | d[3 * i + 2];
+		for (int k = 0; k < 4; k++) {
+			out[4 * i + k] = b64[(v >> (18 - 6 * k)) & 63];
+		}
+	}
+	out[8] = '\0';
+}
+
+int
+tlg_delay_id_new(const tlg *g, char *out)
+{
+	if (tlg_random_id(out, ID_RANDOM * 3 / 4) != 0) {
+		return -1;
+	}
+	id_mac(g, out, out + ID_RANDOM);
+	return 0;
+}
+
+bool
+tlg_delay_id_ours(const tlg *g, const char *id, size_t n)
+{
+	char mac[9];
+
+	if (n != ID_LEN) {
+		return false;
+	}
+	id_mac(g, id, mac);
+	return tlp_ct_equal(
+	    (const uint8_t *) mac, (const uint8_t *) id + ID_RANDOM, 8);
+}
+
+void
+tlg_txn_id(const tlg *g, const char *delay_id, char *out, size_t cap)
+{
+	uint8_t d[TLP_SHA256_LEN];
+	char hex[TLP_SHA256_HEX + 1];
+
+	tlp_hmac_sha256(
+	    g->secret, sizeof(g->secret), delay_id, strlen(delay_id), d);
+	tlp_sha256_hex(d, hex);
+	snprintf(out, cap, "msc4140.%s", hex);
 }
 
 /* ---- the stored event ---- */

@@ -364,6 +364,14 @@ class Handler(BaseHTTPRequestHandler):
                     r["room_id"], r.get("members"), r.get("power"),
                     r.get("enforce", False))
                 return self.reply(200, {})
+            if rest == ["user"]:
+                u = json.loads(body)
+                STATE["users"][u["token"]] = (u["user_id"],
+                                              u.get("device_id", "DEV"),
+                                              False)
+                for room in STATE["rooms"].values():
+                    room["members"].add(u["user_id"])
+                return self.reply(200, {})
             if rest == ["events"]:
                 out = []
                 for room in STATE["rooms"].values():

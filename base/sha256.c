@@ -2,7 +2,8 @@
  * SHA-256 as specified by FIPS 180-4 (section 6.2): 64-byte blocks,
  * big-endian words, the message padded with 0x80, zeros and its bit length.
  * Checked against the standard's examples by the sha256 cases in
- * tests/auth/test_creds.c.
+ * tests/auth/test_creds.c. HMAC (RFC 2104) on top, checked against RFC
+ * 4231's cases in tests/base/test_hmac.c.
  */
 #include <string.h>
 
@@ -145,6 +146,35 @@ tlp_sha256_hex(const uint8_t d[TLP_SHA256_LEN], char *out)
 		out[2 * i + 1] = hx[d[i] & 15];
 	}
 	out[TLP_SHA256_HEX] = '\0';
+}
+
+void
+tlp_hmac_sha256(const void *key, size_t klen, const void *msg, size_t n,
+    uint8_t out[TLP_SHA256_LEN])
+{
+	uint8_t k[64] = {0}, pad[64], inner[TLP_SHA256_LEN];
+	tlp_sha256_ctx s;
+
+	/* a key longer than a block is hashed first */
+	if (klen > sizeof(k)) {
+		tlp_sha256(key, klen, k);
+	} else if (klen > 0) {
+		memcpy(k, key, klen);
+	}
+	for (size_t i = 0; i < sizeof(pad); i++) {
+		pad[i] = (uint8_t) (k[i] ^ 0x36);
+	}
+	tlp_sha256_init(&s);
+	tlp_sha256_update(&s, pad, sizeof(pad));
+	tlp_sha256_update(&s, msg, n);
+	tlp_sha256_final(&s, inner);
+	for (size_t i = 0; i < sizeof(pad); i++) {
+		pad[i] = (uint8_t) (k[i] ^ 0x5c);
+	}
+	tlp_sha256_init(&s);
+	tlp_sha256_update(&s, pad, sizeof(pad));
+	tlp_sha256_update(&s, inner, sizeof(inner));
+	tlp_sha256_final(&s, out);
 }
 
 int
