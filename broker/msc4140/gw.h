@@ -186,6 +186,8 @@ struct tlg {
 	pthread_mutex_t curl_mtx;
 	void *curls[64];
 	int ncurls;
+
+	struct gfut *fut; /* the Futures form (futures.c); NULL when off */
 };
 
 /* ---- pieces ---- */
@@ -214,6 +216,15 @@ void tlg_evc_put(tlg *g, const char *id, const char *owner, int64_t delay);
 bool tlg_evc_get(
     tlg *g, const char *id, char *owner, size_t cap, int64_t *delay);
 void tlg_evc_del(tlg *g, const char *id);
+/* Create a topic of the gateway (its settings), and consume one as
+ * consumer_id + suffix; 0, or -1 logged (G002, G003). */
+int tlg_topic_make(tlg *g, const char *name);
+int tlg_consume(tlg *g, tl_consumer **out, const char *t, const char *suffix,
+    tl_deliver_fn fn, uint32_t credit);
+/* The Futures form's topics, consumers and token throttle (futures.c):
+ * started when `futures` is on; stop accepts a gateway without them. */
+int tlg_fut_start(tlg *g);
+void tlg_fut_stop(tlg *g);
 /* The owner (producer group) of a Matrix user's messages. */
 void tlg_owner(const char *user, char *out, size_t cap);
 
