@@ -612,3 +612,55 @@ Test(futures, delayed_state_without_key_in_path)
 	gw_resp_free(&r);
 	gw_stop(&e);
 }
+
+/* Power levels are evaluated when the future is sent, not when it is
+ * made: bob's future is accepted without the power, fails while he has
+ * none, and one made the same way is sent once he has it. */
+Test(futures, power_levels_at_send_time)
+{
+	gw_env e;
+	ftoks t1, t2;
+	char p[512];
+	gw_resp r;
+	json_t *evs;
+	const char *room = "{\"room_id\":\"!pl:test\",\"enforce\":true,"
+	                   "\"power\":{\"users\":{\"@bob:test\":%d},"
+	                   "\"users_default\":0,\"state_default\":50,"
+	                   "\"events_default\":0,\"events\":{}}}";
+
+	gw_start(&e, "gw-fut-power", false, "futures = on");
+	snprintf(p, sizeof(p), room, 0);
+	gw_req_expect("POST", e.hs, "/_test/room", NULL, p, 200, NULL);
+	r = gw_req("PUT", e.gw,
+	    "/_matrix/client/v3/rooms/!pl:test/state_future/m.room.topic/"
+	    "?future_timeout=600000",
+	    "tok_bob", "{\"topic\":\"a\"}");
+	gw_expect(r, 200, NULL);
+	snprintf(t1.send, sizeof(t1.send), "%s", gw_str(&r, "send_token"));
+	gw_resp_free(&r);
+	r = gw_req("PUT", e.gw,
+	    "/_matrix/client/v3/rooms/!pl:test/state_future/m.room.name/"
+	    "?future_timeout=600000",
+	    "tok_bob", "{\"name\":\"b\"}");
+	gw_expect(r, 200, NULL);
+	snprintf(t2.send, sizeof(t2.send), "%s", gw_str(&r, "send_token"));
+	gw_resp_free(&r);
+	cr_assert_eq(use(&e, t1.send), 200);
+	nap(1000);
+	cr_assert_eq(nevents(&e), 0, "refused by the power levels");
+	cr_assert(gw_hs_count(&e, "PUT",
+	              "/_matrix/client/v3/rooms/%21pl%3Atest/state/") +
+	            gw_hs_count(&e, "PUT",
+	                "/_matrix/client/v3/rooms/!pl:test/state/") >=
+	        1,
+	    "the homeserver was asked");
+	snprintf(p, sizeof(p), room, 100);
+	gw_req_expect("POST", e.hs, "/_test/room", NULL, p, 200, NULL);
+	cr_assert_eq(use(&e, t2.send), 200);
+	evs = gw_wait_events(&e, 1, 10000);
+	cr_assert_str_eq(
+	    json_string_value(json_object_get(json_array_get(evs, 0), "type")),
+	    "m.room.name");
+	json_decref(evs);
+	gw_stop(&e);
+}
