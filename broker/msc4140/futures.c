@@ -805,6 +805,75 @@ fut_store(tlg *g, const char *owner, const char *fid, int64_t timeout,
 	return rv;
 }
 
+/* ---- transaction ids of send_future: a repeat within 30 minutes (same
+ * path, user and device) gets the first answer. The record is in
+ * PREFIX.fgroup ("x" + a hash of the key; the stored key decides), due
+ * when it expires, when on_claim deletes it. ---- */
+
+#define TXN_KEEP_MS (30 * 60 * 1000)
+
+static void
+txn_key(const greq *r, char *id, size_t cap, tli_buf *key)
+{
+	tli_buf_puts(key, r->user);
+	tli_buf_append(key, "\n", 1);
+	tli_buf_puts(key, r->device);
+	tli_buf_append(key, "\n", 1);
+	tli_buf_puts(key, tlh_req_path(r->hr));
+	snprintf(id, cap, "x%016llx%016llx",
+	    (unsigned long long) tli_hash64_mixed(key->data, key->len, 51),
+	    (unsigned long long) tli_hash64_mixed(key->data, key->len, 52));
+}
+
+/* The first answer to this transaction, into o; false when none. */
+static bool
+txn_answer(tlg *g, const greq *r, gout *o)
+{
+	char id[64];
+	tli_buf key = {0};
+	tl_message *m = NULL;
+	bool found = false;
+
+	txn_key(r, id, sizeof(id), &key);
+	if (!key.oom && tl_get(g->cl, g->fut->t_grp, id, &m) == TL_OK &&
+	    m->body_len > key.len + 4 && memcmp(m->body, "X1\n", 3) == 0 &&
+	    memcmp((char *) m->body + 3, key.data, key.len) == 0 &&
+	    ((char *) m->body)[3 + key.len] == '\0' && m->consumer[0] == '\0' &&
+	    m->ts > tli_wall_ms()) {
+		o->status = 200;
+		tli_buf_reset(&o->body);
+		tli_buf_append(&o->body, (char *) m->body + 4 + key.len,
+		    m->body_len - 4 - key.len);
+		found = true;
+	}
+	tl_message_free(m);
+	tli_buf_fini(&key);
+	return found;
+}
+
+static void
+txn_keep(tlg *g, const greq *r, const char *owner, const gout *o)
+{
+	char id[64];
+	tli_buf key = {0}, b = {0};
+
+	txn_key(r, id, sizeof(id), &key);
+	tli_buf_puts(&b, "X1\n");
+	tli_buf_append(&b, key.data, key.len);
+	tli_buf_append(&b, "", 1);
+	tli_buf_append(&b, o->body.data, o->body.len);
+	if (!b.oom &&
+	    put_one(g, g->fut->t_grp, owner, id, TXN_KEEP_MS, true, b.data,
+	        b.len) == TL_EEXISTS) {
+		/* an expired record not reaped yet */
+		tl_delete(g->cl, g->fut->t_grp, owner, id, 0);
+		put_one(g, g->fut->t_grp, owner, id, TXN_KEEP_MS, true, b.data,
+		    b.len);
+	}
+	tli_buf_fini(&key);
+	tli_buf_fini(&b);
+}
+
 static void
 fut_schedule_body(tlg *g, greq *r, int64_t timeout, gstr group, gout *o)
 {
@@ -826,6 +895,9 @@ fut_schedule_body(tlg *g, greq *r, int64_t timeout, gstr group, gout *o)
 	um = &g->user_mtx[tli_hash64_mixed(owner, strlen(owner), 4) %
 	    TLG_USER_STRIPES];
 	pthread_mutex_lock(um);
+	if (r->has_txn && txn_answer(g, r, o)) {
+		goto out;
+	}
 	rv = tl_list(g->cl, g->fut->t_fut, owner, g->c.max_scheduled, NULL, &es,
 	    &n, &more);
 	if (rv != TL_OK) {
@@ -863,6 +935,9 @@ fut_schedule_body(tlg *g, greq *r, int64_t timeout, gstr group, gout *o)
 		goto out;
 	}
 	fut_reply(o, toks, group, timeout >= 0);
+	if (r->has_txn) {
+		txn_keep(g, r, owner, o);
+	}
 out:
 	pthread_mutex_unlock(um);
 	tl_free(es);
@@ -882,6 +957,9 @@ tlg_fut_schedule(tlg *g, greq *r, gout *o)
 	if (!fut_query(g, r, &timeout, group, sizeof(group), o) ||
 	    !fut_fields_ok(r, o)) {
 		return;
+	}
+	if (r->has_txn && txn_answer(g, r, o)) {
+		return; /* a repeat may come without its body */
 	}
 	if ((wait = tlg_rate_take(
 	         g, "sched", r->user, g->c.sched_rate, g->c.sched_burst)) > 0) {

@@ -130,6 +130,22 @@ Test(futures, send_token_list_and_spent_tokens)
 	cr_assert(strlen(t.refresh) >= 32, "a timeout future has one");
 	cr_assert(strcmp(t.send, t.cancel) && strcmp(t.send, t.refresh) &&
 	    strcmp(t.cancel, t.refresh));
+	/* a repeat of the transaction: the same future, with or without
+	 * its body; another transaction id makes another one */
+	{
+		gw_resp r = gw_req("PUT", e.gw,
+		    ROOM "/send_future/m.room.message/t1?future_timeout=600000",
+		    "tok_alice", NULL);
+		gw_expect(r, 200, NULL);
+		cr_assert_str_eq(gw_str(&r, "send_token"), t.send);
+		cr_assert_str_eq(gw_str(&r, "refresh_token"), t.refresh);
+		gw_resp_free(&r);
+		ftoks t2 = future(&e, "tok_alice",
+		    "/send_future/m.room.message/t2?future_timeout=600000",
+		    "{}");
+		cr_assert(strcmp(t2.send, t.send) != 0);
+		cr_assert_eq(use(&e, t2.cancel), 200);
+	}
 
 	a = running(&e, "tok_alice");
 	cr_assert_eq(json_array_size(a), 1);
