@@ -571,7 +571,7 @@ Test(futures, guessed_tokens_get_429)
 Test(futures, scheduled_future_survives_kill_9)
 {
 	gw_env e;
-	ftoks t, a;
+	ftoks t, a, a2;
 	json_t *l, *evs;
 	int64_t t0;
 
@@ -583,24 +583,37 @@ Test(futures, scheduled_future_survives_kill_9)
 	a = future(&e, "tok_alice",
 	    "/send_future/m.room.message/k2?future_group_id=kg",
 	    "{\"body\":\"action\"}");
+	/* a second group, sent by its action token just before the crash:
+	 * the answer 200 means the decision is stored */
+	future(&e, "tok_alice",
+	    "/send_future/m.room.message/k3?future_timeout=600000&future_"
+	    "group_id=kg2",
+	    "{\"body\":\"timeout 2\"}");
+	a2 = future(&e, "tok_alice",
+	    "/send_future/m.room.message/k4?future_group_id=kg2",
+	    "{\"body\":\"sent before the crash\"}");
 	t0 = now_ms();
+	cr_assert_eq(use(&e, a2.send), 200);
 	gw_restart(&e, SIGKILL);
 	l = running(&e, "tok_alice");
-	cr_assert_eq(json_array_size(l), 2, "both futures are still there");
+	cr_assert_eq(json_array_size(l), 2, "both futures of kg are there");
 	json_decref(l);
-	cr_assert_eq(nevents(&e), 0);
-	evs = gw_wait_events(&e, 1, 15000);
-	cr_assert_eq(json_array_size(evs), 1);
+	evs = gw_wait_events(&e, 2, 15000);
+	cr_assert_eq(json_array_size(evs), 2);
 	cr_assert(now_ms() - t0 >= 2900, "not before its timeout");
 	cr_assert_str_eq(
 	    json_string_value(json_object_get(
 	        json_object_get(json_array_get(evs, 0), "content"), "body")),
+	    "sent before the crash");
+	cr_assert_str_eq(
+	    json_string_value(json_object_get(
+	        json_object_get(json_array_get(evs, 1), "content"), "body")),
 	    "after the crash");
 	json_decref(evs);
 	cr_assert_eq(use(&e, a.send), 410, "the group has ended");
 	cr_assert_eq(use(&e, t.refresh), 410);
 	nap(1000);
-	cr_assert_eq(nevents(&e), 1);
+	cr_assert_eq(nevents(&e), 2);
 	gw_stop(&e);
 }
 
@@ -677,6 +690,69 @@ Test(futures, power_levels_at_send_time)
 	cr_assert_str_eq(
 	    json_string_value(json_object_get(json_array_get(evs, 0), "type")),
 	    "m.room.name");
+	json_decref(evs);
+	gw_stop(&e);
+}
+
+/* A send token used while its group's timeout runs out: the room gets
+ * exactly one event per group, the action's when its send was answered
+ * 200, else the timeout's. */
+Test(futures, send_token_against_timeout)
+{
+	enum { GROUPS = 10 };
+	gw_env e;
+	ftoks a[GROUPS];
+	long st[GROUPS];
+	int64_t made[GROUPS];
+	char path[256], body[64];
+	json_t *evs;
+	int kind[GROUPS];
+
+	gw_start(&e, "gw-fut-race3", false, "futures = on\nrate_limits = off");
+	for (int i = 0; i < GROUPS; i++) {
+		snprintf(path, sizeof(path),
+		    "/send_future/m.room.message/tt%d?future_timeout=800&"
+		    "future_group_id=tt%d",
+		    i, i);
+		snprintf(body, sizeof(body), "{\"g\":%d,\"k\":0}", i);
+		made[i] = now_ms();
+		future(&e, "tok_alice", path, body);
+		snprintf(path, sizeof(path),
+		    "/send_future/m.room.message/ta%d?future_group_id=tt%d", i,
+		    i);
+		snprintf(body, sizeof(body), "{\"g\":%d,\"k\":1}", i);
+		a[i] = future(&e, "tok_alice", path, body);
+	}
+	/* each action's send near its group's timeout, a little before or
+	 * after */
+	for (int i = 0; i < GROUPS; i++) {
+		int64_t at = made[i] + 800 + (i % 5) * 10 - 20;
+		while (now_ms() < at) {
+			nap(1);
+		}
+		st[i] = use(&e, a[i].send);
+		cr_assert(st[i] == 200 || st[i] == 410, "%ld", st[i]);
+		cr_log_info("group %d: the send at %+lld ms answered %ld", i,
+		    (long long) (now_ms() - made[i] - 800), st[i]);
+	}
+	evs = gw_wait_events(&e, GROUPS, 10000);
+	nap(500);
+	json_decref(evs);
+	evs = gw_hs_events(&e);
+	cr_assert_eq(json_array_size(evs), GROUPS, "one event per group");
+	for (int i = 0; i < GROUPS; i++) {
+		kind[i] = -1;
+	}
+	for (size_t i = 0; i < json_array_size(evs); i++) {
+		json_t *c = json_object_get(json_array_get(evs, i), "content");
+		int g = (int) json_number_value(json_object_get(c, "g"));
+		cr_assert(g >= 0 && g < GROUPS && kind[g] == -1);
+		kind[g] = (int) json_number_value(json_object_get(c, "k"));
+	}
+	for (int i = 0; i < GROUPS; i++) {
+		cr_assert_eq(kind[i], st[i] == 200 ? 1 : 0,
+		    "group %d: send answered %ld", i, st[i]);
+	}
 	json_decref(evs);
 	gw_stop(&e);
 }
