@@ -18,8 +18,13 @@
  *                token, owner = the user, body = kind and future id), a
  *                state future's index entry ("s" + future id, owner = "s"
  *                + a hash of room, type and state key, checked against
- *                the future on use); and the claims ("c" + hex of the
- *                group id), due at once, consumed here.
+ *                the future on use), a group's member entries ("m" + "t"
+ *                or "a" + future id, owner = "m" + hex of the group id:
+ *                a group's futures are read without a scan of the
+ *                user's), transaction records ("x" + a hash, due when
+ *                they expire); and the claims ("c" + hex of the group
+ *                id), due at once. Its consumer takes the claims and
+ *                deletes whatever else comes due.
  *
  * THE DECISION. A group's outcome is decided by one store operation: the
  * create of its claim, a message with the natural id "c" + hex(group id).
@@ -249,6 +254,13 @@ drop_side(tlg *g, const char *owner, const char *fid, const gfuture *f)
 		snprintf(id, sizeof(id), "s%s", fid);
 		tl_delete(g->cl, g->fut->t_grp, so, id, 0);
 	}
+	if (f->group.n <= GROUP_MAX) {
+		char mo[TL_MAX_NAME_LEN + 1];
+		group_key(mo, 'm', f->group);
+		snprintf(
+		    id, sizeof(id), "m%c%s", f->refresh.n > 0 ? 't' : 'a', fid);
+		tl_delete(g->cl, g->fut->t_grp, mo, id, 0);
+	}
 }
 
 /* Calls fn on each future of owner in group until it returns false.
@@ -258,13 +270,15 @@ typedef bool (*each_fn)(tlg *g, tl_message *m, gfuture *f, void *arg);
 static int
 group_each(tlg *g, const char *owner, gstr group, each_fn fn, void *arg)
 {
+	char mo[TL_MAX_NAME_LEN + 1];
 	tl_entry *es = NULL, last;
 	size_t n = 0;
 	bool more = true, started = false, go = true;
 	int rv = TL_OK;
 
+	group_key(mo, 'm', group);
 	while (go && more) {
-		rv = tl_list(g->cl, g->fut->t_fut, owner, 1000,
+		rv = tl_list(g->cl, g->fut->t_grp, mo, 1000,
 		    started ? &last : NULL, &es, &n, &more);
 		if (rv != TL_OK) {
 			break;
@@ -272,11 +286,15 @@ group_each(tlg *g, const char *owner, gstr group, each_fn fn, void *arg)
 		for (size_t i = 0; go && i < n; i++) {
 			tl_message *m = NULL;
 			gfuture f;
-			if (tl_get(g->cl, g->fut->t_fut, es[i].id, &m) !=
-			    TL_OK) {
+			/* a member entry whose future is gone (or not stored
+			 * yet) is skipped */
+			if (strlen(es[i].id) < 3 ||
+			    tl_get(g->cl, g->fut->t_fut, es[i].id + 2, &m) !=
+			        TL_OK) {
 				continue;
 			}
-			if (fut_parse(&f, m->body, m->body_len) == 0 &&
+			if (strcmp(m->owner, owner) == 0 &&
+			    fut_parse(&f, m->body, m->body_len) == 0 &&
 			    f.group.n == group.n &&
 			    memcmp(f.group.p, group.p, group.n) == 0) {
 				go = fn(g, m, &f, arg);
@@ -294,6 +312,29 @@ group_each(tlg *g, const char *owner, gstr group, each_fn fn, void *arg)
 		}
 	}
 	return rv;
+}
+
+/* Delete every member entry of a group (when its claim expires). */
+static void
+members_drop(tlg *g, gstr group)
+{
+	char mo[TL_MAX_NAME_LEN + 1];
+	tl_entry *es = NULL;
+	size_t n = 0;
+	bool more = true;
+
+	group_key(mo, 'm', group);
+	while (more &&
+	    tl_list(g->cl, g->fut->t_grp, mo, 1000, NULL, &es, &n, &more) ==
+	        TL_OK &&
+	    n > 0) {
+		for (size_t i = 0; i < n; i++) {
+			tl_delete(g->cl, g->fut->t_grp, mo, es[i].id, 0);
+		}
+		tl_free(es);
+		es = NULL;
+	}
+	tl_free(es);
 }
 
 static bool
@@ -464,6 +505,7 @@ on_claim(void *arg, tl_lease *l)
 	if (tl_lease_placed_at(l) >= at + g->c.final_keep_ms) {
 		group_key(gk, 'g', group);
 		tl_delete(g->cl, g->fut->t_grp, owner, gk, 0);
+		members_drop(g, group);
 		tl_lease_delete(l);
 		tl_lease_free(l);
 		return;
@@ -790,8 +832,18 @@ fut_store(tlg *g, const char *owner, const char *fid, int64_t timeout,
 	for (size_t i = 0; rv == TL_OK && i < n; i++) {
 		rv = p[i].err;
 	}
-	if (rv == TL_OK && fut_parse(&f, body->data, body->len) == 0 &&
-	    f.e.state) {
+	if (rv == TL_OK && fut_parse(&f, body->data, body->len) != 0) {
+		rv = TL_EINVAL;
+	}
+	if (rv == TL_OK) { /* the group's member entry */
+		char mo[TL_MAX_NAME_LEN + 1];
+		group_key(mo, 'm', f.group);
+		snprintf(ids[3], sizeof(ids[3]), "m%c%s",
+		    timeout >= 0 ? 't' : 'a', fid);
+		rv = put_one(g, g->fut->t_grp, mo, ids[3], FAR_TS, false, fid,
+		    strlen(fid));
+	}
+	if (rv == TL_OK && f.e.state) {
 		skey_owner(so, sizeof(so), &f.e);
 		snprintf(ids[3], sizeof(ids[3]), "s%s", fid);
 		rv = put_one(g, g->fut->t_grp, so, ids[3], FAR_TS, false, fid,
@@ -1143,7 +1195,10 @@ tlg_fut_list(tlg *g, greq *r, gout *o)
 			        TL_OK) {
 				continue;
 			}
-			if (fut_parse(&f, m->body, m->body_len) == 0) {
+			/* one whose group was decided is no longer running,
+			 * though the claim consumer may not have dropped it */
+			if (fut_parse(&f, m->body, m->body_len) == 0 &&
+			    !claimed(g, f.group)) {
 				tli_buf_puts(&o->body, first ? "" : ",");
 				first = false;
 				tli_buf_puts(&o->body, "{\"url\":");
