@@ -394,6 +394,25 @@ claim(tlg *g, const char *owner, gstr group, const char *by, const char *fid,
 	return rv;
 }
 
+/* Whether the group's claim exists and names another future than fid
+ * (a future with a short timeout may have claimed its group already). */
+static bool
+claimed_by_other(tlg *g, gstr group, const char *fid)
+{
+	char ck[TL_MAX_ID_LEN + 1], line[TL_MAX_ID_LEN + 16];
+	tl_message *m = NULL;
+	bool other = false;
+
+	group_key(ck, 'c', group);
+	if (tl_get(g->cl, g->fut->t_grp, ck, &m) == TL_OK) {
+		snprintf(line, sizeof(line), "\nfuture\t%s\n", fid);
+		other =
+		    memmem(m->body, m->body_len, line, strlen(line)) == NULL;
+	}
+	tl_message_free(m);
+	return other;
+}
+
 static bool
 claimed(tlg *g, gstr group)
 {
@@ -977,7 +996,7 @@ fut_schedule_body(tlg *g, greq *r, int64_t timeout, gstr group, gout *o)
 	}
 	/* A claim made since the checks did not see this future: it must
 	 * not outlive its group. */
-	if (claimed(g, group)) {
+	if (claimed_by_other(g, group, fid)) {
 		if (fut_parse(&f, body.data, body.len) == 0) {
 			tl_delete(g->cl, g->fut->t_fut, owner, fid, 0);
 			drop_side(g, owner, fid, &f);
@@ -1106,19 +1125,17 @@ token_act(tlg *g, const char *kind, tl_message *m, gfuture *f)
 	if (rv != TL_OK) {
 		return 503;
 	}
-	drop_side(g, m->owner, m->id, f);
 	if (strcmp(kind, "cancel") == 0) {
+		drop_side(g, m->owner, m->id, f);
 		after_cancel(g, m->owner, f);
 		return 0;
 	}
 	rv = claim(g, m->owner, f->group, "send", m->id, m->body, m->body_len);
-	if (rv == TL_OK) {
-		return 0;
+	if (rv == TL_OK || rv == TL_EEXISTS) {
+		drop_side(g, m->owner, m->id, f);
+		return rv == TL_OK ? 0 : 410; /* 410: decided before */
 	}
-	if (rv == TL_EEXISTS) {
-		return 410; /* the group was decided before */
-	}
-	/* undecided: the future goes back where it was */
+	/* undecided: the future goes back where it was, with its tokens */
 	put_one(g, g->fut->t_fut, m->owner, m->id, m->ts, false, m->body,
 	    m->body_len);
 	return 503;

@@ -246,8 +246,16 @@ Test(futures, timeout_refresh_and_cancel)
 	json_decref(evs);
 	cr_assert_eq(use(&e, t.refresh), 410);
 	cr_assert_eq(use(&e, c.send), 410, "a cancelled future is spent");
+	/* a timeout of 0: sent at once, and its answer still has its tokens */
+	c = future(&e, "tok_alice",
+	    "/send_future/m.room.message/z1?future_timeout=0",
+	    "{\"body\":\"now\"}");
+	cr_assert(strlen(c.refresh) >= 32);
+	evs = gw_wait_events(&e, 2, 10000);
+	cr_assert_eq(json_array_size(evs), 2);
+	json_decref(evs);
 	nap(1000);
-	cr_assert_eq(nevents(&e), 1);
+	cr_assert_eq(nevents(&e), 2);
 	gw_stop(&e);
 }
 
