@@ -585,7 +585,7 @@ Test(futures, scheduled_future_survives_kill_9)
 
 	gw_start(&e, "gw-fut-kill", false, "futures = on");
 	t = future(&e, "tok_alice",
-	    "/send_future/m.room.message/k1?future_timeout=3000&future_group_"
+	    "/send_future/m.room.message/k1?future_timeout=5000&future_group_"
 	    "id=kg",
 	    "{\"body\":\"after the crash\"}");
 	a = future(&e, "tok_alice",
@@ -604,11 +604,14 @@ Test(futures, scheduled_future_survives_kill_9)
 	cr_assert_eq(use(&e, a2.send), 200);
 	gw_restart(&e, SIGKILL);
 	l = running(&e, "tok_alice");
-	cr_assert_eq(json_array_size(l), 2, "both futures of kg are there");
+	if (now_ms() - t0 < 4500) { /* a slow restart (sanitizers) may not */
+		cr_assert_eq(
+		    json_array_size(l), 2, "both futures of kg are there");
+	}
 	json_decref(l);
 	evs = gw_wait_events(&e, 2, 15000);
 	cr_assert_eq(json_array_size(evs), 2);
-	cr_assert(now_ms() - t0 >= 2900, "not before its timeout");
+	cr_assert(now_ms() - t0 >= 4900, "not before its timeout");
 	cr_assert_str_eq(
 	    json_string_value(json_object_get(
 	        json_object_get(json_array_get(evs, 0), "content"), "body")),
