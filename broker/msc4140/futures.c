@@ -43,6 +43,11 @@
  * the group with its tokens, and releases the claim to finalised_keep_ms
  * after it was made: until then the group id answers 409 (its own user)
  * or 405 (another); then the claim and the group record are deleted.
+ *
+ * Threads and locks: the endpoints run on the HTTP workers (blocking SDK
+ * calls), the two consumers on their SDK threads. A scheduling request
+ * holds its user's stripe (gw.h) so that the count per user and a
+ * repeated transaction hold; the token throttle's mutex is a leaf.
  */
 #define _GNU_SOURCE
 #include <jansson.h>
