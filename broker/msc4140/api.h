@@ -38,7 +38,8 @@ typedef struct gout {
 typedef struct gep {
 	void (*fn)(tlg *g, greq *r, gout *o);
 	bool state, has_txn;
-	bool stable; /* a stable-form endpoint: only with `stable` set */
+	bool stable;  /* a stable-form endpoint: only with `stable` set */
+	bool futures; /* a Futures-form route: only with `futures` set */
 } gep;
 
 /* ---- replies and the caller (http.c) ---- */
@@ -68,5 +69,17 @@ bool tlg_restart_fast_result(tlg *g, greq *r, int rv, gout *o);
 void tlg_list_scheduled(tlg *g, greq *r, gout *o);
 void tlg_get_one(tlg *g, greq *r, gout *o);
 void tlg_stable_list(tlg *g, greq *r, gout *o);
+
+/* ---- the Futures form (futures.c) ---- */
+
+/* PUT .../send_future/{type}/{txn} and .../state_future/{type}[/{skey}]. */
+void tlg_fut_schedule(tlg *g, greq *r, gout *o);
+/* POST .../future/{token}: send, cancel or refresh, by the token. */
+void tlg_fut_token(tlg *g, greq *r, gout *o);
+/* GET .../future: the caller's running futures. */
+void tlg_fut_list(tlg *g, greq *r, gout *o);
+/* A state event (room, type, state key) reached the homeserver through
+ * the gateway: the pending state futures with that key are invalidated. */
+void tlg_fut_state_changed(tlg *g, gstr room, gstr type, gstr skey);
 
 #endif

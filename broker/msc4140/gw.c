@@ -752,6 +752,19 @@ broker_link(tlg *g, const char *msg)
 	}
 }
 
+int
+tlg_topic_make(tlg *g, const char *name)
+{
+	return topic(g, name);
+}
+
+int
+tlg_consume(tlg *g, tl_consumer **out, const char *t, const char *suffix,
+    tl_deliver_fn fn, uint32_t credit)
+{
+	return consume(g, out, t, suffix, fn, credit);
+}
+
 static void
 gw_log(void *arg, tl_log_level level, const char *msg)
 {
@@ -823,7 +836,7 @@ tlg_start(tlg **out, const tlg_conf *c, const char *broker_url)
 	    consume(
 	        g, &g->cons_final, g->t_final, ".final", tlg_on_expired, 16) ||
 	    consume(g, &g->cons_txn, g->t_txn, ".txn", tlg_on_expired, 16) ||
-	    tlg_http_start(g) != 0) {
+	    (c->futures && tlg_fut_start(g) != 0) || tlg_http_start(g) != 0) {
 		goto fail;
 	}
 	tl_opts_free(o);
@@ -857,6 +870,7 @@ tlg_stop(tlg *g)
 	tl_consumer_close(g->cons_ev);
 	tl_consumer_close(g->cons_final);
 	tl_consumer_close(g->cons_txn);
+	tlg_fut_stop(g);
 	tlg_senders_stop(g);
 	tlg_health_fini(g);
 	tl_client_close(g->cl);

@@ -215,6 +215,7 @@ struct tlg {
 	/* PREFIX.meta: the installation's secret (tlg_secret_load) */
 	char t_meta[TL_MAX_NAME_LEN + 1];
 	uint8_t secret[32];
+	struct gfut *fut; /* the Futures form (futures.c); NULL when off */
 };
 
 /* ---- pieces ---- */
@@ -272,6 +273,15 @@ void tlg_errcode(const char *body, size_t len, char *out, size_t cap);
  * (no telling: no answer, another error). Known rooms are cached. */
 int tlg_room_known(tlg *g, const char *room, size_t n);
 
+/* Create a topic of the gateway (its settings), and consume one as
+ * consumer_id + suffix; 0, or -1 logged (G002, G003). */
+int tlg_topic_make(tlg *g, const char *name);
+int tlg_consume(tlg *g, tl_consumer **out, const char *t, const char *suffix,
+    tl_deliver_fn fn, uint32_t credit);
+/* The Futures form's topics, consumers and token throttle (futures.c):
+ * started when `futures` is on; stop accepts a gateway without them. */
+int tlg_fut_start(tlg *g);
+void tlg_fut_stop(tlg *g);
 /* The owner (producer group) of a Matrix user's messages: the user id
  * itself, or "#sha256:" and the hex SHA-256 of a long one. */
 void tlg_owner(const char *user, char *out, size_t cap);

@@ -156,6 +156,8 @@ tlg_param(const greq *r, const char *name)
 
 	if (p != NULL) {
 		v.p = p;
+	} else {
+		v.n = 0; /* tlh_req_param left the last parameter's length */
 	}
 	return v;
 }
@@ -627,16 +629,30 @@ stable_path(const tlg *g, const char *path)
 	return p != NULL && strncmp(p, "/delayed_event/", 15) == 0;
 }
 
+/* A path of the Futures form (its scheduling, tokens and list). */
+static bool
+future_path(const char *path)
+{
+	const char *f = strstr(path, "/future");
+
+	return strncmp(path, PFX, strlen(PFX)) == 0 &&
+	    (strstr(path, "/send_future/") != NULL ||
+	        strstr(path, "/state_future/") != NULL ||
+	        (f != NULL && (f[7] == '\0' || f[7] == '/')));
+}
+
 /* CORS preflights of our requests are ours to answer (browsers send them
  * for every schedule and management call). */
 static bool
 on_pre(tlh_req *q, void *arg)
 {
 	const char *path = tlh_req_path(q);
+	const tlg *g = arg;
 
 	if (strcmp(tlh_req_method(q), "OPTIONS") != 0 ||
 	    strcmp(path, VERSIONS) == 0 ||
 	    !(under(path, UNSTABLE) || stable_path(arg, path) ||
+	        (g->c.futures && future_path(path)) ||
 	        (strncmp(path, PFX, strlen(PFX)) == 0 &&
 	            has_msc4140_param(q)))) {
 		return true;
@@ -716,6 +732,59 @@ scheduling(const tlh_req *q, void *arg)
 	return client_v(q, arg) && has_msc4140_param(q);
 }
 
+/* ---- the Futures form ---- */
+
+#define FUT_UNSTABLE "/_matrix/client/unstable/io.element.msc3140"
+
+/* A state event for the homeserver (no parameter of ours), seen by the
+ * Futures form: passed on (held: a state event is at most max_body),
+ * and once the homeserver took it, the state futures with its key are
+ * invalidated. */
+static bool
+plain_state(const tlh_req *q, void *arg)
+{
+	return client_v(q, arg) && !has_msc4140_param(q);
+}
+
+static void
+on_state_plain(tlh_req *q, void *arg)
+{
+	tlg *g = arg;
+	hdr_ctx hc = {0};
+	tli_buf url = {0};
+	hs_resp hr;
+	size_t blen;
+	const char *body = tlh_req_body(q, &blen);
+	gstr room = {"", 0}, type = {"", 0}, skey = {"", 0};
+
+	if (tlh_req_body_over(q)) {
+		send_err(q, 413, "M_TOO_LARGE", "Request too large");
+		return;
+	}
+	proxy_prepare(g, q, &hc, &url);
+	if (url.oom ||
+	    tlg_hs_request(g, tlh_req_method(q), tli_buf_str(&url), hc.h, hc.n,
+	        blen ? body : NULL, blen, &hr) != 0) {
+		tli_buf_fini(&url);
+		reply_no_answer(q);
+		return;
+	}
+	tli_buf_fini(&url);
+	if (hr.status >= 200 && hr.status < 300) {
+		room.p = tlh_req_param(q, "room", &room.n);
+		type.p = tlh_req_param(q, "type", &type.n);
+		if ((skey.p = tlh_req_param(q, "skey", &skey.n)) == NULL) {
+			skey = (gstr){"", 0};
+		}
+		tlg_fut_state_changed(g, room, type, skey);
+	}
+	if (tlh_reply(q, (int) hr.status, NULL, tli_buf_str(&hr.body),
+	        hr.body.len, TLH_REPLY_BARE) == TL_OK) {
+		copy_headers(q, tli_buf_str(&hr.headers));
+	}
+	tlg_hs_resp_free(&hr);
+}
+
 #define EP(f, ...) (&(const gep){.fn = f, __VA_ARGS__})
 
 /* THE ROUTE TABLE: every endpoint of the gateway, once. Body limit 0 is
@@ -755,6 +824,36 @@ static const tlh_route routes[] = {
         manage_fast, on_endpoint, EP(tlg_manage_path, .stable = true)},
     {"GET", STABLE "/{id}", 0, TLH_AUTH, NULL, NULL, NULL, on_endpoint,
         EP(tlg_get_one, .stable = true)},
+    /* the Futures form, with `futures = on` */
+    {"PUT", ROOM "/send_future/{type}/{txn}", 0, TLH_AUTH, client_v, NULL, NULL,
+        on_endpoint, EP(tlg_fut_schedule, .has_txn = true, .futures = true)},
+    {"PUT", ROOM "/state_future/{type}", 0, TLH_AUTH, client_v, NULL, NULL,
+        on_endpoint, EP(tlg_fut_schedule, .state = true, .futures = true)},
+    {"PUT", ROOM "/state_future/{type}/{skey}", 0, TLH_AUTH, client_v, NULL,
+        NULL, on_endpoint,
+        EP(tlg_fut_schedule, .state = true, .futures = true)},
+    {"PUT", FUT_UNSTABLE "/rooms/{room}/send_future/{type}/{txn}", 0, TLH_AUTH,
+        NULL, NULL, NULL, on_endpoint,
+        EP(tlg_fut_schedule, .has_txn = true, .futures = true)},
+    {"PUT", FUT_UNSTABLE "/rooms/{room}/state_future/{type}", 0, TLH_AUTH, NULL,
+        NULL, NULL, on_endpoint,
+        EP(tlg_fut_schedule, .state = true, .futures = true)},
+    {"PUT", FUT_UNSTABLE "/rooms/{room}/state_future/{type}/{skey}", 0,
+        TLH_AUTH, NULL, NULL, NULL, on_endpoint,
+        EP(tlg_fut_schedule, .state = true, .futures = true)},
+    {"POST", "/_matrix/client/{v}/future/{token}", 0, 0, client_v, NULL, NULL,
+        on_endpoint, EP(tlg_fut_token, .futures = true)},
+    {"POST", FUT_UNSTABLE "/future/{token}", 0, 0, NULL, NULL, NULL,
+        on_endpoint, EP(tlg_fut_token, .futures = true)},
+    {"GET", "/_matrix/client/{v}/future", 0, TLH_AUTH, client_v, NULL, NULL,
+        on_endpoint, EP(tlg_fut_list, .futures = true)},
+    {"GET", FUT_UNSTABLE "/future", 0, TLH_AUTH, NULL, NULL, NULL, on_endpoint,
+        EP(tlg_fut_list, .futures = true)},
+    /* a new state event invalidates the state futures with its key */
+    {"PUT", ROOM "/state/{type}", 0, TLH_OTHERS_FALLBACK, plain_state, NULL,
+        NULL, on_state_plain, EP(NULL, .futures = true)},
+    {"PUT", ROOM "/state/{type}/{skey}", 0, TLH_OTHERS_FALLBACK, plain_state,
+        NULL, NULL, on_state_plain, EP(NULL, .futures = true)},
     /* everything else: the homeserver's */
     {"*", NULL, 0, 0, NULL, fallback_head, NULL, on_proxy, NULL},
 };
@@ -773,6 +872,9 @@ routes_add(tlg *g)
 		const gep *ep = routes[i].data;
 		int rv;
 		if (ep != NULL && ep->stable && !g->c.stable) {
+			continue;
+		}
+		if (ep != NULL && ep->futures && !g->c.futures) {
 			continue;
 		}
 		if ((rv = tlh_route_add(g->http, &routes[i])) != TL_OK) {
