@@ -43,10 +43,10 @@ typedef struct tlg_conf {
 	uint64_t proxy_max_body;        /* other requests */
 	int senders;                    /* sending threads */
 	int as_check; /* as_token refused at start: 0 exit, 1 retry */
-	bool futures;                   /* also serve the Futures form */
-	int64_t fut_max_timeout;        /* the longest future_timeout */
-	uint32_t fut_misses;            /* bad tokens in a row before 429 */
-	int64_t fut_block_ms;           /* then 429 for this long */
+	bool futures; /* also serve the Futures form */
+	int64_t fut_max_timeout; /* the longest future_timeout */
+	uint32_t fut_misses;     /* bad tokens in a row before 429 */
+	int64_t fut_block_ms;    /* then 429 for this long */
 } tlg_conf;
 
 /* What tl-msc4140's command line asked for besides serving. */
