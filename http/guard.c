@@ -309,8 +309,9 @@ struct gconn {
 	size_t in_off, in_len;
 	char out[BUF_CAP]; /* server to client */
 	size_t out_off, out_len;
-	bool c_rd, i_rd; /* may have bytes to read (since their last edge) */
-	bool dead;       /* to be freed after this round of events */
+	bool c_rd, i_rd;   /* may have bytes to read (since their last edge) */
+	bool c_hup, i_hup; /* the peer's end was told (read to the end) */
+	bool dead;         /* to be freed after this round of events */
 	gconn *dead_next;
 	bool c_eof;     /* the client's end came */
 	bool i_shut;    /* the server was sent our end */
@@ -474,8 +475,8 @@ pump(gconn *c)
 		if (c->in_len == 0 && !c->c_eof && c->c_rd) {
 			n = recv(c->cfd, c->in, BUF_CAP, 0);
 			/* a short read drained it: the next bytes bring an
-			 * edge */
-			c->c_rd = n == (ssize_t) BUF_CAP;
+			 * edge, but the end, once told, does not */
+			c->c_rd = n == (ssize_t) BUF_CAP || (c->c_hup && n > 0);
 			if (n > 0) {
 				int st = c->c_shut ? 0
 				                   : tlh_framing_feed(&c->f,
@@ -499,7 +500,7 @@ pump(gconn *c)
 		/* server to client */
 		if (c->out_len == 0 && !c->i_eof && c->i_rd) {
 			n = recv(c->ifd, c->out, BUF_CAP, 0);
-			c->i_rd = n == (ssize_t) BUF_CAP;
+			c->i_rd = n == (ssize_t) BUF_CAP || (c->i_hup && n > 0);
 			if (n > 0) {
 				c->out_len = (size_t) n;
 				moved = true;
@@ -644,6 +645,11 @@ thr_main(void *arg)
 			}
 			if ((ev[i].events & ~(uint32_t) EPOLLOUT) != 0) {
 				*(e->inner ? &e->c->i_rd : &e->c->c_rd) = true;
+			}
+			if ((ev[i].events &
+			        (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) {
+				*(e->inner ? &e->c->i_hup : &e->c->c_hup) =
+				    true;
 			}
 			/* a client that can take nothing more, or done */
 			if ((!e->inner &&
