@@ -353,11 +353,12 @@ Test(gwfault, methods_and_unknown_endpoints)
 	    {"PUT", "/_matrix/client/v1/delayed_events"},
 	    {"GET", "/_matrix/client/v1/delayed_events/abc/send"},
 	    {"GET", "/_matrix/client/v3/rooms/!room:test/delayed_event/m.t/x"},
+	    /* the stable form's GET of one delay_id */
+	    {"POST", "/_matrix/client/v1/delayed_events/abc"},
 	};
 	static const char *const unknown[][2] = {
-	    {"GET", "/_matrix/client/v1/delayed_events/abc"},
-	    {"POST", "/_matrix/client/v1/delayed_events/abc"},
 	    {"POST", UNSTABLE "/abc/send/more"},
+	    {"GET", "/_matrix/client/v1/delayed_events/abc/send/more"},
 	};
 	static const char *const preflight[] = {UNSTABLE "/abc/send",
 	    "/_matrix/client/v1/delayed_events/abc/restart",
