@@ -10,14 +10,20 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tltest.h"
 #include "raw_client.h"
 
 RC_SUITE(longread);
 
-/* Messages in the big topic; their count must take a while to scan. */
+/* Messages in the big topic; their count must take a while to scan (the
+ * sanitizers slow the fill more than the scan). */
+#if defined(__SANITIZE_ADDRESS__)
+#define NBIG 100000
+#else
 #define NBIG 200000
+#endif
 #define CHUNK 4096
 /* The COUNTs side by side must scan for at least this long (ms). */
 #define SIDE_MS 1500
@@ -46,6 +52,13 @@ enc_count(tlp_w *w, const void *arg)
 	const count_arg *a = arg;
 
 	tlp_enc_count(w, TLP_STR(a->topic), 0, (int64_t) 1 << 60);
+}
+
+static void
+enc_ping(tlp_w *w, const void *arg)
+{
+	(void) arg;
+	tlp_enc_ping(w, 0);
 }
 
 static void
@@ -109,6 +122,20 @@ count_of(rc_frame *f)
 		return -rv;
 	}
 	return (int64_t) (a + wt + p);
+}
+
+/* Start the broker without fsync (the fill is what takes time here). */
+static void
+start(const char *tag, bool metrics)
+{
+	rc_broker_init(&B, tag);
+	B.durability = "none";
+	B.log_level = "info";
+	if (metrics) {
+		B.metrics_port = tt_free_port();
+		cr_assert(B.metrics_port > 0);
+	}
+	rc_broker_spawn(&B, 20000);
 }
 
 /* Fill topic "big" with NBIG messages due in an hour. */
@@ -177,9 +204,7 @@ Test(longread, a_long_count_does_not_hold_up_other_sessions)
 	int k, puts = 0;
 	rc_deliver dv;
 
-	B.durability = "none";
-	B.log_level = "info";
-	rc_broker_start(&B, "longread");
+	start("longread", false);
 	p = rc_open(B.url, "producer");
 	side = rc_open(B.url, "reader");
 	c = rc_open(B.url, "consumer");
@@ -267,9 +292,7 @@ Test(longread, a_session_keeps_its_order_behind_a_long_read)
 	tlp_str detail;
 	size_t nf;
 
-	B.durability = "none";
-	B.log_level = "info";
-	rc_broker_start(&B, "longorder");
+	start("longorder", false);
 	p = rc_open(B.url, "producer");
 	side = rc_open(B.url, "reader");
 	fill_big(p);
@@ -324,5 +347,75 @@ Test(longread, a_session_keeps_its_order_behind_a_long_read)
 	    err, TL_ENOTFOUND, "GET after DELETE: %s", tl_errname(err));
 	rc_frame_free(f);
 	rc_close(side);
+	rc_close(p);
+}
+
+/* The value of the metric line starting with name, or -1. */
+static int64_t
+metric(const char *name)
+{
+	int status = 0;
+	char *body = rc_http_get(B.metrics_port, "/metrics", 2000, &status);
+	char *p;
+	long long v = -1;
+
+	if (status == 200 && body != NULL) {
+		for (p = body; (p = strstr(p, name)) != NULL; p++) {
+			if ((p == body || p[-1] == '\n') &&
+			    p[strlen(name)] == ' ') {
+				sscanf(p + strlen(name), " %lld", &v);
+				break;
+			}
+		}
+	}
+	free(body);
+	return v;
+}
+
+Test(longread, a_read_outlived_by_its_session_or_the_broker)
+{
+	rc_client *p, *side, *other;
+	count_arg a = {"big"};
+	rc_frame *f;
+	int64_t deadline;
+
+	start("longclose", true);
+	p = rc_open(B.url, "producer");
+	fill_big(p);
+
+	/* A session that sends COUNTs and goes away: the broker drops the
+	 * replies, frees what they held and goes on. */
+	side = rc_open(B.url, "leaver");
+	for (int i = 0; i < 3; i++) {
+		send_req(
+		    side, TLP_OP_COUNT, SIDE_ID + (uint32_t) i, enc_count, &a);
+	}
+	tt_nap_ms(50);
+	rc_close(side);
+	cr_assert(count_once(p) >= 0);
+	deadline = tli_mono_ms() + 10000;
+	while (metric("timeline_reads_running") != 0) {
+		cr_assert(tli_mono_ms() < deadline,
+		    "reads still running 10 s after their session closed");
+		tt_nap_ms(20);
+	}
+	cr_assert_geq(metric("timeline_reads_total"), 2);
+
+	/* SIGTERM while a COUNT is scanning and others wait behind it: the
+	 * broker still stops cleanly (and, in the sanitizer build, without
+	 * a leak). */
+	other = rc_open(B.url, "reader");
+	for (int i = 0; i < 3; i++) {
+		send_req(
+		    other, TLP_OP_COUNT, SIDE_ID + (uint32_t) i, enc_count, &a);
+	}
+	send_req(other, TLP_OP_PING, SIDE_ID + 3, enc_ping, NULL);
+	tt_nap_ms(50);
+	cr_assert_eq(metric("timeline_reads_running"), 1);
+	tt_proc_stop_clean(&B.proc);
+	while ((f = rc_next_frame(other, 100)) != NULL) {
+		rc_frame_free(f);
+	}
+	rc_close(other);
 	rc_close(p);
 }
