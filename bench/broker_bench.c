@@ -54,6 +54,8 @@
 
 #define BENCH_TOPIC "bench"
 #define BENCH_GROUP "bench-producer"
+/* lateness: the put probe's creates and the side reader's big topic */
+#define SIDE_TOPIC "side"
 #define BENCH_ID_CAP 24
 #define BENCH_HOUR_MS INT64_C(3600000)
 #define BENCH_MAX_RUNS TLB_BENCH_MAX_RUNS
@@ -81,6 +83,9 @@ typedef struct bench_cfg {
 	uint32_t credit;
 	int ackers; /* 0: tl_lease_delete_async; else blocking threads */
 	int grace_ms;
+	/* lateness: messages in the side topic a side client COUNTs over and
+	 * over during the run (0: no side reader) */
+	uint64_t side_count;
 	/* lease-cycle */
 	uint64_t cycle_count;
 	uint32_t cycle_credit;
@@ -110,6 +115,12 @@ typedef struct bench_result {
 	int64_t clock_offset_ms;
 	uint64_t ack_fail;
 	double ack_mean_ms, ack_max_ms; /* delete start to answer */
+	/* lateness: the put probe (one create every 10 ms, another client)
+	 * and the side reader */
+	uint64_t probes;
+	double put_p50, put_p99, put_max;
+	uint64_t side_counts;
+	double side_count_ms; /* mean duration of one COUNT */
 	/* lease-cycle */
 	double first_ms; /* subscribe to first delivery */
 	uint64_t left;   /* messages left on the timeline afterwards */
@@ -200,6 +211,8 @@ broker_spawn(broker *b)
 	argv[argc++] = "off";
 	argv[argc++] = "--topic";
 	argv[argc++] = BENCH_TOPIC ":16";
+	argv[argc++] = "--topic";
+	argv[argc++] = SIDE_TOPIC ":1";
 	if (g_cfg->durability != NULL) {
 		argv[argc++] = "--durability";
 		argv[argc++] = (char *) g_cfg->durability;
@@ -947,6 +960,149 @@ lateness_stats(recv_state *rs, bench_result *r)
 	TLB_BENCH_LATE_INTO(r, l);
 }
 
+/* ---- lateness beside a long read ----
+ * A probe client creates one message (an hour ahead, in SIDE_TOPIC) every
+ * 10 ms and times each answer; with --side-count N, SIDE_TOPIC first gets
+ * N messages and another client COUNTs all of them again and again. */
+
+#define PROBE_MAX 100000
+
+typedef struct side_run {
+	const broker *b;
+	atomic_bool stop;
+	pthread_t probe_t, count_t;
+	bool probe_on, count_on;
+	int64_t *put_us; /* PROBE_MAX */
+	uint64_t probes;
+	uint64_t counts;
+	double count_s;
+} side_run;
+
+static void *
+probe_main(void *arg)
+{
+	side_run *sr = arg;
+	tl_client *c = NULL;
+
+	if (client_open(sr->b, "bench-probe", &c) != TL_OK) {
+		fprintf(stderr, "lateness: the put probe cannot connect\n");
+		return NULL;
+	}
+	while (!atomic_load(&sr->stop) && sr->probes < PROBE_MAX) {
+		double t0 = tlb_bench_mono_s();
+
+		if (tl_put_in(c, SIDE_TOPIC, BENCH_GROUP, NULL, 3600000, "p", 1,
+		        NULL) == TL_OK) {
+			sr->put_us[sr->probes++] =
+			    (int64_t) ((tlb_bench_mono_s() - t0) * 1e6);
+		}
+		tlb_bench_sleep_ms(10);
+	}
+	tl_client_close(c);
+	return NULL;
+}
+
+static void *
+count_main(void *arg)
+{
+	side_run *sr = arg;
+	tl_client *c = NULL;
+	tl_counts n;
+
+	if (client_open(sr->b, "bench-reader", &c) != TL_OK) {
+		fprintf(stderr, "lateness: the side reader cannot connect\n");
+		return NULL;
+	}
+	while (!atomic_load(&sr->stop)) {
+		double t0 = tlb_bench_mono_s();
+
+		if (tl_count(c, SIDE_TOPIC, 0, INT64_C(253402300800000), &n) !=
+		    TL_OK) {
+			break;
+		}
+		sr->count_s += tlb_bench_mono_s() - t0;
+		sr->counts++;
+	}
+	tl_client_close(c);
+	return NULL;
+}
+
+/* Fill SIDE_TOPIC with n messages an hour ahead: 0 or -1 (said). */
+static int
+side_fill(tl_client *c, uint64_t n)
+{
+	static tl_put puts[TL_MAX_BATCH];
+	int64_t at = tlb_bench_wall_ms() + 3600000;
+	double t0 = tlb_bench_mono_s();
+
+	for (uint64_t done = 0; done < n;) {
+		size_t k = n - done < TL_MAX_BATCH ? (size_t) (n - done)
+		                                   : TL_MAX_BATCH;
+		int rv;
+
+		for (size_t i = 0; i < k; i++) {
+			puts[i] =
+			    (tl_put){.ts = at, .body = "s", .body_len = 1};
+		}
+		if ((rv = tl_put_batch(c, SIDE_TOPIC, BENCH_GROUP, puts, k)) !=
+		    TL_OK) {
+			fprintf(stderr, "lateness: side fill: %s\n",
+			    tl_strerror(rv));
+			return -1;
+		}
+		done += k;
+	}
+	printf("lateness: side topic filled with %llu messages in %.1f s\n",
+	    (unsigned long long) n, tlb_bench_mono_s() - t0);
+	fflush(stdout);
+	return 0;
+}
+
+static void
+side_start(side_run *sr, const broker *b)
+{
+	memset(sr, 0, sizeof(*sr));
+	sr->b = b;
+	atomic_store(&sr->stop, false);
+	if ((sr->put_us = calloc(PROBE_MAX, sizeof(int64_t))) != NULL) {
+		sr->probe_on =
+		    pthread_create(&sr->probe_t, NULL, probe_main, sr) == 0;
+	}
+	if (g_cfg->side_count > 0) {
+		sr->count_on =
+		    pthread_create(&sr->count_t, NULL, count_main, sr) == 0;
+	}
+}
+
+/* Stop the probe and the side reader, their figures into r; once. */
+static void
+side_stop(side_run *sr, bench_result *r)
+{
+	if (sr->put_us == NULL && !sr->count_on) {
+		return; /* not started, or stopped already */
+	}
+	atomic_store(&sr->stop, true);
+	if (sr->probe_on) {
+		pthread_join(sr->probe_t, NULL);
+	}
+	if (sr->count_on) {
+		pthread_join(sr->count_t, NULL);
+	}
+	r->probes = sr->probes;
+	if (sr->probes > 0) {
+		tlb_bench_sort_i64(sr->put_us, sr->probes);
+		r->put_p50 = tlb_bench_pct_ms(sr->put_us, sr->probes, 0.50);
+		r->put_p99 = tlb_bench_pct_ms(sr->put_us, sr->probes, 0.99);
+		r->put_max = (double) sr->put_us[sr->probes - 1] / 1000.0;
+	}
+	r->side_counts = sr->counts;
+	r->side_count_ms =
+	    sr->counts > 0 ? sr->count_s * 1000.0 / (double) sr->counts : 0;
+	free(sr->put_us);
+	sr->put_us = NULL;
+	sr->probe_on = sr->count_on = false;
+}
+
 static int
 bench_lateness(bench_result *r)
 {
@@ -959,6 +1115,7 @@ bench_lateness(bench_result *r)
 	recv_state rs = {0};
 	prod_plan pl;
 	bench_result fill = {0};
+	side_run sr = {0};
 	int64_t lead, last_due;
 	double deadline;
 	int rv = -1;
@@ -978,6 +1135,9 @@ bench_lateness(bench_result *r)
 	if ((rv = broker_up(&b, &c)) != 0) {
 		goto out;
 	}
+	if (cfg->side_count > 0 && (rv = side_fill(c, cfg->side_count)) != 0) {
+		goto out;
+	}
 	/* Every message must be on the timeline before it falls due: lead
 	 * time for creating at a conservative 20k/s, plus 2 s. */
 	lead = cfg->lead_ms > 0 ? cfg->lead_ms
@@ -995,6 +1155,7 @@ bench_lateness(bench_result *r)
 	r->created_late = fill.created_late;
 	r->slack_ms = (double) (pl.base - tl_client_broker_now(c));
 	r->clock_offset_ms = tl_client_clock_offset(c);
+	side_start(&sr, &b);
 	if ((rv = cons_open(&b, &cs, cfg->consumers, cfg->credit, on_lateness,
 	         &rs)) != TL_OK) {
 		rv = -1;
@@ -1009,6 +1170,7 @@ bench_lateness(bench_result *r)
 	/* Every delivered lease is deleted before the consumers close
 	 * (deletes can stall for seconds on a loaded broker). */
 	ackq_wait(&aq, rs.got, tlb_bench_mono_s() + BENCH_DRAIN_MS / 1000.0);
+	side_stop(&sr, r);
 	cons_close(&cs);
 	r->msgs = total;
 	r->received = rs.uniq;
@@ -1037,6 +1199,14 @@ bench_lateness(bench_result *r)
 	if (r->ack_fail > 0) {
 		printf(" (first ack error %s)", tl_errname(aq.first_err));
 	}
+	printf("; put probe (%llu creates): p50 %.2f p99 %.2f max %.2f ms",
+	    (unsigned long long) r->probes, r->put_p50, r->put_p99, r->put_max);
+	if (cfg->side_count > 0) {
+		printf(
+		    "; side reader: %llu COUNTs of %llu messages, %.0f ms each",
+		    (unsigned long long) r->side_counts,
+		    (unsigned long long) cfg->side_count, r->side_count_ms);
+	}
 	fail_note(r);
 	printf("\n");
 	fflush(stdout);
@@ -1045,6 +1215,7 @@ bench_lateness(bench_result *r)
 	}
 	rv = 0;
 out:
+	side_stop(&sr, r);
 	cons_close(&cs);
 	ackq_fini(&aq);
 	tl_client_close(c);
@@ -1500,6 +1671,9 @@ usage(FILE *f)
 	    "async)\n"
 	    "  --grace MS          lateness: wait after the last due time "
 	    "(10000)\n"
+	    "  --side-count N      lateness: a side client COUNTs a topic of "
+	    "N\n"
+	    "                      messages over and over meanwhile (0)\n"
 	    "defaults for --count: produce 1000000, lease-cycle 200000, scale "
 	    "5000000\n(1000000 under all)\n",
 	    TL_MAX_BATCH);
@@ -1532,6 +1706,8 @@ parse_args(int argc, char **argv, bench_cfg *cfg, const char **workload)
 	        &cfg->cycle_credit},
 	    {"ackers", 'A', TLB_BENCH_INT, 0, 4096, &cfg->ackers},
 	    {"grace", 'G', TLB_BENCH_INT, 0, 3600000, &cfg->grace_ms},
+	    {"side-count", 'S', TLB_BENCH_U64, 0, UINT64_C(1) << 32,
+	        &cfg->side_count},
 	};
 
 	if (tlb_bench_getopt(argc, argv, opts, sizeof(opts) / sizeof(opts[0]),

@@ -95,6 +95,45 @@ reply_decode(req *q, int err)
 	    detail);
 }
 
+/* ---- long reads ----
+ * A read that scans the store is decoded and checked here, on the worker;
+ * the scan and its reply run on a reader thread (tlb_session_read) from a
+ * copy of what it needs, since the frame is freed when the handler
+ * returns. */
+
+/* What a reader needs to reply. */
+typedef struct rd_head {
+	uint8_t op;
+	uint32_t reqid;
+} rd_head;
+
+static rd_head
+rd_of(const req *q)
+{
+	return (rd_head){q->h.op, q->h.reqid};
+}
+
+static void
+rd_err(tlb_session *s, const rd_head *h, int err)
+{
+	tlb_send_error(s, h->op, h->reqid, err, tl_strerror(err));
+}
+
+static void
+rd_reply(tlb_session *s, const rd_head *h, tlb_enc_fn enc, const void *arg)
+{
+	tlb_send_frame(s, h->op, TLP_F_REPLY, h->reqid, enc, arg);
+}
+
+/* Hand the read to a reader; without memory to queue it, run it here. */
+static void
+read_off(req *q, tlb_read_fn fn, void *arg)
+{
+	if (tlb_session_read(q->s, fn, arg) != TL_OK) {
+		fn(q->b, q->s, arg, true);
+	}
+}
+
 /* ---- authorisation ----
  * With auth off every check passes. With auth on, prin(q) is the
  * session's principal (tlb_handle refreshed it for this request). */
@@ -391,12 +430,37 @@ enc_topic(tlp_w *w, const void *arg)
 	tlp_enc_topic(w, arg);
 }
 
+typedef struct rd_topic {
+	rd_head h;
+	char name[TL_MAX_NAME_LEN + 1];
+} rd_topic;
+
+/* TOPIC_GET's counts scan the due part of the topic: on a reader. */
+static void
+topic_get_run(tlb_broker *b, tlb_session *s, void *arg, bool run)
+{
+	rd_topic *g = arg;
+	tli_topic_info ti;
+	tlp_topic t;
+	int rv;
+
+	if (!run) {
+		/* closed meanwhile */
+	} else if ((rv = tli_store_topic_get(b->store, g->name, &ti)) !=
+	        TL_OK ||
+	    (rv = topic_fill(b, &ti, &t)) != TL_OK) {
+		rd_err(s, &g->h, rv == TL_EBADID ? TL_ENOTOPIC : rv);
+	} else {
+		rd_reply(s, &g->h, enc_topic, &t);
+	}
+	tli_free(g);
+}
+
 static void
 h_TOPIC_GET(req *q)
 {
 	char name[TL_MAX_NAME_LEN + 1];
-	tli_topic_info ti;
-	tlp_topic t;
+	rd_topic *g;
 	tlp_str n;
 	int rv;
 
@@ -404,13 +468,17 @@ h_TOPIC_GET(req *q)
 		reply_decode(q, rv);
 		return;
 	}
-	if ((rv = cname(name, sizeof(name), n)) != TL_OK ||
-	    (rv = tli_store_topic_get(q->b->store, name, &ti)) != TL_OK ||
-	    (rv = topic_fill(q->b, &ti, &t)) != TL_OK) {
+	if ((rv = cname(name, sizeof(name), n)) != TL_OK) {
 		reply_err(q, rv == TL_EBADID ? TL_ENOTOPIC : rv, NULL);
 		return;
 	}
-	reply(q, enc_topic, &t);
+	if ((g = tli_alloc(sizeof(*g))) == NULL) {
+		reply_err(q, TL_ENOMEM, NULL);
+		return;
+	}
+	g->h = rd_of(q);
+	memcpy(g->name, name, sizeof(name));
+	read_off(q, topic_get_run, g);
 }
 
 typedef struct topic_list {
@@ -437,12 +505,45 @@ enc_topic_list(tlp_w *w, const void *arg)
 	}
 }
 
+/* TOPIC_LIST, on a reader: every topic's counts. */
 static void
-h_TOPIC_LIST(req *q)
+topic_list_run(tlb_broker *b, tlb_session *s, void *arg, bool run)
 {
+	rd_head *h = arg;
 	tli_topic_info *v;
 	topic_list l = {NULL, 0};
 	size_t n;
+	int rv;
+
+	if (!run) {
+		tli_free(h);
+		return;
+	}
+	if ((rv = tli_store_topic_list(b->store, &v, &n)) != TL_OK) {
+		rd_err(s, h, rv);
+		tli_free(h);
+		return;
+	}
+	if ((l.v = tli_zalloc(sizeof(tlp_topic) * (n + 1))) == NULL) {
+		tli_free(v);
+		rd_err(s, h, TL_ENOMEM);
+		tli_free(h);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		topic_fill(b, &v[i], &l.v[i]);
+	}
+	l.n = n;
+	rd_reply(s, h, enc_topic_list, &l);
+	tli_free(l.v);
+	tli_free(v);
+	tli_free(h);
+}
+
+static void
+h_TOPIC_LIST(req *q)
+{
+	rd_head *h;
 	int rv;
 
 	if ((rv = tlp_r_end(&q->r)) != TL_OK) {
@@ -456,22 +557,12 @@ h_TOPIC_LIST(req *q)
 			return;
 		}
 	}
-	if ((rv = tli_store_topic_list(q->b->store, &v, &n)) != TL_OK) {
-		reply_err(q, rv, NULL);
-		return;
-	}
-	if ((l.v = tli_zalloc(sizeof(tlp_topic) * (n + 1))) == NULL) {
-		tli_free(v);
+	if ((h = tli_alloc(sizeof(*h))) == NULL) {
 		reply_err(q, TL_ENOMEM, NULL);
 		return;
 	}
-	for (size_t i = 0; i < n; i++) {
-		topic_fill(q->b, &v[i], &l.v[i]);
-	}
-	l.n = n;
-	reply(q, enc_topic_list, &l);
-	tli_free(l.v);
-	tli_free(v);
+	*h = rd_of(q);
+	read_off(q, topic_list_run, h);
 }
 
 /* ---- message batches ---- */
@@ -848,6 +939,49 @@ enc_entries(tlp_w *w, const void *arg)
 
 #define TLB_MAX_LIST 1000u
 
+typedef struct rd_list {
+	rd_head h;
+	bool dead;
+	char topic[TL_MAX_NAME_LEN + 1];
+	tli_cursor cur;
+	uint32_t lim;
+	size_t owner_len;
+	char owner[]; /* owner_len bytes */
+} rd_list;
+
+/* LIST or DLQ_LIST, on a reader. */
+static void
+list_run(tlb_broker *b, tlb_session *s, void *arg, bool run)
+{
+	rd_list *l = arg;
+	entries e = {NULL, 0, false};
+	int rv;
+
+	if (!run) {
+		tli_free(l);
+		return;
+	}
+	if ((e.v = tli_alloc(sizeof(tli_entry) * l->lim)) == NULL) {
+		rd_err(s, &l->h, TL_ENOMEM);
+		tli_free(l);
+		return;
+	}
+	if (l->dead) {
+		rv = tli_store_scan_dead(
+		    b->store, l->topic, &l->cur, e.v, l->lim, &e.n, &e.more);
+	} else {
+		rv = tli_store_scan_owner(b->store, l->topic, l->owner,
+		    l->owner_len, &l->cur, e.v, l->lim, &e.n, &e.more);
+	}
+	if (rv != TL_OK) {
+		rd_err(s, &l->h, rv);
+	} else {
+		rd_reply(s, &l->h, enc_entries, &e);
+	}
+	tli_free(e.v);
+	tli_free(l);
+}
+
 /* LIST and DLQ_LIST share their request layout and reply. */
 static void
 h_list(req *q, bool dead)
@@ -855,7 +989,7 @@ h_list(req *q, bool dead)
 	char topic[TL_MAX_NAME_LEN + 1];
 	tlp_list l;
 	tli_cursor cur;
-	entries e = {NULL, 0, false};
+	rd_list *rl;
 	uint32_t lim;
 	int rv;
 
@@ -878,23 +1012,21 @@ h_list(req *q, bool dead)
 		cur.id_len = (uint8_t) l.cursor_id.n;
 		memcpy(cur.id, l.cursor_id.p, l.cursor_id.n);
 	}
-	if ((e.v = tli_alloc(sizeof(tli_entry) * lim)) == NULL) {
+	if ((rl = tli_alloc(sizeof(*rl) + l.owner.n + 1)) == NULL) {
 		reply_err(q, TL_ENOMEM, NULL);
 		return;
 	}
-	if (dead) {
-		rv = tli_store_scan_dead(
-		    q->b->store, topic, &cur, e.v, lim, &e.n, &e.more);
-	} else {
-		rv = tli_store_scan_owner(q->b->store, topic, l.owner.p,
-		    l.owner.n, &cur, e.v, lim, &e.n, &e.more);
+	rl->h = rd_of(q);
+	rl->dead = dead;
+	memcpy(rl->topic, topic, sizeof(topic));
+	rl->cur = cur;
+	rl->lim = lim;
+	rl->owner_len = l.owner.n;
+	if (l.owner.n > 0) {
+		memcpy(rl->owner, l.owner.p, l.owner.n);
 	}
-	if (rv != TL_OK) {
-		reply_err(q, rv, NULL);
-	} else {
-		reply(q, enc_entries, &e);
-	}
-	tli_free(e.v);
+	rl->owner[l.owner.n] = '\0';
+	read_off(q, list_run, rl);
 }
 
 static void
@@ -916,13 +1048,39 @@ enc_counts(tlp_w *w, const void *arg)
 	tlp_enc_counts(w, c->available, c->waiting, c->processing);
 }
 
+typedef struct rd_count {
+	rd_head h;
+	char topic[TL_MAX_NAME_LEN + 1];
+	int64_t from;
+	int64_t to;
+} rd_count;
+
+/* COUNT, on a reader: scans every bucket over the range. */
+static void
+count_run(tlb_broker *b, tlb_session *s, void *arg, bool run)
+{
+	rd_count *k = arg;
+	tli_counts c;
+	int rv;
+
+	if (!run) {
+		/* closed meanwhile */
+	} else if ((rv = tli_store_count(
+	                b->store, k->topic, k->from, k->to, &c)) != TL_OK) {
+		rd_err(s, &k->h, rv);
+	} else {
+		rd_reply(s, &k->h, enc_counts, &c);
+	}
+	tli_free(k);
+}
+
 static void
 h_COUNT(req *q)
 {
 	char topic[TL_MAX_NAME_LEN + 1];
 	tlp_str t;
 	int64_t from, to;
-	tli_counts c;
+	rd_count *k;
 	int rv;
 
 	if ((rv = tlp_dec_count(&q->r, &t, &from, &to)) != TL_OK) {
@@ -933,11 +1091,15 @@ h_COUNT(req *q)
 		reply_err(q, TL_ENOTOPIC, NULL);
 		return;
 	}
-	if ((rv = tli_store_count(q->b->store, topic, from, to, &c)) != TL_OK) {
-		reply_err(q, rv, NULL);
+	if ((k = tli_alloc(sizeof(*k))) == NULL) {
+		reply_err(q, TL_ENOMEM, NULL);
 		return;
 	}
-	reply(q, enc_counts, &c);
+	k->h = rd_of(q);
+	memcpy(k->topic, topic, sizeof(topic));
+	k->from = from;
+	k->to = to;
+	read_off(q, count_run, k);
 }
 
 /* ---- consumers ---- */

@@ -1,7 +1,8 @@
 /*
  * Request handling: the frame header checks, the dispatch table expanded
  * from ops.def and one handler per operation. Runs on the request worker
- * (one thread, requests in arrival order); store completions of write
+ * (one thread, requests in arrival order), except the scans of long reads,
+ * which run on a reader thread (tlb_session_read); store completions of write
  * batches run on the store's writer thread and reply from there. Takes no
  * lock of its own: it calls the dispatcher (whose lock comes first) and
  * sends on sessions.

@@ -298,6 +298,11 @@ static const counter_row session_rows[] = {
         input_bytes),
     COUNTER("timeline_input_stalls_total", "counter",
         "Times a session stopped reading at max_input_bytes.", input_stalls),
+    COUNTER("timeline_reads_running", "gauge",
+        "Long reads (COUNT, LIST, ...) being scanned on a reader thread.",
+        reads_running),
+    COUNTER("timeline_reads_total", "counter",
+        "Long reads handed to a reader thread.", reads_total),
 };
 
 static void

@@ -47,6 +47,9 @@ typedef struct tlb_metrics {
 	_Atomic uint64_t refused_unauth; /* at accept: max_unauth_sessions */
 	_Atomic uint64_t input_bytes;  /* gauge: reserved of max_input_bytes */
 	_Atomic uint64_t input_stalls; /* reads stopped by max_input_bytes */
+	_Atomic uint64_t
+	    reads_running;            /* gauge: long reads on reader threads */
+	_Atomic uint64_t reads_total; /* long reads handed to readers */
 	_Atomic uint64_t auth_refusals[TLP_OP_MAX_];  /* TL_ENOTAUTH */
 	_Atomic uint64_t quota_refusals[TLP_OP_MAX_]; /* per-group limits */
 } tlb_metrics;

@@ -13,6 +13,8 @@
  * accepted, until the worker has handled its last frame; whoever frees the
  * memory, or the worker, starts it again. Output is coalesced: frames
  * queued while a send is in progress go out together in the next send.
+ * Reads that scan the store run on reader threads (tlb_session_read) while
+ * the worker holds their session's later frames aside.
  */
 #define _GNU_SOURCE /* pthread_setname_np */
 #include <arpa/inet.h>
@@ -85,7 +87,20 @@ struct tlb_session {
 	uint8_t tok_hash[TLP_SHA256_LEN];
 	tlb_auth *auth;            /* the table prin came from, held */
 	const tlb_principal *prin; /* worker thread only */
+	/* a long read of this session is queued or running on a reader; its
+	 * later frames wait in held meanwhile (under the server's wq_mtx) */
+	bool read_busy;
+	tlb_job *held_head;
+	tlb_job *held_tail;
 };
+
+/* A long read queued for the reader threads. */
+typedef struct tlb_read {
+	struct tlb_read *next;
+	tlb_session *s; /* held */
+	tlb_read_fn fn;
+	void *arg;
+} tlb_read;
 
 typedef struct acc_ctx {
 	struct tlb_server *srv;
@@ -131,6 +146,15 @@ typedef struct tlb_server {
 	pthread_t worker;
 	bool worker_started;
 	bool worker_stop;
+
+	/* The long reads (under wq_mtx): queued for the readers, oldest
+	 * first. */
+	pthread_cond_t rq_cv;
+	tlb_read *rq_head;
+	tlb_read *rq_tail;
+	pthread_t readers[TLB_READERS];
+	int nreaders;
+	bool readers_stop;
 } tlb_server;
 
 static void input_release(tlb_server *sv, size_t n, bool queued);
@@ -1398,6 +1422,18 @@ worker_main(void *arg)
 			pthread_cond_wait(&sv->wq_cv, &sv->wq_mtx);
 		}
 		j = worker_pop(sv);
+		if (j != NULL && j->s->read_busy) {
+			/* behind its session's long read: kept in order */
+			j->next = NULL;
+			if (j->s->held_tail != NULL) {
+				j->s->held_tail->next = j;
+			} else {
+				j->s->held_head = j;
+			}
+			j->s->held_tail = j;
+			pthread_mutex_unlock(&sv->wq_mtx);
+			continue;
+		}
 		pthread_mutex_unlock(&sv->wq_mtx);
 		if (j == NULL) {
 			break;
@@ -1412,6 +1448,110 @@ worker_main(void *arg)
 		}
 	}
 	return NULL;
+}
+
+/* ---- the reader threads ----
+ *
+ * A long read is queued by the worker (tlb_session_read) with its session
+ * marked busy; until the read's fn has returned, the worker holds that
+ * session's frames aside instead of handling them. Then they go back to
+ * the head of the worker's queue: they arrived before any frame of the
+ * session still queued there, so the session's order is kept. */
+
+int
+tlb_session_read(tlb_session *s, tlb_read_fn fn, void *arg)
+{
+	tlb_server *sv = s->srv;
+	tlb_read *r = tli_alloc(sizeof(*r));
+
+	if (r == NULL) {
+		return TL_ENOMEM;
+	}
+	tlb_session_hold(s);
+	r->next = NULL;
+	r->s = s;
+	r->fn = fn;
+	r->arg = arg;
+	pthread_mutex_lock(&sv->wq_mtx);
+	TLI_ASSERT(!s->read_busy); /* its frames are held meanwhile */
+	s->read_busy = true;
+	if (sv->rq_tail != NULL) {
+		sv->rq_tail->next = r;
+	} else {
+		sv->rq_head = r;
+	}
+	sv->rq_tail = r;
+	pthread_cond_signal(&sv->rq_cv);
+	pthread_mutex_unlock(&sv->wq_mtx);
+	atomic_fetch_add(&s->b->m.reads_total, 1);
+	return TL_OK;
+}
+
+/* s's read returned: its held frames go first in the worker's queue. */
+static void
+read_done(tlb_server *sv, tlb_session *s)
+{
+	pthread_mutex_lock(&sv->wq_mtx);
+	s->read_busy = false;
+	if (s->held_head != NULL) {
+		s->held_tail->next = sv->wq_head;
+		if (sv->wq_head == NULL) {
+			sv->wq_tail = s->held_tail;
+		}
+		sv->wq_head = s->held_head;
+		s->held_head = NULL;
+		s->held_tail = NULL;
+		pthread_cond_signal(&sv->wq_cv);
+	}
+	pthread_mutex_unlock(&sv->wq_mtx);
+}
+
+static void *
+reader_main(void *arg)
+{
+	tlb_server *sv = arg;
+	tlb_broker *b = sv->b;
+	tlb_read *r;
+
+	pthread_setname_np(pthread_self(), "tl-reader");
+	for (;;) {
+		pthread_mutex_lock(&sv->wq_mtx);
+		while (sv->rq_head == NULL && !sv->readers_stop) {
+			pthread_cond_wait(&sv->rq_cv, &sv->wq_mtx);
+		}
+		if ((r = sv->rq_head) != NULL) {
+			sv->rq_head = r->next;
+			if (sv->rq_head == NULL) {
+				sv->rq_tail = NULL;
+			}
+		}
+		pthread_mutex_unlock(&sv->wq_mtx);
+		if (r == NULL) {
+			break; /* stopped and drained */
+		}
+		atomic_fetch_add(&b->m.reads_running, 1);
+		/* A session closed meanwhile gets no scan: its reply would be
+		 * dropped. One closed during the scan has it dropped. */
+		r->fn(b, r->s, r->arg, !tlb_session_ending(r->s));
+		atomic_fetch_sub(&b->m.reads_running, 1);
+		read_done(sv, r->s);
+		tlb_session_rele(r->s);
+		tli_free(r);
+	}
+	return NULL;
+}
+
+static void
+readers_stop(tlb_server *sv)
+{
+	pthread_mutex_lock(&sv->wq_mtx);
+	sv->readers_stop = true;
+	pthread_cond_broadcast(&sv->rq_cv);
+	pthread_mutex_unlock(&sv->wq_mtx);
+	for (int i = 0; i < sv->nreaders; i++) {
+		pthread_join(sv->readers[i], NULL);
+	}
+	sv->nreaders = 0;
 }
 
 static void
@@ -1451,6 +1591,7 @@ tlb_server_start(tlb_broker *b, const tlb_server_hooks *hooks)
 	pthread_cond_init(&sv->sess_cv, NULL);
 	pthread_mutex_init(&sv->wq_mtx, NULL);
 	pthread_cond_init(&sv->wq_cv, NULL);
+	pthread_cond_init(&sv->rq_cv, NULL);
 	pthread_mutex_init(&sv->in_mtx, NULL);
 	atomic_store(&sv->next_session, 1);
 	b->srv = sv;
@@ -1458,6 +1599,13 @@ tlb_server_start(tlb_broker *b, const tlb_server_hooks *hooks)
 		return -1;
 	}
 	sv->worker_started = true;
+	while (sv->nreaders < TLB_READERS) {
+		if (pthread_create(&sv->readers[sv->nreaders], NULL,
+		        reader_main, sv) != 0) {
+			return -1;
+		}
+		sv->nreaders++;
+	}
 	for (int i = 0; i < b->conf.nlisten; i++) {
 		if (listen_one(sv, b->conf.listen[i]) != 0) {
 			return -1;
@@ -1497,6 +1645,11 @@ tlb_server_stop(tlb_broker *b)
 		    sv->worker, &sv->wq_mtx, &sv->wq_cv, &sv->worker_stop);
 		sv->worker_started = false;
 	}
+	/* Then the readers: a read already scanning runs to its end (its
+	 * reply is dropped), the queued ones of the closed sessions only free
+	 * their memory. The frames they held go back to the worker's queue,
+	 * released below. */
+	readers_stop(sv);
 	/* A read that completed during the close may have queued a frame
 	 * after the worker left: release it. */
 	pthread_mutex_lock(&sv->wq_mtx);
@@ -1566,6 +1719,7 @@ tlb_server_wait(tlb_broker *b)
 		nng_stream_listener_free(sv->lst[i]);
 	}
 	pthread_cond_destroy(&sv->wq_cv);
+	pthread_cond_destroy(&sv->rq_cv);
 	pthread_mutex_destroy(&sv->wq_mtx);
 	pthread_mutex_destroy(&sv->in_mtx);
 	pthread_cond_destroy(&sv->sess_cv);

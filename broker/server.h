@@ -8,8 +8,10 @@
  *
  * Threads: nng's callback threads run the reads, writes and accepts, and
  * never block; the request worker (one thread, tl-worker) runs the handler
- * given to tlb_server_start for each frame, in arrival order; any thread
- * may send on or close a session. Lock order: the dispatcher's lock before
+ * given to tlb_server_start for each frame, in arrival order, except that
+ * a session's frames are held while its long read (tlb_session_read) runs
+ * on a reader thread (tl-reader); any thread may send on or close a
+ * session. Lock order: the dispatcher's lock before
  * a session's lock (mtx) before its I/O lock (io_mtx); the session list's
  * lock, the worker queue's lock and the input memory's lock are leaves (a
  * session is held, and the list lock dropped, before anything is done with
@@ -102,6 +104,20 @@ void tlb_send_frame(tlb_session *s, uint8_t op, uint8_t flags, uint32_t reqid,
     tlb_enc_fn enc, const void *arg);
 void tlb_send_error(
     tlb_session *s, uint8_t op, uint32_t reqid, int err, const char *detail);
+
+/* A read that scans the store (COUNT, LIST, DLQ_LIST, TOPIC_GET,
+ * TOPIC_LIST), run on a reader thread so that the request worker goes on
+ * with other sessions. fn replies on s and frees arg; run is false when s
+ * was closed before the read started (then fn only frees arg). */
+typedef void (*tlb_read_fn)(tlb_broker *b, tlb_session *s, void *arg, bool run);
+/* On the request worker, from a handler whose checks passed: queue fn for
+ * a reader thread. s's later frames are held, not handled, until fn has
+ * returned (its reply is queued), so the session's order is kept; other
+ * sessions are not held. TL_OK, or TL_ENOMEM (nothing queued: arg is still
+ * the caller's). */
+int tlb_session_read(tlb_session *s, tlb_read_fn fn, void *arg);
+/* The reader threads. */
+#define TLB_READERS 2
 
 /* What HELLO set: the session's number, the client's name ("" before) and
  * whether HELLO was accepted. Name and greeting are the worker's. */

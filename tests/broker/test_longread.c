@@ -1,0 +1,421 @@
+/*
+ * End-to-end, the real broker: a long read (COUNT over a large topic) from
+ * one client does not hold up other clients. While one session has COUNTs
+ * running (pipelined, a second or more of scanning in all), another
+ * session's creates are answered within a bound well under that, and a
+ * message it schedules meanwhile is delivered on time. Within the reading
+ * session, order is kept: a request sent behind a COUNT is handled after
+ * the COUNT's reply is queued, so a DELETE pipelined behind a COUNT does
+ * not change what the COUNT saw, and the replies come in request order.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tltest.h"
+#include "raw_client.h"
+
+RC_SUITE(longread);
+
+/* Messages in the big topic; their count must take a while to scan (the
+ * sanitizers slow the fill more than the scan). */
+#if defined(__SANITIZE_ADDRESS__)
+#define NBIG 100000
+#else
+#define NBIG 200000
+#endif
+#define CHUNK 4096
+/* The COUNTs side by side must scan for at least this long (ms). */
+#define SIDE_MS 1500
+#define MAX_SIDE 64
+/* Each create of the other session must be answered within this (ms). */
+#if defined(__SANITIZE_ADDRESS__)
+#define PUT_MS 400
+#else
+#define PUT_MS 200
+#endif
+#define SIDE_ID 0x70000000u
+
+static void
+enc_topic(tlp_w *w, const void *arg)
+{
+	tlp_enc_topic_create(w, arg);
+}
+
+typedef struct count_arg {
+	const char *topic;
+} count_arg;
+
+static void
+enc_count(tlp_w *w, const void *arg)
+{
+	const count_arg *a = arg;
+
+	tlp_enc_count(w, TLP_STR(a->topic), 0, (int64_t) 1 << 60);
+}
+
+static void
+enc_ping(tlp_w *w, const void *arg)
+{
+	(void) arg;
+	tlp_enc_ping(w, 0);
+}
+
+static void
+enc_batch(tlp_w *w, const void *arg)
+{
+	tlp_enc_batch(w, arg);
+}
+
+/* Send one request frame with the given id without waiting. */
+static void
+send_req(rc_client *c, uint8_t op, uint32_t id, rc_enc_fn enc, const void *a)
+{
+	tli_buf b;
+	tlp_w w;
+
+	tli_buf_init(&b);
+	tlp_frame_begin(&b, &w, op, 0, id);
+	enc(&w, a);
+	TL_PASS(tlp_frame_end(&b, 0));
+	cr_assert_eq(rc_send_raw(c, b.data, b.len), 0);
+	tli_buf_fini(&b);
+}
+
+/* The next reply (pushes skipped), within timeout_ms. */
+static rc_frame *
+next_reply(rc_client *c, int timeout_ms)
+{
+	int64_t end = tli_mono_ms() + timeout_ms;
+	rc_frame *f;
+
+	while ((f = rc_next_frame(c, (int) (end - tli_mono_ms()))) != NULL) {
+		if (f->h.flags & TLP_F_REPLY) {
+			return f;
+		}
+		rc_frame_free(f);
+		if (tli_mono_ms() >= end) {
+			break;
+		}
+	}
+	return NULL;
+}
+
+/* Decode a COUNT reply: the total, or -(error). */
+static int64_t
+count_of(rc_frame *f)
+{
+	tlp_r r;
+	uint64_t a, wt, p;
+	tlp_str detail;
+	size_t nf;
+	int rv, err;
+
+	rc_frame_body(f, &r);
+	if ((rv = tlp_dec_reply_head(&r, &err, &detail, &nf)) != TL_OK) {
+		return -rv;
+	}
+	if (err != TL_OK) {
+		return -err;
+	}
+	if ((rv = tlp_dec_counts(&r, &a, &wt, &p)) != TL_OK) {
+		return -rv;
+	}
+	return (int64_t) (a + wt + p);
+}
+
+/* Start the broker without fsync (the fill is what takes time here). */
+static void
+start(const char *tag, bool metrics)
+{
+	rc_broker_init(&B, tag);
+	B.durability = "none";
+	B.log_level = "info";
+	if (metrics) {
+		B.metrics_port = tt_free_port();
+		cr_assert(B.metrics_port > 0);
+	}
+	rc_broker_spawn(&B, 20000);
+}
+
+/* Fill topic "big" with NBIG messages due in an hour. */
+static void
+fill_big(rc_client *p)
+{
+	static tlp_item items[CHUNK];
+	tlp_topic t = {.name = TLP_STR("big"),
+	    .buckets = 1,
+	    .default_lease_ms = 30000,
+	    .max_lease_ms = 60000};
+	tlp_batch bt;
+	uint32_t id0 = 0x10000000u;
+	size_t sent = 0, nreq = 0;
+
+	TL_PASS(rc_req(p, TLP_OP_TOPIC_CREATE, enc_topic, &t, NULL, NULL));
+	for (size_t i = 0; i < CHUNK; i++) {
+		items[i] = (tlp_item){.id = TLP_STR(""),
+		    .ts = 3600 * 1000,
+		    .rel = true,
+		    .body = "x",
+		    .body_len = 1};
+	}
+	bt.topic = TLP_STR("big");
+	bt.who = TLP_STR("g");
+	bt.items = items;
+	/* Pipelined, a few in flight. */
+	for (size_t got = 0; got * CHUNK < NBIG;) {
+		while (sent < NBIG && nreq - got < 8) {
+			bt.n = NBIG - sent < CHUNK ? NBIG - sent : CHUNK;
+			send_req(p, TLP_OP_CREATE, id0 + (uint32_t) nreq,
+			    enc_batch, &bt);
+			sent += bt.n;
+			nreq++;
+		}
+		rc_frame *f = next_reply(p, 20000);
+		cr_assert_not_null(f, "a fill batch was not answered");
+		rc_frame_free(f);
+		got++;
+		if (got == nreq && sent >= NBIG) {
+			break;
+		}
+	}
+}
+
+/* One COUNT of "big" on c: its duration in ms. */
+static int64_t
+count_once(rc_client *c)
+{
+	count_arg a = {"big"};
+	rc_frame *f;
+	int64_t t0 = tli_mono_ms(), n;
+
+	TL_PASS(rc_call(c, TLP_OP_COUNT, enc_count, &a, 30000, &f));
+	n = count_of(f);
+	cr_assert_eq(n, NBIG, "COUNT saw %lld", (long long) n);
+	rc_frame_free(f);
+	return tli_mono_ms() - t0;
+}
+
+Test(longread, a_long_count_does_not_hold_up_other_sessions)
+{
+	rc_client *p, *side, *c;
+	count_arg a = {"big"};
+	int64_t one, t0, worst = 0, due = 0, late;
+	int k, puts = 0;
+	rc_deliver dv;
+
+	start("longread", false);
+	p = rc_open(B.url, "producer");
+	side = rc_open(B.url, "reader");
+	c = rc_open(B.url, "consumer");
+	fill_big(p);
+	one = count_once(side);
+	one = one < 1 ? 1 : one;
+	k = (int) ((SIDE_MS + one - 1) / one);
+	k = k > MAX_SIDE ? MAX_SIDE : k;
+	cr_log_info("one COUNT of %d messages: %lld ms; %d side by side", NBIG,
+	    (long long) one, k);
+	cr_assert(one * k >= 1000,
+	    "the COUNTs would scan for %lld ms only: too short to show "
+	    "anything",
+	    (long long) (one * k));
+	TL_PASS(rc_subscribe(c, "t", "w", 30000, 10));
+
+	/* The reading session queues k COUNTs at once. */
+	t0 = tli_mono_ms();
+	for (int i = 0; i < k; i++) {
+		send_req(
+		    side, TLP_OP_COUNT, SIDE_ID + (uint32_t) i, enc_count, &a);
+	}
+	tt_nap_ms(50); /* the first COUNT is being scanned */
+	/* Meanwhile: one message due 300 ms ahead, then creates. */
+	{
+		tlp_result r;
+		int64_t s0 = tli_mono_ms();
+
+		due = tli_wall_ms() + 300;
+		TL_PASS(rc_one(p, TLP_OP_CREATE, "t", "g", "due1", 0, due,
+		    false, "b", &r));
+		worst = tli_mono_ms() - s0;
+	}
+	while (tli_mono_ms() - t0 < one * k / 2 && puts < 50) {
+		char id[16];
+		int64_t s0 = tli_mono_ms(), d;
+
+		snprintf(id, sizeof(id), "p%d", puts++);
+		TL_PASS(rc_one(p, TLP_OP_CREATE, "t", "g", id, 0, 3600 * 1000,
+		    true, "b", NULL));
+		d = tli_mono_ms() - s0;
+		worst = d > worst ? d : worst;
+		tt_nap_ms(20);
+	}
+	cr_log_info("%d creates while the COUNTs ran, the slowest %lld ms",
+	    puts + 1, (long long) worst);
+	cr_assert(worst < PUT_MS,
+	    "a create took %lld ms while another session's COUNTs ran "
+	    "(one COUNT: %lld ms)",
+	    (long long) worst, (long long) one);
+
+	/* The message due meanwhile was delivered on time. */
+	cr_assert_eq(rc_wait_deliver(c, 10000, &dv), 1, "due1 not delivered");
+	late = dv.f->rx_ms - due;
+	cr_assert_eq(dv.d.n, 1);
+	cr_assert(late >= 0 && late < PUT_MS,
+	    "due1 delivered %lld ms after its due time", (long long) late);
+	rc_deliver_free(&dv);
+
+	/* Every COUNT is answered, in order, with the whole topic. */
+	for (int i = 0; i < k; i++) {
+		rc_frame *f = next_reply(side, 30000);
+
+		cr_assert_not_null(f, "COUNT %d not answered", i);
+		cr_assert_eq(f->h.reqid, SIDE_ID + (uint32_t) i);
+		cr_assert_eq(count_of(f), NBIG);
+		rc_frame_free(f);
+	}
+	rc_close(c);
+	rc_close(side);
+	rc_close(p);
+}
+
+Test(longread, a_session_keeps_its_order_behind_a_long_read)
+{
+	rc_client *p, *side;
+	count_arg a = {"big"};
+	tlp_item it = {.id = TLP_STR("m1"), .ts = 3600 * 1000, .rel = true};
+	tlp_batch bt = {
+	    .topic = TLP_STR("big"), .who = TLP_STR("g"), .items = &it, .n = 1};
+	rc_results res;
+	rc_frame *f;
+	tlp_r r;
+	int err = -1;
+	tlp_str detail;
+	size_t nf;
+
+	start("longorder", false);
+	p = rc_open(B.url, "producer");
+	side = rc_open(B.url, "reader");
+	fill_big(p);
+	TL_PASS(rc_batch(p, TLP_OP_CREATE, "big", "g", &it, 1, &res));
+	rc_results_free(&res);
+
+	/* A COUNT, then a DELETE of m1 sent right behind it: the COUNT
+	 * still sees m1 (the DELETE is handled after it) and is answered
+	 * first. */
+	send_req(side, TLP_OP_COUNT, 1, enc_count, &a);
+	send_req(side, TLP_OP_DELETE, 2, enc_batch, &bt);
+	f = next_reply(side, 30000);
+	cr_assert_not_null(f);
+	cr_assert_eq(f->h.reqid, 1, "the reply to %u came before the COUNT's",
+	    f->h.reqid);
+	cr_assert_eq(count_of(f), NBIG + 1, "the COUNT saw %lld",
+	    (long long) count_of(f));
+	rc_frame_free(f);
+	f = next_reply(side, 30000);
+	cr_assert_not_null(f);
+	cr_assert_eq(f->h.reqid, 2);
+	rc_frame_body(f, &r);
+	TL_PASS(tlp_dec_reply_head(&r, &err, &detail, &nf));
+	TL_PASS(err, "the DELETE of m1");
+	rc_frame_free(f);
+
+	/* A COUNT, then a GET of the deleted m1: the GET (a quick read) is
+	 * answered after the COUNT. */
+	send_req(side, TLP_OP_COUNT, 3, enc_count, &a);
+	{
+		tli_buf b;
+		tlp_w w;
+
+		tli_buf_init(&b);
+		tlp_frame_begin(&b, &w, TLP_OP_GET, 0, 4);
+		tlp_enc_get(&w, TLP_STR("big"), TLP_STR("m1"));
+		TL_PASS(tlp_frame_end(&b, 0));
+		cr_assert_eq(rc_send_raw(side, b.data, b.len), 0);
+		tli_buf_fini(&b);
+	}
+	f = next_reply(side, 30000);
+	cr_assert_not_null(f);
+	cr_assert_eq(f->h.reqid, 3, "the GET was answered before the COUNT");
+	cr_assert_eq(count_of(f), NBIG);
+	rc_frame_free(f);
+	f = next_reply(side, 30000);
+	cr_assert_not_null(f);
+	cr_assert_eq(f->h.reqid, 4);
+	rc_frame_body(f, &r);
+	cr_assert_eq(tlp_dec_reply_head(&r, &err, &detail, &nf), TL_OK);
+	cr_assert_eq(
+	    err, TL_ENOTFOUND, "GET after DELETE: %s", tl_errname(err));
+	rc_frame_free(f);
+	rc_close(side);
+	rc_close(p);
+}
+
+/* The value of the metric line starting with name, or -1. */
+static int64_t
+metric(const char *name)
+{
+	int status = 0;
+	char *body = rc_http_get(B.metrics_port, "/metrics", 2000, &status);
+	char *p;
+	long long v = -1;
+
+	if (status == 200 && body != NULL) {
+		for (p = body; (p = strstr(p, name)) != NULL; p++) {
+			if ((p == body || p[-1] == '\n') &&
+			    p[strlen(name)] == ' ') {
+				sscanf(p + strlen(name), " %lld", &v);
+				break;
+			}
+		}
+	}
+	free(body);
+	return v;
+}
+
+Test(longread, a_read_outlived_by_its_session_or_the_broker)
+{
+	rc_client *p, *side, *other;
+	count_arg a = {"big"};
+	rc_frame *f;
+	int64_t deadline;
+
+	start("longclose", true);
+	p = rc_open(B.url, "producer");
+	fill_big(p);
+
+	/* A session that sends COUNTs and goes away: the broker drops the
+	 * replies, frees what they held and goes on. */
+	side = rc_open(B.url, "leaver");
+	for (int i = 0; i < 3; i++) {
+		send_req(
+		    side, TLP_OP_COUNT, SIDE_ID + (uint32_t) i, enc_count, &a);
+	}
+	tt_nap_ms(50);
+	rc_close(side);
+	cr_assert(count_once(p) >= 0);
+	deadline = tli_mono_ms() + 10000;
+	while (metric("timeline_reads_running") != 0) {
+		cr_assert(tli_mono_ms() < deadline,
+		    "reads still running 10 s after their session closed");
+		tt_nap_ms(20);
+	}
+	cr_assert_geq(metric("timeline_reads_total"), 2);
+
+	/* SIGTERM while a COUNT is scanning and others wait behind it: the
+	 * broker still stops cleanly (and, in the sanitizer build, without
+	 * a leak). */
+	other = rc_open(B.url, "reader");
+	for (int i = 0; i < 3; i++) {
+		send_req(
+		    other, TLP_OP_COUNT, SIDE_ID + (uint32_t) i, enc_count, &a);
+	}
+	send_req(other, TLP_OP_PING, SIDE_ID + 3, enc_ping, NULL);
+	tt_nap_ms(50);
+	cr_assert_eq(metric("timeline_reads_running"), 1);
+	tt_proc_stop_clean(&B.proc);
+	while ((f = rc_next_frame(other, 100)) != NULL) {
+		rc_frame_free(f);
+	}
+	rc_close(other);
+	rc_close(p);
+}
