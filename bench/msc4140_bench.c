@@ -24,11 +24,13 @@
  * (VmRSS, VmHWM) before, at each tenth of the events and after, the disk
  * used by its data directory (blocks, as du) after the events are in,
  * after a clean stop and after a restart, and the memory of the restarted
- * process with the N events stored.
+ * process with the N events stored. With --restarts it also restarts
+ * the scheduled ids for S seconds before the stop (more ids than the
+ * gateway's restart cache holds), which changes the disk figures after it.
  *
  * usage: tl-msc4140-bench [--connections N] [--seconds S]
  *                         [--durability always|interval:MS|none] [--wrk]
- *                         [--events N [--per-user K]] [--keep]
+ *                         [--events N [--per-user K] [--restarts]] [--keep]
  */
 #define _GNU_SOURCE
 #include <curl/curl.h>
@@ -238,10 +240,11 @@ work(void *arg)
 		}
 		lat_add(w, (uint32_t) ((mono_s() - t0) * 1e6));
 		curl_slist_free_all(hh);
+		if (status == 200 && w->count > 0) {
+			atomic_fetch_add(&events_done, 1);
+		}
 		if (status != 200) {
 			w->errors++;
-		} else if (w->count > 0) {
-			atomic_fetch_add(&events_done, 1);
 		} else if (!w->restart && w->nids < w->idcap) {
 			char *p = strstr(resp, "\"delay_id\":\"");
 			if (p != NULL) {
@@ -512,7 +515,8 @@ print_du(const char *what, const char *data, size_t n,
  * tenth, then the disk, a clean stop and a restart. 0 when every
  * schedule was answered 200. */
 static int
-events_run(worker *ws, int conns, gwproc *p, size_t n, int per_user)
+events_run(
+    worker *ws, int conns, gwproc *p, size_t n, int per_user, int restart_secs)
 {
 	psample s0, s1, tenth[11];
 	unsigned long long base_blocks, base_bytes;
@@ -584,6 +588,15 @@ events_run(worker *ws, int conns, gwproc *p, size_t n, int per_user)
 	printf("  disk before the events: %.1f MiB, files %.1f MiB\n",
 	    base_blocks / 1048576.0, base_bytes / 1048576.0);
 	print_du("with the events in", p->data, n, base_blocks, base_bytes);
+	if (restart_secs > 0) {
+		size_t ids = 0;
+		for (int i = 0; i < conns; i++) {
+			ws[i].count = 0;
+			ids += ws[i].nids;
+		}
+		printf("restarts over the %zu scheduled ids, in order:\n", ids);
+		phase("restart", ws, conns, p->url, restart_secs, true);
+	}
 	t_stop = mono_s();
 	gw_stop(p);
 	printf("  clean stop in %.2f s\n", mono_s() - t_stop);
@@ -608,7 +621,7 @@ main(int argc, char **argv)
 	int conns = 16, secs = 5, per_user = 50;
 	long long events = 0;
 	const char *durability = "always";
-	bool keep = false, use_wrk = false;
+	bool keep = false, use_wrk = false, restarts = false;
 	char dir[] = "/tmp/tl-msc4140-bench-XXXXXX";
 	struct MHD_Daemon *hs;
 	const union MHD_DaemonInfo *di;
@@ -629,6 +642,8 @@ main(int argc, char **argv)
 			events = atoll(argv[++i]);
 		} else if (strcmp(argv[i], "--per-user") == 0 && i + 1 < argc) {
 			per_user = atoi(argv[++i]);
+		} else if (strcmp(argv[i], "--restarts") == 0) {
+			restarts = true;
 		} else if (strcmp(argv[i], "--keep") == 0) {
 			keep = true;
 		} else if (strcmp(argv[i], "--wrk") == 0) {
@@ -637,7 +652,8 @@ main(int argc, char **argv)
 			fprintf(stderr,
 			    "usage: tl-msc4140-bench [--connections N] "
 			    "[--seconds S] [--durability MODE] [--wrk] "
-			    "[--events N [--per-user K]] [--keep]\n");
+			    "[--events N [--per-user K] [--restarts]] "
+			    "[--keep]\n");
 			return 2;
 		}
 	}
@@ -681,10 +697,11 @@ main(int argc, char **argv)
 	ws = calloc((size_t) conns, sizeof(*ws));
 	for (int i = 0; i < conns; i++) {
 		ws[i].idx = i;
-		if (events > 0) {
+		if (events > 0 && !restarts) {
 			continue; /* the ids are not kept */
 		}
-		ws[i].idcap = MAX_IDS / (size_t) conns + 1;
+		ws[i].idcap = events > 0 ? (size_t) events / (size_t) conns + 1
+		                         : MAX_IDS / (size_t) conns + 1;
 		ws[i].ids = calloc(ws[i].idcap, sizeof(ws[i].ids[0]));
 		if (ws[i].ids == NULL) {
 			return 1;
@@ -694,7 +711,8 @@ main(int argc, char **argv)
 		printf("gateway %s, durability %s, %d keep-alive connections, "
 		       "%lld events\n",
 		    gp.url, durability, conns, events);
-		rv = events_run(ws, conns, &gp, (size_t) events, per_user) == 0
+		rv = events_run(ws, conns, &gp, (size_t) events, per_user,
+		         restarts ? secs : 0) == 0
 		    ? 0
 		    : 1;
 	} else {
