@@ -148,8 +148,8 @@ delay_too_long(const tlg_conf *c, gout *o)
 }
 
 /* Path parameters: room, event type and state key (or transaction id). */
-static bool
-fields_ok(const greq *r, gout *o)
+bool
+tlg_fields_ok(const greq *r, gout *o)
 {
 	gstr room = tlg_param(r, "room"), v;
 	const char *name;
@@ -224,7 +224,7 @@ schedule_head(tlg *g, greq *r, gout *o)
 	    !tlg_query_delay(&g->c, tlh_req_query(r->hr), &r->delay, o)) {
 		return false;
 	}
-	if (!fields_ok(r, o)) {
+	if (!tlg_fields_ok(r, o)) {
 		return false;
 	}
 	if ((wait = tlg_rate_take(

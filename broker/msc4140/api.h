@@ -49,6 +49,9 @@ void tlg_out_err(gout *o, int status, const char *code, const char *msg);
 void tlg_out_limited(gout *o, int64_t ms);
 /* A path parameter of the request's route (NUL-terminated). */
 gstr tlg_param(const greq *r, const char *name);
+/* The path parameters (room id, event type, state key, transaction id)
+ * are text a homeserver takes; false with the answer in o. */
+bool tlg_fields_ok(const greq *r, gout *o);
 
 /* ---- endpoints (api.c) ---- */
 

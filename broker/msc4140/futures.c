@@ -268,43 +268,26 @@ drop_side(tlg *g, const char *owner, const char *fid, const gfuture *f)
 	}
 }
 
-/* Calls fn on each future of owner in group until it returns false.
- * TL_OK or the broker's error. */
-typedef bool (*each_fn)(tlg *g, tl_message *m, gfuture *f, void *arg);
+/* Calls fn on each entry of owner's index on topic t, a page at a time,
+ * until it returns false. TL_OK or the broker's error. */
+typedef bool (*entry_fn)(tlg *g, const tl_entry *e, void *arg);
 
 static int
-group_each(tlg *g, const char *owner, gstr group, each_fn fn, void *arg)
+index_each(tlg *g, const char *t, const char *owner, entry_fn fn, void *arg)
 {
-	char mo[TL_MAX_NAME_LEN + 1];
 	tl_entry *es = NULL, last;
 	size_t n = 0;
 	bool more = true, started = false, go = true;
 	int rv = TL_OK;
 
-	group_key(mo, 'm', group);
 	while (go && more) {
-		rv = tl_list(g->cl, g->fut->t_grp, mo, 1000,
-		    started ? &last : NULL, &es, &n, &more);
+		rv = tl_list(g->cl, t, owner, 1000, started ? &last : NULL, &es,
+		    &n, &more);
 		if (rv != TL_OK) {
 			break;
 		}
 		for (size_t i = 0; go && i < n; i++) {
-			tl_message *m = NULL;
-			gfuture f;
-			/* a member entry whose future is gone (or not stored
-			 * yet) is skipped */
-			if (strlen(es[i].id) < 3 ||
-			    tl_get(g->cl, g->fut->t_fut, es[i].id + 2, &m) !=
-			        TL_OK) {
-				continue;
-			}
-			if (strcmp(m->owner, owner) == 0 &&
-			    fut_parse(&f, m->body, m->body_len) == 0 &&
-			    f.group.n == group.n &&
-			    memcmp(f.group.p, group.p, group.n) == 0) {
-				go = fn(g, m, &f, arg);
-			}
-			tl_message_free(m);
+			go = fn(g, &es[i], arg);
 		}
 		if (n > 0) {
 			last = es[n - 1];
@@ -317,6 +300,51 @@ group_each(tlg *g, const char *owner, gstr group, each_fn fn, void *arg)
 		}
 	}
 	return rv;
+}
+
+/* Calls fn on each future of owner in group until it returns false.
+ * TL_OK or the broker's error. */
+typedef bool (*each_fn)(tlg *g, tl_message *m, gfuture *f, void *arg);
+
+typedef struct group_walk {
+	const char *owner;
+	gstr group;
+	each_fn fn;
+	void *arg;
+} group_walk;
+
+static bool
+group_member(tlg *g, const tl_entry *e, void *arg)
+{
+	group_walk *w = arg;
+	tl_message *m = NULL;
+	gfuture f;
+	bool go = true;
+
+	/* a member entry whose future is gone (or not stored yet) is
+	 * skipped */
+	if (strlen(e->id) < 3 ||
+	    tl_get(g->cl, g->fut->t_fut, e->id + 2, &m) != TL_OK) {
+		return true;
+	}
+	if (strcmp(m->owner, w->owner) == 0 &&
+	    fut_parse(&f, m->body, m->body_len) == 0 &&
+	    f.group.n == w->group.n &&
+	    memcmp(f.group.p, w->group.p, w->group.n) == 0) {
+		go = w->fn(g, m, &f, w->arg);
+	}
+	tl_message_free(m);
+	return go;
+}
+
+static int
+group_each(tlg *g, const char *owner, gstr group, each_fn fn, void *arg)
+{
+	char mo[TL_MAX_NAME_LEN + 1];
+	group_walk w = {owner, group, fn, arg};
+
+	group_key(mo, 'm', group);
+	return index_each(g, g->fut->t_grp, mo, group_member, &w);
 }
 
 /* Delete every member entry of a group (when its claim expires). */
@@ -692,28 +720,6 @@ fut_query(tlg *g, greq *r, int64_t *timeout, char *group, size_t cap, gout *o)
 	return true;
 }
 
-/* Path parameters: a room id, event type and state key of text. */
-static bool
-fut_fields_ok(const greq *r, gout *o)
-{
-	gstr room = tlg_param(r, "room"), v;
-	const char *name;
-
-	if (room.n < 2 || room.p[0] != '!') {
-		tlg_out_err(o, 400, "M_INVALID_PARAM", "Not a room id");
-		return false;
-	}
-	for (size_t i = 0; (v.p = tlh_req_param_at(r->hr, i, &name, &v.n));
-	     i++) {
-		if (strcmp(name, "v") != 0 && !tlg_field_ok(v.p, v.n)) {
-			tlg_out_err(o, 400, "M_INVALID_PARAM",
-			    "Bad room id, event type or state key");
-			return false;
-		}
-	}
-	return true;
-}
-
 /* The group: made (a timeout future with a new id) or joined. false when
  * o holds the answer (405 another user's, 409 resolved or without a
  * timeout future, 503). */
@@ -1031,7 +1037,7 @@ tlg_fut_schedule(tlg *g, greq *r, gout *o)
 	gstr gs;
 
 	if (!fut_query(g, r, &timeout, group, sizeof(group), o) ||
-	    !fut_fields_ok(r, o)) {
+	    !tlg_fields_ok(r, o)) {
 		return;
 	}
 	if (r->has_txn && txn_answer(g, r, o)) {
@@ -1192,70 +1198,51 @@ tlg_fut_token(tlg *g, greq *r, gout *o)
 
 /* ---- the list ---- */
 
+/* One running future of the list. */
+static bool
+list_one(tlg *g, const tl_entry *e, void *arg)
+{
+	gout *o = arg;
+	tl_message *m = NULL;
+	gfuture f;
+
+	if (e->leased || tl_get(g->cl, g->fut->t_fut, e->id, &m) != TL_OK) {
+		return true;
+	}
+	/* one whose group was decided is no longer running, though the
+	 * claim consumer may not have dropped it */
+	if (fut_parse(&f, m->body, m->body_len) == 0 && !claimed(g, f.group)) {
+		tli_buf_puts(&o->body, o->body.len > 1 ? "," : "");
+		tli_buf_puts(&o->body, "{\"url\":");
+		tlh_json_str(&o->body, f.url.p, f.url.n);
+		tli_buf_puts(&o->body, ",\"body\":");
+		tli_buf_append(&o->body, f.e.content.p, f.e.content.n);
+		tli_buf_puts(&o->body, ",\"response\":{\"send_token\":");
+		tlh_json_str(&o->body, f.send.p, f.send.n);
+		tli_buf_puts(&o->body, ",\"cancel_token\":");
+		tlh_json_str(&o->body, f.cancel.p, f.cancel.n);
+		tli_buf_puts(&o->body, ",\"future_group_id\":");
+		tlh_json_str(&o->body, f.group.p, f.group.n);
+		if (f.refresh.n > 0) {
+			tli_buf_puts(&o->body, ",\"refresh_token\":");
+			tlh_json_str(&o->body, f.refresh.p, f.refresh.n);
+		}
+		tli_buf_puts(&o->body, "}}");
+	}
+	tl_message_free(m);
+	return true;
+}
+
 void
 tlg_fut_list(tlg *g, greq *r, gout *o)
 {
 	char owner[TL_MAX_NAME_LEN + 1];
-	tl_entry *es = NULL, last;
-	size_t n = 0;
-	bool more = true, first = true, started = false;
-	int rv = TL_OK;
 
 	tlg_owner(r->user, owner, sizeof(owner));
+	tli_buf_reset(&o->body);
 	tli_buf_puts(&o->body, "[");
-	while (more) {
-		rv = tl_list(g->cl, g->fut->t_fut, owner, 1000,
-		    started ? &last : NULL, &es, &n, &more);
-		if (rv != TL_OK) {
-			break;
-		}
-		for (size_t i = 0; i < n; i++) {
-			tl_message *m = NULL;
-			gfuture f;
-			if (es[i].leased ||
-			    tl_get(g->cl, g->fut->t_fut, es[i].id, &m) !=
-			        TL_OK) {
-				continue;
-			}
-			/* one whose group was decided is no longer running,
-			 * though the claim consumer may not have dropped it */
-			if (fut_parse(&f, m->body, m->body_len) == 0 &&
-			    !claimed(g, f.group)) {
-				tli_buf_puts(&o->body, first ? "" : ",");
-				first = false;
-				tli_buf_puts(&o->body, "{\"url\":");
-				tlh_json_str(&o->body, f.url.p, f.url.n);
-				tli_buf_puts(&o->body, ",\"body\":");
-				tli_buf_append(
-				    &o->body, f.e.content.p, f.e.content.n);
-				tli_buf_puts(
-				    &o->body, ",\"response\":{\"send_token\":");
-				tlh_json_str(&o->body, f.send.p, f.send.n);
-				tli_buf_puts(&o->body, ",\"cancel_token\":");
-				tlh_json_str(&o->body, f.cancel.p, f.cancel.n);
-				tli_buf_puts(&o->body, ",\"future_group_id\":");
-				tlh_json_str(&o->body, f.group.p, f.group.n);
-				if (f.refresh.n > 0) {
-					tli_buf_puts(
-					    &o->body, ",\"refresh_token\":");
-					tlh_json_str(
-					    &o->body, f.refresh.p, f.refresh.n);
-				}
-				tli_buf_puts(&o->body, "}}");
-			}
-			tl_message_free(m);
-		}
-		if (n > 0) {
-			last = es[n - 1];
-			started = true;
-		}
-		tl_free(es);
-		es = NULL;
-		if (n == 0) {
-			break;
-		}
-	}
-	if (rv != TL_OK) {
+	if (index_each(g, g->fut->t_fut, owner, list_one, o) != TL_OK) {
+		tli_buf_reset(&o->body);
 		tlg_out_err(o, 503, "M_UNKNOWN", FUT_UNAVAILABLE);
 		return;
 	}

@@ -394,26 +394,42 @@ reply_no_answer(tlh_req *q)
 	send_err(q, 502, "M_UNKNOWN", "The homeserver did not answer");
 }
 
+/* Forward the request with its body held (read whole); false when the
+ * homeserver did not answer (then the reply is made). */
+static bool
+proxy_held(tlg *g, tlh_req *q, hs_resp *hr)
+{
+	hdr_ctx hc = {0};
+	tli_buf url = {0};
+	size_t blen;
+	const char *body = tlh_req_body(q, &blen);
+	int rv;
+
+	proxy_prepare(g, q, &hc, &url);
+	rv = url.oom ? -1
+	             : tlg_hs_request(g, tlh_req_method(q), tli_buf_str(&url),
+	                   hc.h, hc.n, blen ? body : NULL, blen, hr);
+	tli_buf_fini(&url);
+	if (rv != 0) {
+		reply_no_answer(q);
+		return false;
+	}
+	return true;
+}
+
 /* Forward the request; on a JSON answer to versions / capabilities,
  * patch (json_t) it with fn. The answer is held (hs.c bounds it). */
 static void
 proxy(tlg *g, tlh_req *q, void (*fn)(tlg *, json_t *))
 {
-	hdr_ctx hc = {0};
-	tli_buf url = {0}, patched = {0};
+	tli_buf patched = {0};
 	hs_resp hr;
 	size_t blen;
-	const char *body = tlh_req_body(q, &blen);
+	const char *body;
 
-	proxy_prepare(g, q, &hc, &url);
-	if (url.oom ||
-	    tlg_hs_request(g, tlh_req_method(q), tli_buf_str(&url), hc.h, hc.n,
-	        blen ? body : NULL, blen, &hr) != 0) {
-		tli_buf_fini(&url);
-		reply_no_answer(q);
+	if (!proxy_held(g, q, &hr)) {
 		return;
 	}
-	tli_buf_fini(&url);
 	body = tli_buf_str(&hr.body);
 	blen = hr.body.len;
 	if (fn != NULL && hr.status == 200) {
@@ -750,26 +766,16 @@ static void
 on_state_plain(tlh_req *q, void *arg)
 {
 	tlg *g = arg;
-	hdr_ctx hc = {0};
-	tli_buf url = {0};
 	hs_resp hr;
-	size_t blen;
-	const char *body = tlh_req_body(q, &blen);
 	gstr room = {"", 0}, type = {"", 0}, skey = {"", 0};
 
 	if (tlh_req_body_over(q)) {
 		send_err(q, 413, "M_TOO_LARGE", "Request too large");
 		return;
 	}
-	proxy_prepare(g, q, &hc, &url);
-	if (url.oom ||
-	    tlg_hs_request(g, tlh_req_method(q), tli_buf_str(&url), hc.h, hc.n,
-	        blen ? body : NULL, blen, &hr) != 0) {
-		tli_buf_fini(&url);
-		reply_no_answer(q);
+	if (!proxy_held(g, q, &hr)) {
 		return;
 	}
-	tli_buf_fini(&url);
 	if (hr.status >= 200 && hr.status < 300) {
 		room.p = tlh_req_param(q, "room", &room.n);
 		type.p = tlh_req_param(q, "type", &type.n);
