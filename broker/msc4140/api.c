@@ -51,15 +51,15 @@ tlg_extra_query(const char *q, tli_buf *out)
 
 /* ---- transaction ids ---- */
 
-static void
-txn_key(const greq *r, char *tid, size_t cap, tli_buf *key)
+void
+tlg_txn_key(const greq *r, char kind, char *tid, size_t cap, tli_buf *key)
 {
 	tli_buf_puts(key, r->user);
 	tli_buf_append(key, "\n", 1);
 	tli_buf_puts(key, r->device);
 	tli_buf_append(key, "\n", 1);
 	tli_buf_puts(key, tlh_req_path(r->hr));
-	snprintf(tid, cap, "t%016llx%016llx",
+	snprintf(tid, cap, "%c%016llx%016llx", kind,
 	    (unsigned long long) tli_hash64_mixed(key->data, key->len, 21),
 	    (unsigned long long) tli_hash64_mixed(key->data, key->len, 22));
 }
@@ -73,7 +73,7 @@ txn_lookup(tlg *g, const greq *r, char *delay_id, size_t cap)
 	tl_message *m = NULL;
 	bool found = false;
 
-	txn_key(r, tid, sizeof(tid), &key);
+	tlg_txn_key(r, 't', tid, sizeof(tid), &key);
 	if (!key.oom && tl_get(g->cl, g->t_txn, tid, &m) == TL_OK) {
 		const char *b = m->body, *nl = memchr(b, '\n', m->body_len);
 		/* the hash names the record; the stored key decides */
@@ -98,7 +98,7 @@ txn_record(tlg *g, const greq *r, const char *owner, const char *delay_id)
 	tli_buf key = {0}, body = {0};
 	int rv;
 
-	txn_key(r, tid, sizeof(tid), &key);
+	tlg_txn_key(r, 't', tid, sizeof(tid), &key);
 	tli_buf_puts(&body, delay_id);
 	tli_buf_append(&body, "\n", 1);
 	tli_buf_append(&body, key.data, key.len);

@@ -52,6 +52,9 @@ gstr tlg_param(const greq *r, const char *name);
 /* The path parameters (room id, event type, state key, transaction id)
  * are text a homeserver takes; false with the answer in o. */
 bool tlg_fields_ok(const greq *r, gout *o);
+/* A request's transaction key (user, device, path) into key, and the id
+ * of its record: kind and 32 hex digits of the key's hash. */
+void tlg_txn_key(const greq *r, char kind, char *tid, size_t cap, tli_buf *key);
 
 /* ---- endpoints (api.c) ---- */
 

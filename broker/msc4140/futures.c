@@ -894,19 +894,6 @@ fut_store(tlg *g, const char *owner, const char *fid, int64_t timeout,
 
 #define TXN_KEEP_MS (30 * 60 * 1000)
 
-static void
-txn_key(const greq *r, char *id, size_t cap, tli_buf *key)
-{
-	tli_buf_puts(key, r->user);
-	tli_buf_append(key, "\n", 1);
-	tli_buf_puts(key, r->device);
-	tli_buf_append(key, "\n", 1);
-	tli_buf_puts(key, tlh_req_path(r->hr));
-	snprintf(id, cap, "x%016llx%016llx",
-	    (unsigned long long) tli_hash64_mixed(key->data, key->len, 51),
-	    (unsigned long long) tli_hash64_mixed(key->data, key->len, 52));
-}
-
 /* The first answer to this transaction, into o; false when none. */
 static bool
 txn_answer(tlg *g, const greq *r, gout *o)
@@ -916,7 +903,7 @@ txn_answer(tlg *g, const greq *r, gout *o)
 	tl_message *m = NULL;
 	bool found = false;
 
-	txn_key(r, id, sizeof(id), &key);
+	tlg_txn_key(r, 'x', id, sizeof(id), &key);
 	if (!key.oom && tl_get(g->cl, g->fut->t_grp, id, &m) == TL_OK &&
 	    m->body_len > key.len + 4 && memcmp(m->body, "X1\n", 3) == 0 &&
 	    memcmp((char *) m->body + 3, key.data, key.len) == 0 &&
@@ -939,7 +926,7 @@ txn_keep(tlg *g, const greq *r, const char *owner, const gout *o)
 	char id[64];
 	tli_buf key = {0}, b = {0};
 
-	txn_key(r, id, sizeof(id), &key);
+	tlg_txn_key(r, 'x', id, sizeof(id), &key);
 	tli_buf_puts(&b, "X1\n");
 	tli_buf_append(&b, key.data, key.len);
 	tli_buf_append(&b, "", 1);
