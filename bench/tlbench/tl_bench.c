@@ -556,8 +556,14 @@ w_lateness(const tlb_system *sys, tlb_result *r)
 		return -1;
 	}
 	produce(&w.u, &w.st, w.items, n);
-	t0 = tlb_bench_mono_s();
 	cons_start(&cs, &w.u, &w.st, false, cfg->lease_ms, cfg->credit);
+	/* nothing is due before base: the stall watch (TLB_STALL_S without a
+	 * delivery) starts then, or a lead over a minute (the default from
+	 * 118k messages on) would end the run before its first due time */
+	while (tlb_bench_wall_us() / 1000 < base && !atomic_load(&cs.gone)) {
+		tlb_bench_sleep_ms(5);
+	}
+	t0 = tlb_bench_mono_s();
 	deadline = t0 +
 	    (double) (w.items[n - 1].due_ms - tlb_bench_wall_us() / 1000 +
 	        cfg->grace_ms) /
