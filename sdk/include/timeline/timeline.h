@@ -155,6 +155,19 @@ typedef struct tl_put {
 	bool rel;       /* ts is "in ts ms" on the broker's clock */
 	const void *body;
 	size_t body_len;
+	/* Recurrence (every_ms 0 = none). The message is due at ts, then on
+	 * the grid ts + k * every_ms. Exactly one end is required, an
+	 * open-ended recurrence is refused (TL_EINVAL): `times` occurrences in
+	 * all, or the last grid point at or before `until` (UTC ms). The
+	 * holder's delete (tl_lease_delete) completes an occurrence and places
+	 * the next one in the same write; after the last one the message is
+	 * gone. When grid points passed while nobody consumed, the next one is
+	 * the first grid point after now; with catch_up every missed
+	 * occurrence is delivered, in order. */
+	int64_t every_ms;
+	uint32_t times;
+	int64_t until;
+	bool catch_up;
 	/* results */
 	int err; /* TL_OK, TL_EEXISTS, TL_ETOOLARGE, ... */
 	char id_out[TL_MAX_ID_LEN + 1]; /* the id (natural or generated) */
@@ -218,6 +231,14 @@ typedef struct tl_message {
 	uint64_t version;
 	uint32_t deliveries;
 	int64_t created_at;
+	/* recurrence: every_ms 0 = none; seq = the current occurrence (1 =
+	 * the first), last = the last occurrence's seq, start = the first
+	 * occurrence's grid time */
+	int64_t every_ms;
+	int64_t start;
+	uint32_t seq;
+	uint32_t last;
+	bool catch_up;
 	void *body;
 	size_t body_len;
 } tl_message;
@@ -299,6 +320,16 @@ TL_API int64_t tl_lease_due(const tl_lease *l);
  * The original due time, also on a delivery after a lease ran out. */
 TL_API int64_t tl_lease_placed_at(const tl_lease *l);
 TL_API uint32_t tl_lease_deliveries(const tl_lease *l);
+/* The occurrence of a recurring message this lease is for: 1 for the
+ * first, +1 per grid point; the same again when a lease ran out and the
+ * occurrence is redelivered. 0 for a message without recurrence. */
+TL_API uint32_t tl_lease_seq(const tl_lease *l);
+/* The occurrence's grid time (start + (seq - 1) * every_ms); for a
+ * message without recurrence, tl_lease_placed_at. */
+TL_API int64_t tl_lease_occurrence_at(const tl_lease *l);
+/* The last occurrence's seq (0 without recurrence): seq == last means
+ * the delete ends the series. */
+TL_API uint32_t tl_lease_last(const tl_lease *l);
 TL_API const char *tl_lease_owner(const tl_lease *l);
 TL_API const void *tl_lease_body(const tl_lease *l, size_t *len);
 
@@ -337,6 +368,37 @@ TL_API int tl_lease_extend_async(
 TL_API int tl_lease_release_async(
     tl_lease *l, int64_t ts, bool rel, tl_done_fn done, void *arg);
 TL_API int tl_lease_delete_async(tl_lease *l, tl_done_fn done, void *arg);
+
+/* ---- named leases (locks) ---- */
+
+/* Take the lease on one message by its id, now, rather than waiting for
+ * a delivery: a lock with a heartbeat (extend), released or deleted with
+ * the tl_lease_* calls like a delivered lease. */
+typedef struct tl_lock_conf {
+	const char *topic;
+	const char *id;          /* the lock's name: the message id */
+	size_t id_len;           /* 0: strlen(id) */
+	const char *consumer_id; /* who holds it; the permission table's
+	                          * consumer id */
+	int64_t lease_ms;        /* 0 = the topic's default */
+	/* Non-NULL: when the message does not exist, create it (due now, no
+	 * body) as this producer group first, in the same write. */
+	const char *create_group;
+} tl_lock_conf;
+
+/* One attempt. On success *out is a lease handle (free with
+ * tl_lease_free). Errors: TL_ELEASED (another holder has it: *held_until,
+ * if not NULL, receives until when, broker time), TL_ENOTFOUND (no such
+ * message and no create_group), TL_ENOTDUE (it is placed later: released
+ * to a future time; *held_until receives that time), TL_ENOTOPIC,
+ * TL_ENOTAUTH, TL_ELEASELIMIT, TL_EDEAD. */
+TL_API int tl_lock_try(tl_client *c, const tl_lock_conf *conf, tl_lease **out,
+    int64_t *held_until);
+/* As tl_lock_try, retried until it succeeds or timeout_ms passed (-1 =
+ * forever): TL_ETIMEDOUT. Waits until the reported held_until, at most
+ * 1 s between attempts. */
+TL_API int tl_lock(
+    tl_client *c, const tl_lock_conf *conf, int timeout_ms, tl_lease **out);
 
 /* ---- dead letters ---- */
 
