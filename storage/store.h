@@ -207,7 +207,10 @@ typedef struct tli_op {
 	/* results */
 	int err;              /* TL_OK or the precise error */
 	uint64_t new_version; /* version after the operation */
-	int64_t new_ts;       /* resolved timestamp after the operation */
+	int64_t new_ts;       /* resolved timestamp after the operation;
+	                       * a LEASE that fails with TL_ELEASED or
+	                       * TL_ENOTDUE: the message's ts (the lease's
+	                       * end, or when it is due) */
 	uint32_t bucket;
 	uint32_t deliveries; /* after a LEASE: how many times leased */
 	char gen_id[TL_GEN_ID_LEN + 1];
