@@ -997,6 +997,9 @@ lock_done(void *arg)
 		atomic_fetch_add(&k->b->m.items_ok[k->h.op], 1);
 		/* The lease's end is the message's place: when it runs out a
 		 * subscriber of the topic may get it. */
+		tlb_dsp_lock_taken(k->b, k->topic, k->consumer,
+		    strlen(k->consumer), k->id, k->id_len, o->new_version,
+		    o->new_ts);
 		tlb_dsp_note(k->b, k->topic, o->bucket, o->new_ts, true, k->id,
 		    k->id_len, o->new_version);
 		lock_granted(k, o);
