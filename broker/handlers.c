@@ -1021,9 +1021,8 @@ lock_check(req *q, const tlp_lock *m, lockreq *k, int64_t *lease_ms)
 	tli_topic_info ti;
 	int rv;
 
-	if (cname(k->topic, sizeof(k->topic), m->topic) != TL_OK ||
-	    tli_store_topic_get(q->b->store, k->topic, &ti) != TL_OK) {
-		reply_err(q, TL_ENOTOPIC, NULL);
+	if ((rv = cname(k->topic, sizeof(k->topic), m->topic)) != TL_OK) {
+		reply_err(q, rv == TL_EBADID ? TL_ENOTOPIC : rv, NULL);
 		return false;
 	}
 	if ((rv = cname(k->consumer, sizeof(k->consumer), m->consumer)) !=
@@ -1050,7 +1049,19 @@ lock_check(req *q, const tlp_lock *m, lockreq *k, int64_t *lease_ms)
 	        !may_produce(q, k->topic, k->group, strlen(k->group)))) {
 		return false;
 	}
+	if (tli_store_topic_get(q->b->store, k->topic, &ti) != TL_OK) {
+		reply_err(q, TL_ENOTOPIC, NULL);
+		return false;
+	}
 	*lease_ms = m->lease_ms > 0 ? m->lease_ms : ti.conf.default_lease_ms;
+	if (*lease_ms > ti.conf.max_lease_ms) {
+		char detail[96];
+		snprintf(detail, sizeof(detail),
+		    "lease_ms over the topic's max_lease_ms (%lld)",
+		    (long long) ti.conf.max_lease_ms);
+		reply_err(q, TL_ELEASELIMIT, detail);
+		return false;
+	}
 	return true;
 }
 
