@@ -652,6 +652,26 @@ Test(conditions, lease_waiting_message_fails_enotdue)
 	env_finish();
 }
 
+/* A refused lease says when to try again (LOCK's held_until): the
+ * holder's lease end, or the time the message is placed at; other
+ * failures report nothing. */
+Test(conditions, refused_lease_reports_the_messages_ts)
+{
+	tli_op op;
+
+	m1_leased_by_ca();
+	cr_assert_eq(lease("m1", CB, T0 + LEASE, 0, &op), TL_ELEASED);
+	cr_assert_eq(op.new_ts, T0 + LEASE);
+	cr_assert_eq(op.new_version, 0);
+	TL_PASS(create("w", T0 + 700, NULL));
+	cr_assert_eq(lease("w", CB, T0 + LEASE, 0, &op), TL_ENOTDUE);
+	cr_assert_eq(op.new_ts, T0 + 700);
+	cr_assert_eq(lease("nope", CB, T0 + LEASE, 0, &op), TL_ENOTFOUND);
+	cr_assert_eq(op.new_ts, 0);
+	CHECK_MSG("m1", T0 + LEASE, 2, CA, 1);
+	env_finish();
+}
+
 Test(conditions, lease_ending_too_close_fails_etooclose)
 {
 	tli_op op;
