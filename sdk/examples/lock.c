@@ -95,7 +95,9 @@ main(int argc, char **argv)
 			fflush(stdout);
 		}
 		tl_lease_free(lock);
-		nap(50); /* let another process in */
+		/* The next sync is due later. A waiting process polls at
+		 * least once a second (tl_lock), so it gets its turn now. */
+		nap(1200);
 	}
 	tl_client_close(client);
 	return 0;
