@@ -1112,6 +1112,7 @@ h_LOCK(req *q)
 	o->who_len = strlen(k->consumer);
 	o->ts = lease_ms;
 	o->ts_mode = TLI_TS_REL;
+	o->no_dead_letter = true;
 	o->hint = k->has_hint ? &k->hint : NULL;
 	tlb_session_hold(q->s);
 	if ((rv = tli_store_submit(q->b->store, k->ops, k->n, lock_done, k)) !=

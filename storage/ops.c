@@ -601,7 +601,7 @@ apply(tli_store *s, tli_op *op)
 			return rv;
 		}
 		e->push_at = op_base(op, now) > now ? op->at : 0;
-		if (t->conf.max_deliveries > 0 &&
+		if (!op->no_dead_letter && t->conf.max_deliveries > 0 &&
 		    e->r.deliveries >= t->conf.max_deliveries) {
 			msg_dead_letter(s, t, e, now);
 			op->new_version = e->r.version;

@@ -172,7 +172,8 @@ typedef enum tli_op_type {
  *  DLQ_KICK       yes  yes  anyone     new ts       -          -
  *
  * A LEASE of a message already leased max_deliveries times (topic setting,
- * 0 = never) moves it to the dead-letter list instead and answers TL_EDEAD.
+ * 0 = never) moves it to the dead-letter list instead and answers TL_EDEAD,
+ * unless the op has no_dead_letter.
  *
  * CREATE with id_len 0 gets a generated sortable id, returned in gen_id.
  */
@@ -196,6 +197,9 @@ typedef struct tli_op {
 	 * counts from `at`, and the consumer index remembers `at` so the
 	 * message is not pushed before it (tli_entry.push_at). 0: now. */
 	int64_t at;
+	/* LEASE only: never dead-letter (a LOCK's lease: taking a lock over
+	 * and over is not a message failing over and over). */
+	bool no_dead_letter;
 	const void *body;
 	size_t body_len;
 	/* Optional: the message as tli_store_get read it (same store, topic

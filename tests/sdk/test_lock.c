@@ -311,6 +311,24 @@ Test(lock, create_on_demand_and_release_makes_it_available_at_once)
 	tl_lease_free(l);
 }
 
+Test(lock, a_lock_taken_often_is_never_dead_lettered)
+{
+	tl_lock_conf conf = lconf("few", "often", "a", 5000, "g");
+	tl_topic_conf tc;
+	tl_lease *l = NULL;
+
+	memset(&tc, 0, sizeof(tc));
+	tc.name = "few";
+	tc.max_deliveries = 2;
+	TL_PASS(tl_topic_create(C, &tc));
+	for (uint32_t i = 1; i <= 5; i++) {
+		TL_PASS(tl_lock_try(C, &conf, &l, NULL), "take %u", i);
+		cr_assert_eq(tl_lease_deliveries(l), i);
+		TL_PASS(tl_lease_release(l, 0, true));
+		tl_lease_free(l);
+	}
+}
+
 Test(lock, unknown_topic_and_bad_input_are_refused)
 {
 	char big[TL_MAX_ID_LEN + 2];

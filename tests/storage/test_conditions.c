@@ -672,6 +672,30 @@ Test(conditions, refused_lease_reports_the_messages_ts)
 	env_finish();
 }
 
+/* A LOCK's lease (no_dead_letter) is taken however often the message was
+ * leased before; the count still grows. */
+Test(conditions, lease_without_dead_letter_passes_max_deliveries)
+{
+	tli_topic_conf c;
+	tli_op op;
+
+	TL_PASS(tli_topic_conf_init(&c, "few"));
+	c.max_deliveries = 1;
+	TL_PASS(tli_store_topic_create(st, &c));
+	topic = "few";
+	TL_PASS(create("m1", T0, NULL));
+	TL_PASS(lease("m1", CA, T0 + LEASE, 0, NULL));
+	tt_clock_set(&clk, T0 + LEASE);
+	op = mkop(TLI_OP_LEASE, "m1", CB, T0 + 2 * LEASE, 0);
+	op.no_dead_letter = true;
+	TL_PASS(run(&op));
+	cr_assert_eq(op.deliveries, 2);
+	tt_clock_set(&clk, T0 + 2 * LEASE);
+	cr_assert_eq(lease("m1", CA, T0 + 3 * LEASE, 0, &op), TL_EDEAD);
+	topic = TOPIC;
+	env_finish();
+}
+
 Test(conditions, lease_ending_too_close_fails_etooclose)
 {
 	tli_op op;
