@@ -874,6 +874,7 @@ typedef struct lockreq {
 	char id[TL_MAX_ID_LEN];
 	size_t id_len;
 	bool has_hint; /* hint holds the message as read before the submit */
+	bool inflight; /* the create counts in b->inflight for group */
 	tli_msg hint;
 	size_t n;
 	tli_op ops[2]; /* [CREATE,] LEASE */
@@ -987,6 +988,61 @@ lock_granted(lockreq *k, const tli_op *o)
 	}
 }
 
+/* Drop what a LOCK request holds: its create in flight, the hint, the
+ * session. */
+static void
+lock_unref(lockreq *k)
+{
+	if (k->inflight) {
+		tlb_inflight_sub(k->b->inflight, k->group, strlen(k->group), 1);
+	}
+	if (k->has_hint) {
+		tli_msg_fini(&k->hint);
+	}
+	tlb_session_rele(k->s);
+	tli_free(k);
+}
+
+/* Auth on: a create on demand counts against the group's limits as a
+ * CREATE of one message does (batch_limits); the reply is sent when it
+ * does not fit. */
+static bool
+lock_limits(req *q, lockreq *k)
+{
+	const tlb_principal *pr = prin(q);
+	size_t gl = strlen(k->group);
+	uint64_t now = 0, stored = 0;
+	int rv;
+
+	if (!tlb_inflight_add(q->b->inflight, k->group, gl, 1,
+	        pr->max_inflight_creates, &now)) {
+		quota(q, TL_EBUSY,
+		    "producer group \"%s\" has %llu creates in flight; one "
+		    "more would pass max_inflight_creates %llu",
+		    k->group, (unsigned long long) now,
+		    (unsigned long long) pr->max_inflight_creates);
+		return false;
+	}
+	k->inflight = true;
+	if (pr->max_scheduled == 0) {
+		return true;
+	}
+	rv = tli_store_owner_count(q->b->store, k->group, gl, &stored);
+	if (rv == TL_OK && stored + now + 1 <= pr->max_scheduled) {
+		return true;
+	}
+	if (rv != TL_OK) {
+		reply_err(q, rv, NULL);
+	} else {
+		quota(q, TL_EQUOTA,
+		    "producer group \"%s\" has %llu messages; the lock's "
+		    "create would pass max_scheduled %llu",
+		    k->group, (unsigned long long) (stored + now),
+		    (unsigned long long) pr->max_scheduled);
+	}
+	return false;
+}
+
 static void
 lock_done(void *arg)
 {
@@ -1007,11 +1063,7 @@ lock_done(void *arg)
 		atomic_fetch_add(&k->b->m.items_err[k->h.op], 1);
 		lock_refused(k, o);
 	}
-	if (k->has_hint) {
-		tli_msg_fini(&k->hint);
-	}
-	tlb_session_rele(k->s);
-	tli_free(k);
+	lock_unref(k);
 }
 
 /* Names, id and lease length; the reply is sent on failure. */
@@ -1093,6 +1145,12 @@ h_LOCK(req *q)
 	k->id_len = m.id.n;
 	k->has_hint = tli_store_get(q->b->store, k->topic, k->id, k->id_len,
 	                  &k->hint) == TL_OK;
+	tlb_session_hold(q->s);
+	if (k->group[0] != '\0' && !k->has_hint && auth_on(q) &&
+	    !lock_limits(q, k)) {
+		lock_unref(k);
+		return;
+	}
 	if (k->group[0] != '\0') {
 		o = &k->ops[k->n++];
 		o->type = TLI_OP_CREATE;
@@ -1114,14 +1172,9 @@ h_LOCK(req *q)
 	o->ts_mode = TLI_TS_REL;
 	o->no_dead_letter = true;
 	o->hint = k->has_hint ? &k->hint : NULL;
-	tlb_session_hold(q->s);
 	if ((rv = tli_store_submit(q->b->store, k->ops, k->n, lock_done, k)) !=
 	    TL_OK) {
-		tlb_session_rele(q->s);
-		if (k->has_hint) {
-			tli_msg_fini(&k->hint);
-		}
-		tli_free(k);
+		lock_unref(k);
 		reply_err(q, rv, NULL);
 	}
 }

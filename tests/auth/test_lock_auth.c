@@ -9,7 +9,8 @@
 
 #include "auth_util.h"
 
-/* alpha: group A, consumers alpha-*; beta: group B, consumers beta-*. */
+/* alpha: group A, consumers alpha-*; beta: group B, consumers beta-*;
+ * lim: group L, consumers lim-*, at most one stored message. */
 static void
 start(ab_broker *b, const char *tag)
 {
@@ -27,8 +28,15 @@ start(ab_broker *b, const char *tag)
 	    "token_sha256 = %s\n"
 	    "group = B\n"
 	    "produce = t\n"
-	    "consume = t:beta-*\n",
-	    ab_hash("tok-a"), ab_hash("tok-b"));
+	    "consume = t:beta-*\n"
+	    "\n"
+	    "[principal lim]\n"
+	    "token_sha256 = %s\n"
+	    "group = L\n"
+	    "produce = t\n"
+	    "consume = t:lim-*\n"
+	    "max_scheduled = 1\n",
+	    ab_hash("tok-a"), ab_hash("tok-b"), ab_hash("tok-lim"));
 	ab_write(b->creds, text);
 	snprintf(extra, sizeof(extra),
 	    "listen = ipc://%s/tl.sock\n"
@@ -134,5 +142,35 @@ Test(lockauth, only_a_principal_allowed_the_consumer_id_takes_the_lock)
 	tl_lease_free(l);
 	tl_client_close(a);
 	tl_client_close(bc);
+	ab_stop(&b);
+}
+
+/* A lock's create on demand counts against the group's max_scheduled like
+ * any create; taking a lock that exists creates nothing and always fits. */
+Test(lockauth, a_locks_create_counts_against_the_groups_limits)
+{
+	ab_broker b;
+	tl_client *c;
+	tl_lock_conf conf = lconf("lim-1", "L");
+	tl_lease *l = NULL;
+	tl_message *m = NULL;
+
+	start(&b, "lock-quota");
+	c = ab_client(b.url, "tok-lim");
+	conf.id = "L1";
+	TL_PASS(tl_lock_try(c, &conf, &l, NULL));
+	TL_PASS(tl_lease_release(l, 0, true));
+	tl_lease_free(l);
+	conf.id = "L2";
+	TL_FAIL(tl_lock_try(c, &conf, &l, NULL), TL_EQUOTA);
+	TL_FAIL(tl_get(c, "t", "L2", &m), TL_ENOTFOUND);
+	conf.id = "L1";
+	TL_PASS(tl_lock_try(c, &conf, &l, NULL));
+	TL_PASS(tl_lease_delete(l));
+	tl_lease_free(l);
+	conf.id = "L2"; /* L1 is gone: room for one again */
+	TL_PASS(tl_lock_try(c, &conf, &l, NULL));
+	tl_lease_free(l);
+	tl_client_close(c);
 	ab_stop(&b);
 }
