@@ -148,7 +148,22 @@ struct tlb_dsp {
 	bool stop;
 	bool kick;
 	dtopic *topics;
+	/* Leases taken by LOCK, by topic and id (dlock): a subscription of
+	 * the same consumer id does not get them pushed on SUBSCRIBE. */
+	tli_htab locks;
+	size_t prune_at; /* drop run-out entries past this many */
 };
+
+/* A lease taken by LOCK for consumer, at this version. */
+typedef struct dlock {
+	tli_hnode hn;
+	int64_t until;
+	uint64_t version;
+	char consumer[TL_MAX_NAME_LEN + 1];
+	size_t clen;
+	size_t klen; /* key: topic, NUL, id */
+	char key[];
+} dlock;
 
 /* A lease being taken for a subscription. */
 typedef struct litem {
@@ -370,6 +385,115 @@ held_drop(dsub *d, const char *id, size_t idl)
 	}
 	held_remove(d, h);
 	return true;
+}
+
+/* ---- leases taken by LOCK ---- */
+
+typedef struct lock_key {
+	const char *p;
+	size_t n;
+} lock_key;
+
+static bool
+dlock_is(const tli_hnode *n, const void *key)
+{
+	const dlock *k = TLI_CONTAINER(n, dlock, hn);
+	const lock_key *x = key;
+
+	return k->klen == x->n && memcmp(k->key, x->p, x->n) == 0;
+}
+
+/* The key "topic\0id" in buf (TL_MAX_NAME_LEN + 1 + TL_MAX_ID_LEN). */
+static lock_key
+dlock_key(char *buf, const char *topic, const char *id, size_t idl)
+{
+	size_t tl = strlen(topic);
+
+	memcpy(buf, topic, tl + 1);
+	memcpy(buf + tl + 1, id, idl);
+	return (lock_key){buf, tl + 1 + idl};
+}
+
+static dlock *
+dlock_find(tlb_dsp *p, const char *topic, const char *id, size_t idl)
+{
+	char buf[TL_MAX_NAME_LEN + 1 + TL_MAX_ID_LEN];
+	lock_key k = dlock_key(buf, topic, id, idl);
+	tli_hnode *n =
+	    tli_htab_find(&p->locks, tli_hash64(k.p, k.n), dlock_is, &k);
+
+	return n != NULL ? TLI_CONTAINER(n, dlock, hn) : NULL;
+}
+
+static void
+dlock_remove(tlb_dsp *p, dlock *k)
+{
+	tli_htab_remove(&p->locks, &k->hn);
+	tli_free(k);
+}
+
+/* Forget the entries whose lease ran out (all of them with all set). */
+static void
+dlock_prune(tlb_dsp *p, int64_t now, bool all)
+{
+	tli_htab_iter it;
+	tli_hnode *n, *nx;
+
+	for (n = tli_htab_first(&p->locks, &it); n != NULL; n = nx) {
+		dlock *k = TLI_CONTAINER(n, dlock, hn);
+		nx = tli_htab_next(&p->locks, &it, n);
+		if (all || k->until <= now) {
+			dlock_remove(p, k);
+		}
+	}
+	p->prune_at = 2 * p->locks.n + 256;
+}
+
+/* Whether (topic, id) at version is a LOCK lease of consumer. */
+static bool
+dlock_held(tlb_dsp *p, const char *topic, const char *id, size_t idl,
+    const char *consumer, size_t clen, uint64_t version)
+{
+	dlock *k = dlock_find(p, topic, id, idl);
+
+	return k != NULL && k->version == version && k->clen == clen &&
+	    memcmp(k->consumer, consumer, clen) == 0;
+}
+
+void
+tlb_dsp_lock_taken(tlb_broker *b, const char *topic, const char *consumer,
+    size_t clen, const char *id, size_t idl, uint64_t version, int64_t until)
+{
+	tlb_dsp *p = b->dsp;
+	dlock *k;
+
+	if (p == NULL || clen > TL_MAX_NAME_LEN || idl > TL_MAX_ID_LEN) {
+		return;
+	}
+	pthread_mutex_lock(&p->mtx);
+	if ((k = dlock_find(p, topic, id, idl)) == NULL) {
+		char buf[TL_MAX_NAME_LEN + 1 + TL_MAX_ID_LEN];
+		lock_key key = dlock_key(buf, topic, id, idl);
+		if (p->locks.n >= p->prune_at) {
+			dlock_prune(p, tlb_clock_now(NULL), false);
+		}
+		if ((k = tli_alloc(sizeof(*k) + key.n)) == NULL ||
+		    tli_htab_insert(
+		        &p->locks, &k->hn, tli_hash64(key.p, key.n)) != TL_OK) {
+			/* Without memory the lease may be pushed again to
+			 * a subscription of its own consumer id. */
+			tli_free(k);
+			pthread_mutex_unlock(&p->mtx);
+			return;
+		}
+		k->klen = key.n;
+		memcpy(k->key, key.p, key.n);
+	}
+	k->version = version;
+	k->until = until;
+	memcpy(k->consumer, consumer, clen);
+	k->clen = clen;
+	pthread_mutex_unlock(&p->mtx);
 }
 
 /* ---- subscriptions ---- */
@@ -1337,6 +1461,8 @@ tlb_dsp_start(tlb_broker *b)
 		return TL_ENOMEM;
 	}
 	p->b = b;
+	tli_htab_init(&p->locks);
+	p->prune_at = 256;
 	pthread_mutex_init(&p->mtx, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -1377,6 +1503,8 @@ tlb_dsp_free(tlb_broker *b)
 		p->topics = t->next;
 		topic_free(t);
 	}
+	dlock_prune(p, 0, true);
+	tli_htab_fini(&p->locks);
 	pthread_cond_destroy(&p->cv);
 	pthread_mutex_destroy(&p->mtx);
 	tli_free(p);
@@ -1441,7 +1569,18 @@ tlb_dsp_lease_done_locked(tlb_broker *b, const char *topic,
 	tlb_dsp *p = b->dsp;
 	dtopic *t = topic_find(p, topic);
 	dsub *d = t != NULL ? sub_find(t, consumer, consumer_len) : NULL;
+	dlock *k = dlock_find(p, topic, id, id_len);
 
+	if (k != NULL && k->clen == consumer_len &&
+	    memcmp(k->consumer, consumer, consumer_len) == 0) {
+		/* A lock's lease moved on (extend) or ended. */
+		if (op == TLP_OP_EXTEND) {
+			k->version = new_version;
+			k->until = new_ts;
+		} else {
+			dlock_remove(p, k);
+		}
+	}
 	if (d == NULL) {
 		return;
 	}
@@ -1508,8 +1647,11 @@ recover_leases(tlb_broker *b, tlb_session *s, const char *topic, dsub *d)
 			}
 			pthread_mutex_lock(&p->mtx);
 			if (d->gone ||
-			    held_find(d, v[i].id, v[i].id_len) != NULL) {
-				/* Already pushed (or parked) to d. */
+			    held_find(d, v[i].id, v[i].id_len) != NULL ||
+			    dlock_held(p, topic, v[i].id, v[i].id_len,
+			        d->consumer, d->clen, m.version)) {
+				/* Already pushed (or parked) to d, or a lock's
+				 * lease: its LOCK holds it, not d. */
 				pthread_mutex_unlock(&p->mtx);
 				tli_msg_fini(&m);
 				continue;

@@ -41,6 +41,11 @@ void tlb_dsp_note(tlb_broker *b, const char *topic, uint32_t bucket, int64_t ts,
 void tlb_dsp_lease_done(tlb_broker *b, const char *topic, const char *consumer,
     size_t consumer_len, const char *id, size_t id_len, int op, int64_t new_ts,
     uint64_t new_version);
+/* A LOCK took a lease for consumer: a subscription of that consumer id
+ * does not get it pushed (SUBSCRIBE's recovery) while it is the current
+ * lease; its EXTEND, RELEASE and ACK reach it through lease_done. */
+void tlb_dsp_lock_taken(tlb_broker *b, const char *topic, const char *consumer,
+    size_t clen, const char *id, size_t idl, uint64_t version, int64_t until);
 /* The same two under one lock held by the caller (a batch's effects). */
 void tlb_dsp_lock(tlb_broker *b);
 void tlb_dsp_unlock(tlb_broker *b);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "auth.h"
 #include "broker.h"
@@ -862,6 +863,329 @@ h_batch(req *q)
 #define h_RELEASE h_batch
 #define h_ACK h_batch
 #define h_DLQ_KICK h_batch
+
+/* ---- named leases ----
+ * LOCK takes the lease on one message by its id, now: the store's LEASE
+ * (any version), behind a CREATE at now in the same submission when the
+ * caller names a producer group, so that both land in one group commit.
+ * The message is read first (on this worker) as the writer's read hint and
+ * for the reply's owner, body and placement; the completion runs on the
+ * store's writer thread. */
+
+typedef struct lockreq {
+	tlb_broker *b;
+	tlb_session *s;
+	tlp_hdr h;
+	char topic[TL_MAX_NAME_LEN + 1];
+	char consumer[TL_MAX_NAME_LEN + 1];
+	char group[TL_MAX_NAME_LEN + 1];
+	char id[TL_MAX_ID_LEN];
+	size_t id_len;
+	bool has_hint; /* hint holds the message as read before the submit */
+	bool inflight; /* the create counts in b->inflight for group */
+	tli_msg hint;
+	size_t n;
+	tli_op ops[2]; /* [CREATE,] LEASE */
+} lockreq;
+
+typedef struct lock_fail {
+	int err;
+	const char *detail;
+	int64_t until;
+} lock_fail;
+
+static void
+enc_lock_fail(tlp_w *w, const void *arg)
+{
+	const lock_fail *f = arg;
+
+	tlp_enc_error_until(w, f->err, f->detail, f->until);
+}
+
+static void
+enc_lock_rep(tlp_w *w, const void *arg)
+{
+	tlp_enc_lock_rep(w, arg);
+}
+
+/* A timeline time as UTC text, for error details. */
+static void
+ts_text(char *out, size_t cap, int64_t ms)
+{
+	time_t t = (time_t) (ms / 1000);
+	struct tm tm;
+	size_t n;
+
+	if (ms < 0 || gmtime_r(&t, &tm) == NULL) {
+		snprintf(out, cap, "%lld", (long long) ms);
+		return;
+	}
+	n = strftime(out, cap, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(out + n, cap - n, ".%03dZ", (int) (ms % 1000));
+}
+
+/* A lease that failed: the held and not-due cases carry the time to try
+ * again, never the holder. */
+static void
+lock_refused(lockreq *k, const tli_op *o)
+{
+	char when[64], detail[192];
+	lock_fail f = {o->err, detail, o->new_ts};
+
+	if (o->err == TL_ELEASED || o->err == TL_ENOTDUE) {
+		ts_text(when, sizeof(when), o->new_ts);
+		snprintf(detail, sizeof(detail),
+		    o->err == TL_ELEASED ? "held until %s (%lld)"
+		                         : "placed at %s (%lld): not due yet",
+		    when, (long long) o->new_ts);
+		tlb_send_frame(
+		    k->s, k->h.op, TLP_F_REPLY, k->h.reqid, enc_lock_fail, &f);
+		return;
+	}
+	if (o->err == TL_ENOTFOUND && k->has_hint && k->hint.dead) {
+		tlb_send_error(k->s, k->h.op, k->h.reqid, TL_EDEAD,
+		    "the message is a dead letter");
+		return;
+	}
+	tlb_send_error(k->s, k->h.op, k->h.reqid, o->err,
+	    o->err == TL_ENOTFOUND && k->n == 1
+	        ? "no such message (give a producer group to create it)"
+	        : tl_strerror(o->err));
+}
+
+/* The taken lease as DELIVER gives it. The hint is exact when the lease
+ * followed it directly (version + 1); a message created by this request
+ * is empty; otherwise (changed between the read and the write) it is read
+ * again here. */
+static void
+lock_granted(lockreq *k, const tli_op *o)
+{
+	const tli_op *cr = k->n == 2 ? &k->ops[0] : NULL;
+	tlp_delivery dv;
+	tli_msg m;
+	bool fresh = false;
+
+	memset(&dv, 0, sizeof(dv));
+	dv.id = (tlp_str){k->id, k->id_len};
+	dv.version = o->new_version;
+	dv.lease_until = o->new_ts;
+	dv.deliveries = o->deliveries;
+	if (cr != NULL && cr->err == TL_OK) {
+		dv.due_ts = cr->new_ts;
+		dv.placed_at = cr->new_ts;
+		dv.owner = TLP_STR(k->group);
+	} else if (k->has_hint && k->hint.version + 1 == o->new_version) {
+		dv.due_ts = k->hint.ts;
+		dv.placed_at = k->hint.sched;
+		dv.owner = (tlp_str){k->hint.owner, k->hint.owner_len};
+		dv.body = k->hint.body;
+		dv.body_len = k->hint.body_len;
+	} else if (tli_store_get(k->b->store, k->topic, k->id, k->id_len, &m) ==
+	    TL_OK) {
+		fresh = true;
+		dv.due_ts = m.sched;
+		dv.placed_at = m.sched;
+		dv.owner = (tlp_str){m.owner, m.owner_len};
+		dv.body = m.body;
+		dv.body_len = m.body_len;
+	}
+	tlb_send_frame(
+	    k->s, k->h.op, TLP_F_REPLY, k->h.reqid, enc_lock_rep, &dv);
+	if (fresh) {
+		tli_msg_fini(&m);
+	}
+}
+
+/* Drop what a LOCK request holds: its create in flight, the hint, the
+ * session. */
+static void
+lock_unref(lockreq *k)
+{
+	if (k->inflight) {
+		tlb_inflight_sub(k->b->inflight, k->group, strlen(k->group), 1);
+	}
+	if (k->has_hint) {
+		tli_msg_fini(&k->hint);
+	}
+	tlb_session_rele(k->s);
+	tli_free(k);
+}
+
+/* Auth on: a create on demand counts against the group's limits as a
+ * CREATE of one message does (batch_limits); the reply is sent when it
+ * does not fit. */
+static bool
+lock_limits(req *q, lockreq *k)
+{
+	const tlb_principal *pr = prin(q);
+	size_t gl = strlen(k->group);
+	uint64_t now = 0, stored = 0;
+	int rv;
+
+	if (!tlb_inflight_add(q->b->inflight, k->group, gl, 1,
+	        pr->max_inflight_creates, &now)) {
+		quota(q, TL_EBUSY,
+		    "producer group \"%s\" has %llu creates in flight; one "
+		    "more would pass max_inflight_creates %llu",
+		    k->group, (unsigned long long) now,
+		    (unsigned long long) pr->max_inflight_creates);
+		return false;
+	}
+	k->inflight = true;
+	if (pr->max_scheduled == 0) {
+		return true;
+	}
+	rv = tli_store_owner_count(q->b->store, k->group, gl, &stored);
+	if (rv == TL_OK && stored + now + 1 <= pr->max_scheduled) {
+		return true;
+	}
+	if (rv != TL_OK) {
+		reply_err(q, rv, NULL);
+	} else {
+		quota(q, TL_EQUOTA,
+		    "producer group \"%s\" has %llu messages; the lock's "
+		    "create would pass max_scheduled %llu",
+		    k->group, (unsigned long long) (stored + now),
+		    (unsigned long long) pr->max_scheduled);
+	}
+	return false;
+}
+
+static void
+lock_done(void *arg)
+{
+	lockreq *k = arg;
+	tli_op *o = &k->ops[k->n - 1];
+
+	if (o->err == TL_OK) {
+		atomic_fetch_add(&k->b->m.items_ok[k->h.op], 1);
+		/* The lease's end is the message's place: when it runs out a
+		 * subscriber of the topic may get it. */
+		tlb_dsp_lock_taken(k->b, k->topic, k->consumer,
+		    strlen(k->consumer), k->id, k->id_len, o->new_version,
+		    o->new_ts);
+		tlb_dsp_note(k->b, k->topic, o->bucket, o->new_ts, true, k->id,
+		    k->id_len, o->new_version);
+		lock_granted(k, o);
+	} else {
+		atomic_fetch_add(&k->b->m.items_err[k->h.op], 1);
+		lock_refused(k, o);
+	}
+	lock_unref(k);
+}
+
+/* Names, id and lease length; the reply is sent on failure. */
+static bool
+lock_check(req *q, const tlp_lock *m, lockreq *k, int64_t *lease_ms)
+{
+	tli_topic_info ti;
+	int rv;
+
+	if ((rv = cname(k->topic, sizeof(k->topic), m->topic)) != TL_OK) {
+		reply_err(q, rv == TL_EBADID ? TL_ENOTOPIC : rv, NULL);
+		return false;
+	}
+	if ((rv = cname(k->consumer, sizeof(k->consumer), m->consumer)) !=
+	    TL_OK) {
+		reply_err(q, rv, "bad consumer id");
+		return false;
+	}
+	if (m->create_group.n > 0 &&
+	    (rv = cname(k->group, sizeof(k->group), m->create_group)) !=
+	        TL_OK) {
+		reply_err(q, rv, "bad producer group");
+		return false;
+	}
+	if (m->id.n == 0) {
+		reply_err(q, TL_EBADID, "empty message id");
+		return false;
+	}
+	if (m->lease_ms < 0) {
+		reply_err(q, TL_EINVAL, "negative lease_ms");
+		return false;
+	}
+	if (!may_consume(q, k->topic, k->consumer, strlen(k->consumer)) ||
+	    (m->create_group.n > 0 &&
+	        !may_produce(q, k->topic, k->group, strlen(k->group)))) {
+		return false;
+	}
+	if (tli_store_topic_get(q->b->store, k->topic, &ti) != TL_OK) {
+		reply_err(q, TL_ENOTOPIC, NULL);
+		return false;
+	}
+	*lease_ms = m->lease_ms > 0 ? m->lease_ms : ti.conf.default_lease_ms;
+	if (*lease_ms > ti.conf.max_lease_ms) {
+		char detail[96];
+		snprintf(detail, sizeof(detail),
+		    "lease_ms over the topic's max_lease_ms (%lld)",
+		    (long long) ti.conf.max_lease_ms);
+		reply_err(q, TL_ELEASELIMIT, detail);
+		return false;
+	}
+	return true;
+}
+
+static void
+h_LOCK(req *q)
+{
+	tlp_lock m;
+	lockreq *k;
+	int64_t lease_ms = 0;
+	tli_op *o;
+	int rv;
+
+	if ((rv = tlp_dec_lock(&q->r, &m)) != TL_OK) {
+		reply_decode(q, rv);
+		return;
+	}
+	if ((k = tli_zalloc(sizeof(*k))) == NULL) {
+		reply_err(q, TL_ENOMEM, NULL);
+		return;
+	}
+	if (!lock_check(q, &m, k, &lease_ms)) {
+		tli_free(k);
+		return;
+	}
+	k->b = q->b;
+	k->s = q->s;
+	k->h = q->h;
+	memcpy(k->id, m.id.p, m.id.n);
+	k->id_len = m.id.n;
+	k->has_hint = tli_store_get(q->b->store, k->topic, k->id, k->id_len,
+	                  &k->hint) == TL_OK;
+	tlb_session_hold(q->s);
+	if (k->group[0] != '\0' && !k->has_hint && auth_on(q) &&
+	    !lock_limits(q, k)) {
+		lock_unref(k);
+		return;
+	}
+	if (k->group[0] != '\0') {
+		o = &k->ops[k->n++];
+		o->type = TLI_OP_CREATE;
+		o->topic = k->topic;
+		o->id = k->id;
+		o->id_len = k->id_len;
+		o->who = k->group;
+		o->who_len = strlen(k->group);
+		o->ts_mode = TLI_TS_REL; /* now */
+	}
+	o = &k->ops[k->n++];
+	o->type = TLI_OP_LEASE;
+	o->topic = k->topic;
+	o->id = k->id;
+	o->id_len = k->id_len;
+	o->who = k->consumer;
+	o->who_len = strlen(k->consumer);
+	o->ts = lease_ms;
+	o->ts_mode = TLI_TS_REL;
+	o->no_dead_letter = true;
+	o->hint = k->has_hint ? &k->hint : NULL;
+	if ((rv = tli_store_submit(q->b->store, k->ops, k->n, lock_done, k)) !=
+	    TL_OK) {
+		lock_unref(k);
+		reply_err(q, rv, NULL);
+	}
+}
 
 /* ---- reads ---- */
 

@@ -111,6 +111,11 @@ static const field delivery_f[] = {FSTR(F_STR, tlp_delivery, id, ID),
     FIELD(F_I64, tlp_delivery, every_ms), FIELD(F_I64, tlp_delivery, start),
     FIELD(F_U32, tlp_delivery, last)};
 
+static const field lock_f[] = {FSTR(F_STR, tlp_lock, topic, NAME),
+    FSTR(F_STR, tlp_lock, consumer, NAME), FSTR(F_STR, tlp_lock, id, ID),
+    FIELD(F_I64, tlp_lock, lease_ms),
+    FSTR(F_NSTR, tlp_lock, create_group, NAME)};
+
 /* The bodies whose fields travel as separate arguments. */
 typedef struct name2 {
 	tlp_str a, b;
@@ -469,6 +474,9 @@ LIST_DECODER(topic_list, tlp_topic, 65536, topic_f)
 RECORD_CODEC(msg, tlp_msg, msg_f, NF(msg_f), w_reply_record, r_body)
 RECORD_CODEC(sub, tlp_sub, sub_f, NF(sub_f), w_record, r_body)
 LIST_DECODER(results, tlp_result, TL_MAX_BATCH, result_f)
+RECORD_CODEC(lock, tlp_lock, lock_f, NF(lock_f), w_record, r_body)
+RECORD_CODEC(
+    lock_rep, tlp_delivery, delivery_f, NF(delivery_f), w_reply_record, r_body)
 
 /* PING's and its reply's single integer. */
 #define INT_CODEC(name, wr, rd)                       \
@@ -662,6 +670,27 @@ tlp_enc_error(tlp_w *w, int err, const char *detail)
 	tlp_w_array(w, 2);
 	tlp_w_uint(w, (uint64_t) err);
 	tlp_w_cstr(w, detail != NULL ? detail : "");
+}
+
+void
+tlp_enc_error_until(tlp_w *w, int err, const char *detail, int64_t until)
+{
+	tlp_w_array(w, 3);
+	tlp_w_uint(w, (uint64_t) err);
+	tlp_w_cstr(w, detail != NULL ? detail : "");
+	tlp_w_int(w, until);
+}
+
+int
+tlp_dec_error_until(tlp_r *r, int64_t *until)
+{
+	ints q = {.i = 0};
+	int rv = r_reply(r, int_f, NF(int_f), &q);
+
+	if (rv == TL_OK) {
+		*until = q.i;
+	}
+	return rv;
 }
 
 void

@@ -221,6 +221,28 @@ void tlp_enc_deliver(tlp_w *w, const tlp_deliver *d);
 int tlp_dec_deliver(tlp_r *r, tlp_deliver *d);
 void tlp_deliver_fini(tlp_deliver *d);
 
+/* ---- named leases ---- */
+
+typedef struct tlp_lock {
+	tlp_str topic;
+	tlp_str consumer;     /* who takes the lease */
+	tlp_str id;           /* the message: the lock's name */
+	int64_t lease_ms;     /* 0 = the topic's default */
+	tlp_str create_group; /* empty: do not create a missing message */
+} tlp_lock;
+
+/* LOCK: [topic, consumer, id, lease_ms, create_group|nil]; reply [0,
+ * delivery] with the delivery's layout (tlp_delivery). A held lock
+ * (TL_ELEASED) or one placed later (TL_ENOTDUE) answers [err, detail,
+ * until]: when the lease runs out, or when the message is due. */
+void tlp_enc_lock(tlp_w *w, const tlp_lock *m);
+int tlp_dec_lock(tlp_r *r, tlp_lock *m);
+void tlp_enc_lock_rep(tlp_w *w, const tlp_delivery *d);
+int tlp_dec_lock_rep(tlp_r *r, tlp_delivery *d);
+void tlp_enc_error_until(tlp_w *w, int err, const char *detail, int64_t until);
+/* After tlp_dec_reply_head of a failed reply with one field left. */
+int tlp_dec_error_until(tlp_r *r, int64_t *until);
+
 /* ---- replies ---- */
 
 /* [err, detail] for a failed request. */

@@ -740,14 +740,17 @@ conn_dispatch(tl_client *c, const tlp_hdr *h, const uint8_t *body, size_t blen)
 	}
 	tlp_r_init(&r, body, blen);
 	if (tlp_dec_reply_head(&r, &err, &detail, &nf) != TL_OK) {
-		err = TL_EPROTO;
-	} else if (err != TL_OK) {
+		q->on_reply(q, TL_EPROTO, NULL);
+		return;
+	}
+	if (err != TL_OK) {
 		tli_client_log(c, TL_LOG_DEBUG, "%s failed: %s (%.*s)",
 		    tlp_op_name(q->op) != NULL ? tlp_op_name(q->op) : "?",
 		    tl_strerror(err), (int) detail.n,
 		    detail.p != NULL ? detail.p : "");
 	}
-	q->on_reply(q, err, err == TL_OK ? &r : NULL);
+	/* A failed reply may carry fields after its detail (LOCK's until). */
+	q->on_reply(q, err, &r);
 }
 
 /* The connection s is gone: fail what was in flight and forget it. */

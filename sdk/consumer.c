@@ -30,8 +30,8 @@ static const uint8_t lop_ops[TLI_LOP_N] = {
 
 /* ---- leases ---- */
 
-static tl_lease *
-lease_new(const tlp_delivery *d)
+tl_lease *
+tli_lease_new(const tlp_delivery *d)
 {
 	tl_lease *l;
 	size_t owner_n =
@@ -230,6 +230,10 @@ tl_lease_free(tl_lease *l)
 	tl_consumer *k;
 
 	if (l == NULL) {
+		return;
+	}
+	if (l->own != NULL) {
+		tli_lock_lease_free(l);
 		return;
 	}
 	if ((k = l->cons) != NULL) {
@@ -604,7 +608,7 @@ static tl_consumer *
 consumer_find(tl_client *c, tlp_str topic, tlp_str id)
 {
 	for (tl_consumer *k = c->consumers; k != NULL; k = k->next) {
-		if (!k->closing && strlen(k->topic) == topic.n &&
+		if (!k->closing && !k->lock && strlen(k->topic) == topic.n &&
 		    memcmp(k->topic, topic.p, topic.n) == 0 &&
 		    strlen(k->id) == id.n && memcmp(k->id, id.p, id.n) == 0) {
 			return k;
@@ -652,7 +656,7 @@ consumer_deliver(tl_client *c, const tlp_deliver *d)
 		return;
 	}
 	for (size_t i = 0; i < d->n; i++) {
-		ls[i] = lease_new(&d->v[i]);
+		ls[i] = tli_lease_new(&d->v[i]);
 	}
 	pthread_mutex_lock(&c->mtx);
 	k = consumer_find(c, d->topic, d->consumer);
@@ -775,7 +779,8 @@ tli_consumer_resubscribe(tl_client *c)
 {
 	for (tl_consumer *k = c->consumers; k != NULL; k = k->next) {
 		resub *s;
-		if (k->closing || (s = tli_zalloc(sizeof(*s))) == NULL) {
+		if (k->closing || k->lock ||
+		    (s = tli_zalloc(sizeof(*s))) == NULL) {
 			continue;
 		}
 		snprintf(s->what, sizeof(s->what), "%s/%s", k->topic, k->id);
@@ -828,8 +833,24 @@ consumer_unlink(tl_client *c, tl_consumer *k)
 	}
 }
 
-static void
-consumer_free(tl_consumer *k)
+void
+tli_consumer_detach(tl_client *c, tl_consumer *k, tli_lop **failed)
+{
+	TLI_ASSERT_LOCKED(&c->mtx);
+	consumer_unlink(c, k);
+	for (int i = 0; i < TLI_LOP_N; i++) {
+		while (k->pend[i] != NULL) {
+			tli_lop *op = k->pend[i];
+			k->pend[i] = op->next;
+			op->next = *failed;
+			*failed = op;
+		}
+		k->pend_tail[i] = NULL;
+	}
+}
+
+void
+tli_consumer_free(tl_consumer *k)
 {
 	pthread_cond_destroy(&k->cv);
 	tli_htab_fini(&k->lht);
@@ -907,7 +928,7 @@ tl_consumer_open(tl_consumer **out, tl_client *c, const tl_consumer_conf *conf)
 	tli_htab_init(&k->lht);
 	if (k->topic == NULL || k->id == NULL ||
 	    tli_htab_reserve(&k->lht, 64) != TL_OK) {
-		consumer_free(k);
+		tli_consumer_free(k);
 		return TL_ENOMEM;
 	}
 	/* Linked before SUBSCRIBE: deliveries may overtake its reply. */
@@ -935,7 +956,7 @@ tl_consumer_open(tl_consumer **out, tl_client *c, const tl_consumer_conf *conf)
 			tli_free(l);
 		}
 		pthread_mutex_unlock(&c->mtx);
-		consumer_free(k);
+		tli_consumer_free(k);
 		return rv;
 	}
 	*out = k;
@@ -1024,16 +1045,7 @@ tl_consumer_close(tl_consumer *k)
 	}
 	tli_buf_fini(&b);
 	pthread_mutex_lock(&c->mtx);
-	consumer_unlink(c, k);
-	for (int i = 0; i < TLI_LOP_N; i++) {
-		while (k->pend[i] != NULL) {
-			tli_lop *op = k->pend[i];
-			k->pend[i] = op->next;
-			op->next = lops;
-			lops = op;
-		}
-		k->pend_tail[i] = NULL;
-	}
+	tli_consumer_detach(c, k, &lops);
 	while ((l = queue_pop(k)) != NULL) {
 		live_remove(k, l);
 		l->qnext = queued;
@@ -1050,5 +1062,5 @@ tl_consumer_close(tl_consumer *k)
 		queued = l->qnext;
 		tli_free(l);
 	}
-	consumer_free(k);
+	tli_consumer_free(k);
 }

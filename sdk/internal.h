@@ -67,7 +67,8 @@ typedef struct tli_req tli_req;
 
 /* Called exactly once per submitted request, without the client lock, on a
  * library thread: err is the reply's code (r then stands after the reply
- * head), or a local error (TL_ECONN, TL_ETIMEDOUT, TL_ECLOSED) with r NULL.
+ * head: after the detail of a failed reply), or a local error (TL_ECONN,
+ * TL_ETIMEDOUT, TL_ECLOSED, TL_EPROTO for a bad head) with r NULL.
  * It must not block on the network. */
 typedef void (*tli_reply_fn)(tli_req *q, int err, tlp_r *r);
 
@@ -109,6 +110,8 @@ typedef struct tli_lop tli_lop;
 
 struct tl_lease {
 	tl_consumer *cons;       /* NULL once the consumer closed */
+	tl_consumer *own;        /* a lock's lease (tl_lock): the hidden
+	                          * consumer it owns, == cons; else NULL */
 	tl_lease *lprev, *lnext; /* the consumer's live handles */
 	tli_hnode hn;            /* the consumer's live index, by id */
 	tl_lease *qnext;         /* the consumer's delivery queue */
@@ -157,6 +160,10 @@ enum { TLI_LOP_EXTEND = 0, TLI_LOP_RELEASE, TLI_LOP_ACK, TLI_LOP_N };
 struct tl_consumer {
 	tl_client *client;
 	tl_consumer *next; /* the client's consumers */
+	/* The hidden consumer of one lock lease (sdk/lock.c): it carries
+	 * the topic, the consumer id and the pending lease ops, and is never
+	 * subscribed nor given deliveries. */
+	bool lock;
 	char *topic;
 	char *id;
 	int64_t lease_ms;
@@ -272,5 +279,15 @@ void tli_lops_finish(tl_client *c, tli_lop *list, int err);
 /* Queue the SUBSCRIBE of every open consumer (after a reconnect). */
 void tli_consumer_resubscribe(tl_client *c);
 int tli_sub_encode(tli_buf *b, uint8_t op, const tl_consumer *k);
+/* A lease handle from a DELIVER entry or a LOCK reply; NULL without
+ * memory. */
+tl_lease *tli_lease_new(const tlp_delivery *d);
+/* Under c->mtx: take k off the client's lists (consumers, dirty) and move
+ * its pending lease ops to *failed. */
+void tli_consumer_detach(tl_client *c, tl_consumer *k, tli_lop **failed);
+/* Free a consumer taken off the client's lists. */
+void tli_consumer_free(tl_consumer *k);
+/* Free a lock's lease and its hidden consumer (sdk/lock.c). */
+void tli_lock_lease_free(tl_lease *l);
 
 #endif

@@ -722,10 +722,15 @@ apply(tli_store *s, tli_op *op)
 		break;
 	case TLI_OP_LEASE:
 		if ((rv = check_lease(e, op, now)) != TL_OK) {
+			if (rv == TL_ELEASED || rv == TL_ENOTDUE) {
+				/* When to try again: the holder's lease end,
+				 * or the time the message is placed at. */
+				op->new_ts = e->r.ts;
+			}
 			return rv;
 		}
 		e->push_at = op_base(op, now) > now ? op->at : 0;
-		if (t->conf.max_deliveries > 0 &&
+		if (!op->no_dead_letter && t->conf.max_deliveries > 0 &&
 		    e->r.deliveries >= t->conf.max_deliveries) {
 			msg_dead_letter(s, t, e, now);
 			op->new_version = e->r.version;

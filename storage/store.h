@@ -172,7 +172,8 @@ typedef enum tli_op_type {
  *  DLQ_KICK       yes  yes  anyone     new ts       -          -
  *
  * A LEASE of a message already leased max_deliveries times (topic setting,
- * 0 = never) moves it to the dead-letter list instead and answers TL_EDEAD.
+ * 0 = never) moves it to the dead-letter list instead and answers TL_EDEAD,
+ * unless the op has no_dead_letter.
  *
  * CREATE with id_len 0 gets a generated sortable id, returned in gen_id.
  */
@@ -196,6 +197,9 @@ typedef struct tli_op {
 	 * counts from `at`, and the consumer index remembers `at` so the
 	 * message is not pushed before it (tli_entry.push_at). 0: now. */
 	int64_t at;
+	/* LEASE only: never dead-letter (a LOCK's lease: taking a lock over
+	 * and over is not a message failing over and over). */
+	bool no_dead_letter;
 	const void *body;
 	size_t body_len;
 	/* CREATE only: a recurrence (every_ms 0 = none). Exactly one end:
@@ -216,7 +220,10 @@ typedef struct tli_op {
 	/* results */
 	int err;              /* TL_OK or the precise error */
 	uint64_t new_version; /* version after the operation */
-	int64_t new_ts;       /* resolved timestamp after the operation */
+	int64_t new_ts;       /* resolved timestamp after the operation;
+	                       * a LEASE that fails with TL_ELEASED or
+	                       * TL_ENOTDUE: the message's ts (the lease's
+	                       * end, or when it is due) */
 	uint32_t bucket;
 	uint32_t deliveries; /* after a LEASE: how many times leased */
 	/* A recurring message's occurrence after the operation (0: none, or

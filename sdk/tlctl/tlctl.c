@@ -50,7 +50,7 @@ static const char *const valued[] = {"url", "token", "tls-ca",
     "tls-server-name", "tls-cert", "tls-key", "buckets", "max-body", "lease",
     "max-lease", "max-deliveries", "at", "in", "id", "group", "limit", "from",
     "to", "consumer", "credit", "count", "timeout", "every", "for", "times",
-    NULL};
+    "create", "hold", NULL};
 static const char *const flags[] = {"no-ack", "help", "catch-up", NULL};
 
 static const char usage_text[] =
@@ -70,6 +70,8 @@ static const char usage_text[] =
     "  consume TOPIC [--consumer ID] [--lease MS] [--credit N] [--no-ack]\n"
     "                [--count N] [--timeout DURATION]\n"
     "  dlq list TOPIC | dlq kick TOPIC ID [--in DURATION]\n"
+    "  lock TOPIC ID --consumer ID [--lease DURATION] [--create GROUP]\n"
+    "               [--timeout DURATION] [--hold DURATION]\n"
     "TIME: UTC ms or ISO-8601 (2026-11-22T10:00:00Z); DURATION: 300ms, 5s,\n"
     "2m, 1h. URL defaults to $TIMELINE_URL or tcp://127.0.0.1:7400.\n";
 
@@ -964,6 +966,108 @@ cmd_consume(args *a)
 	return TLCTL_OK;
 }
 
+static int64_t
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void
+sleep_ms(int64_t ms)
+{
+	struct timespec ts = {ms / 1000, (long) (ms % 1000) * 1000000L};
+
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+	}
+}
+
+/* Keep a lock for hold ms, extending it every third of its length, then
+ * release it (available again at once). */
+static int
+lock_hold(args *a, tl_client *c, tl_lease *l, int64_t hold)
+{
+	int64_t len = tl_lease_until(l) - tl_client_broker_now(c);
+	int64_t beat, end = mono_ms() + hold;
+	int rv;
+
+	len = len < 30 ? 30 : len;
+	beat = len / 3;
+	while (mono_ms() < end) {
+		int64_t left = end - mono_ms();
+		sleep_ms(left < beat ? left : beat);
+		if (mono_ms() < end &&
+		    (rv = tl_lease_extend(l, len)) != TL_OK) {
+			tl_lease_free(l);
+			return fail(a, rv, "extending the lock");
+		}
+	}
+	if ((rv = tl_lease_release(l, 0, true)) != TL_OK) {
+		tl_lease_free(l);
+		return fail(a, rv, "releasing the lock");
+	}
+	fprintf(a->out, "released %s\n", tl_lease_id(l));
+	tl_lease_free(l);
+	return TLCTL_OK;
+}
+
+static int
+cmd_lock(args *a)
+{
+	tl_client *c = NULL;
+	static const char *const allowed[] = {
+	    "consumer", "lease", "create", "timeout", "hold", NULL};
+	tl_lock_conf conf;
+	tl_lease *l = NULL;
+	int64_t lease = 0, timeout = -1, hold = -1, until = 0;
+	char when[40], what[300];
+	int rv;
+
+	if ((rv = need_pos(a, 3, "lock wants TOPIC and ID.")) != 0 ||
+	    (rv = opts_allow(a, allowed)) != 0 ||
+	    (rv = opt_dur(a, "lease", &lease)) != 0 ||
+	    (rv = opt_dur(a, "timeout", &timeout)) != 0 ||
+	    (rv = opt_dur(a, "hold", &hold)) != 0) {
+		return rv;
+	}
+	if (opt_get(a, "consumer") == NULL) {
+		return usage(a, "%s", "lock wants --consumer ID (the holder).");
+	}
+	memset(&conf, 0, sizeof(conf));
+	conf.topic = a->pos[1];
+	conf.id = a->pos[2];
+	conf.consumer_id = opt_get(a, "consumer");
+	conf.lease_ms = lease;
+	conf.create_group = opt_get(a, "create");
+	snprintf(what, sizeof(what), "locking '%s' in topic '%s'", a->pos[2],
+	    a->pos[1]);
+	CONNECT(a, c);
+	rv = timeout >= 0
+	    ? tl_lock(
+	          c, &conf, timeout > INT32_MAX ? INT32_MAX : (int) timeout, &l)
+	    : tl_lock_try(c, &conf, &l, &until);
+	if (rv == TL_ELEASED && until > 0) {
+		tlctl_format_time(until, when, sizeof(when));
+		fprintf(
+		    a->err, "tlctl: '%s' is held until %s.\n", a->pos[2], when);
+		return TLCTL_FAILED;
+	}
+	if (rv != TL_OK) {
+		return fail(a, rv, what);
+	}
+	tlctl_format_time(tl_lease_until(l), when, sizeof(when));
+	fprintf(a->out, "locked %s version %" PRIu64 " until %s\n",
+	    tl_lease_id(l), tl_lease_version(l), when);
+	fflush(a->out);
+	if (hold >= 0) {
+		return lock_hold(a, c, l, hold);
+	}
+	tl_lease_free(l); /* held until the lease runs out */
+	return TLCTL_OK;
+}
+
 static int
 cmd_dlq(args *a)
 {
@@ -1026,6 +1130,7 @@ static const command commands[] = {
     {"delete", cmd_delete},
     {"consume", cmd_consume},
     {"dlq", cmd_dlq},
+    {"lock", cmd_lock},
     {NULL, NULL},
 };
 

@@ -56,6 +56,8 @@ TLF_STRUCT_CODEC(list, tlp_list)
 TLF_STRUCT_CODEC(sub, tlp_sub)
 TLF_STRUCT_CODEC(msg, tlp_msg)
 TLF_STRUCT_CODEC(deliver, tlp_deliver)
+TLF_STRUCT_CODEC(lock, tlp_lock)
+TLF_STRUCT_CODEC(lock_rep, tlp_delivery)
 
 static inline void
 tlf_batch_fini(void *m)

@@ -17,6 +17,7 @@ typedef union body {
 	tlf_list_of list;
 	tlf_counts counts;
 	tlp_deliver deliver;
+	tlp_delivery lease;
 } body;
 
 static const tlf_codec c_hello_rep = {
@@ -32,6 +33,8 @@ static const tlf_codec c_msg = {tlf_enc_msg, tlf_dec_msg, NULL, 1};
 static const tlf_codec c_entries = {
     tlf_enc_entries, tlf_dec_entries, tlf_list_fini, 1};
 static const tlf_codec c_counts = {tlf_enc_counts, tlf_dec_counts, NULL, 1};
+static const tlf_codec c_lock_rep = {
+    tlf_enc_lock_rep, tlf_dec_lock_rep, NULL, 1};
 static const tlf_codec c_deliver = {
     tlf_enc_deliver, tlf_dec_deliver, tlf_deliver_fini, 0};
 
@@ -67,6 +70,8 @@ codec_of(int op)
 	case TLP_OP_DELIVER:
 	case TLP_OP_LEASE_LOST:
 		return &c_deliver;
+	case TLP_OP_LOCK:
+		return &c_lock_rep;
 	case TLP_OP_TOPIC_CREATE: /* [0] */
 	case TLP_OP_TOPIC_DELETE:
 	case TLP_OP_SUBSCRIBE:
@@ -92,6 +97,9 @@ check(const tlf_codec *c, const body *m)
 	} else if (c == &c_results || c == &c_entries) {
 		TLF_CHECK(m->list.n <= TL_MAX_BATCH);
 		TLF_CHECK(m->list.v != NULL);
+	} else if (c == &c_lock_rep) {
+		TLF_CHECK(m->lease.id.n <= TL_MAX_ID_LEN);
+		TLF_CHECK(m->lease.owner.n <= TL_MAX_NAME_LEN);
 	} else if (c == &c_deliver) {
 		TLF_CHECK(m->deliver.n <= TL_MAX_BATCH);
 		for (size_t i = 0; i < m->deliver.n; i++) {

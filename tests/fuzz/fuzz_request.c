@@ -18,6 +18,7 @@ typedef union body {
 	tlp_list list;
 	tlf_span span;
 	tlp_sub sub;
+	tlp_lock lock;
 } body;
 
 static const tlf_codec c_hello = {tlf_enc_hello, tlf_dec_hello, NULL, 0};
@@ -31,6 +32,7 @@ static const tlf_codec c_get = {tlf_enc_get, tlf_dec_get, NULL, 0};
 static const tlf_codec c_list = {tlf_enc_list, tlf_dec_list, NULL, 0};
 static const tlf_codec c_count = {tlf_enc_count, tlf_dec_count, NULL, 0};
 static const tlf_codec c_sub = {tlf_enc_sub, tlf_dec_sub, NULL, 0};
+static const tlf_codec c_lock = {tlf_enc_lock, tlf_dec_lock, NULL, 0};
 
 static void
 check_batch(const tlp_batch *b)
@@ -73,6 +75,13 @@ check(int op, const body *m)
 	case TLP_OP_ACK:
 	case TLP_OP_DLQ_KICK:
 		check_batch(&m->batch);
+		break;
+	case TLP_OP_LOCK:
+		/* h_LOCK copies them into fixed-size arrays */
+		TLF_CHECK(m->lock.topic.n <= TL_MAX_NAME_LEN);
+		TLF_CHECK(m->lock.consumer.n <= TL_MAX_NAME_LEN);
+		TLF_CHECK(m->lock.id.n <= TL_MAX_ID_LEN);
+		TLF_CHECK(m->lock.create_group.n <= TL_MAX_NAME_LEN);
 		break;
 	default:
 		break;
@@ -131,6 +140,8 @@ codec_of(int op)
 	case TLP_OP_SUBSCRIBE:
 	case TLP_OP_UNSUBSCRIBE:
 		return &c_sub;
+	case TLP_OP_LOCK:
+		return &c_lock;
 	case TLP_OP_TOPIC_LIST: /* an empty body: topic_list() */
 	case TLP_OP_DELIVER:    /* pushes: refused unread */
 	case TLP_OP_LEASE_LOST:

@@ -257,6 +257,29 @@ r_counts(tlp_w *w)
 }
 
 static void
+b_lock(tlp_w *w)
+{
+	tlp_lock m = {TLP_STR("locks"), TLP_STR("worker-1"), TLP_STR("sync-7"),
+	    30000, TLP_STR("group-a")};
+	tlp_enc_lock(w, &m);
+}
+
+static void
+r_lock(tlp_w *w)
+{
+	tlp_delivery d = {TLP_STR("sync-7"), 4, 1700000035000, 1700000005000, 2,
+	    1700000000000, TLP_STR("group-a"), "", 0};
+	tlp_enc_lock_rep(w, &d);
+}
+
+static void
+r_lock_held(tlp_w *w)
+{
+	tlp_enc_error_until(w, TL_ELEASED,
+	    "held until 2023-11-14T22:13:55.000Z", 1700000035000);
+}
+
+static void
 r_deliver(tlp_w *w)
 {
 	tlp_delivery v[2] = {
@@ -286,6 +309,7 @@ requests(void)
 	put_body("request", "dlq_list_cursor", TLP_OP_DLQ_LIST, b_list_cursor);
 	put_body("request", "count", TLP_OP_COUNT, b_count);
 	put_body("request", "subscribe", TLP_OP_SUBSCRIBE, b_sub);
+	put_body("request", "lock", TLP_OP_LOCK, b_lock);
 }
 
 static void
@@ -302,6 +326,8 @@ replies(void)
 	put_body("reply", "list", TLP_OP_LIST, r_entries);
 	put_body("reply", "count", TLP_OP_COUNT, r_counts);
 	put_body("reply", "deliver", TLP_OP_DELIVER, r_deliver);
+	put_body("reply", "lock", TLP_OP_LOCK, r_lock);
+	put_body("reply", "lock_held", TLP_OP_LOCK, r_lock_held);
 }
 
 /* ---- frame streams ---- */

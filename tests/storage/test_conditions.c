@@ -663,6 +663,50 @@ Test(conditions, lease_waiting_message_fails_enotdue)
 	env_finish();
 }
 
+/* A refused lease says when to try again (LOCK's held_until): the
+ * holder's lease end, or the time the message is placed at; other
+ * failures report nothing. */
+Test(conditions, refused_lease_reports_the_messages_ts)
+{
+	tli_op op;
+
+	m1_leased_by_ca();
+	cr_assert_eq(lease("m1", CB, T0 + LEASE, 0, &op), TL_ELEASED);
+	cr_assert_eq(op.new_ts, T0 + LEASE);
+	cr_assert_eq(op.new_version, 0);
+	TL_PASS(create("w", T0 + 700, NULL));
+	cr_assert_eq(lease("w", CB, T0 + LEASE, 0, &op), TL_ENOTDUE);
+	cr_assert_eq(op.new_ts, T0 + 700);
+	cr_assert_eq(lease("nope", CB, T0 + LEASE, 0, &op), TL_ENOTFOUND);
+	cr_assert_eq(op.new_ts, 0);
+	CHECK_MSG("m1", T0 + LEASE, 2, CA, 1);
+	env_finish();
+}
+
+/* A LOCK's lease (no_dead_letter) is taken however often the message was
+ * leased before; the count still grows. */
+Test(conditions, lease_without_dead_letter_passes_max_deliveries)
+{
+	tli_topic_conf c;
+	tli_op op;
+
+	TL_PASS(tli_topic_conf_init(&c, "few"));
+	c.max_deliveries = 1;
+	TL_PASS(tli_store_topic_create(st, &c));
+	topic = "few";
+	TL_PASS(create("m1", T0, NULL));
+	TL_PASS(lease("m1", CA, T0 + LEASE, 0, NULL));
+	tt_clock_set(&clk, T0 + LEASE);
+	op = mkop(TLI_OP_LEASE, "m1", CB, T0 + 2 * LEASE, 0);
+	op.no_dead_letter = true;
+	TL_PASS(run(&op));
+	cr_assert_eq(op.deliveries, 2);
+	tt_clock_set(&clk, T0 + 2 * LEASE);
+	cr_assert_eq(lease("m1", CA, T0 + 3 * LEASE, 0, &op), TL_EDEAD);
+	topic = TOPIC;
+	env_finish();
+}
+
 Test(conditions, lease_ending_too_close_fails_etooclose)
 {
 	tli_op op;

@@ -389,17 +389,24 @@ typedef struct tl_lock_conf {
 	const char *create_group;
 } tl_lock_conf;
 
-/* One attempt. On success *out is a lease handle (free with
- * tl_lease_free). Errors: TL_ELEASED (another holder has it: *held_until,
- * if not NULL, receives until when, broker time), TL_ENOTFOUND (no such
- * message and no create_group), TL_ENOTDUE (it is placed later: released
- * to a future time; *held_until receives that time), TL_ENOTOPIC,
- * TL_ENOTAUTH, TL_ELEASELIMIT, TL_EDEAD. */
+/* One attempt. On success *out is a lease handle: tl_lease_extend (the
+ * heartbeat), tl_lease_release (0, true: available to others at once),
+ * tl_lease_delete and their _async forms work on it as on a delivered
+ * lease; free it with tl_lease_free before tl_client_close. Errors:
+ * TL_ELEASED (another holder has it: *held_until, if not NULL, receives
+ * until when, broker time; the holder is never named), TL_ENOTFOUND (no
+ * such message and no create_group), TL_ENOTDUE (it is placed later:
+ * released to a future time; *held_until receives that time),
+ * TL_ENOTOPIC, TL_ENOTAUTH, TL_ELEASELIMIT, TL_EBADID / TL_ETOOLARGE
+ * (names and id), TL_EINVAL, TL_EDEAD, and the request errors (TL_ECONN,
+ * TL_ETIMEDOUT). *out and *held_until are untouched on other errors. Any
+ * thread. */
 TL_API int tl_lock_try(tl_client *c, const tl_lock_conf *conf, tl_lease **out,
     int64_t *held_until);
-/* As tl_lock_try, retried until it succeeds or timeout_ms passed (-1 =
- * forever): TL_ETIMEDOUT. Waits until the reported held_until, at most
- * 1 s between attempts. */
+/* As tl_lock_try, retried while the lock is held (TL_ELEASED, TL_ENOTDUE)
+ * or the connection is down (TL_ECONN) until it succeeds or timeout_ms
+ * passed (-1 = forever): TL_ETIMEDOUT. Waits until the reported
+ * held_until, at most 1 s between attempts; other errors return at once. */
 TL_API int tl_lock(
     tl_client *c, const tl_lock_conf *conf, int timeout_ms, tl_lease **out);
 
