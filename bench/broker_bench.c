@@ -14,6 +14,12 @@
  *  - scale:       a large backlog scheduled an hour ahead; the broker's
  *                 RSS (VmRSS, VmHWM), disk bytes, bytes per message and
  *                 the time to restart with that backlog.
+ *  - recurring:   N live recurring timers (every --every ms, first
+ *                 occurrences spread over one interval) for --secs
+ *                 seconds; consumers delete each occurrence, which places
+ *                 the next one. Pops/s, lateness against each occurrence's
+ *                 grid time, skipped occurrences, and the broker's CPU per
+ *                 pop (utime + stime from /proc/PID/stat over the run).
  *
  * A delete is answered only after a durable group commit, so a consumer
  * thread that waited for each one would be bound by the round trip. The
@@ -92,6 +98,9 @@ typedef struct bench_cfg {
 	/* scale */
 	uint64_t scale_count;
 	bool scale_count_set;
+	/* recurring */
+	uint64_t timers;
+	int every_ms;
 } bench_cfg;
 
 /* One run of one workload; the fields used depend on the workload. */
@@ -132,6 +141,10 @@ typedef struct bench_result {
 	double stop_s, accept_s, hello_s;
 	uint64_t rss_after_kb;
 	uint64_t count_after;
+	/* recurring */
+	double cpu_s;      /* the broker's CPU over the run */
+	double cpu_us_pop; /* per pop */
+	uint64_t skipped;  /* occurrences never delivered */
 } bench_result;
 
 static const bench_cfg *g_cfg;
@@ -410,6 +423,8 @@ typedef struct prod_plan {
 	int64_t spread;        /* TS_SPREAD: ms */
 	int rate;              /* TS_RATE: messages due per second */
 	const char *id_prefix; /* NULL: the broker makes the ids */
+	int64_t every_ms;      /* a recurrence of `times` (0: none) */
+	uint32_t times;
 } prod_plan;
 
 typedef struct prod_slot {
@@ -536,6 +551,8 @@ produce(tl_client *c, const prod_plan *pl, bench_result *r)
 			u->ts = plan_ts(pl, msg + i);
 			u->body = body;
 			u->body_len = cfg->body;
+			u->every_ms = pl->every_ms;
+			u->times = pl->every_ms > 0 ? pl->times : 0;
 		}
 		e = tl_put_batch_async(c, BENCH_TOPIC, BENCH_GROUP, sl->puts,
 		    sl->n, prod_done, sl);
@@ -1310,6 +1327,184 @@ out:
 	return rv;
 }
 
+/* ---- recurring timers ---- */
+
+typedef struct recur_state {
+	recv_state rs;   /* seen / late_us by timer * times + seq - 1 */
+	uint32_t times;  /* occurrences per timer */
+	uint64_t timers; /* ids R0000000000.. */
+} recur_state;
+
+static void
+on_recur(void *arg, tl_lease *l)
+{
+	recur_state *st = arg;
+	recv_state *rs = &st->rs;
+	int64_t now = tlb_bench_wall_us();
+	const char *id = tl_lease_id(l);
+	uint32_t seq = tl_lease_seq(l);
+	unsigned long long k;
+
+	if (id == NULL || id[0] != 'R' ||
+	    (k = strtoull(id + 1, NULL, 10)) >= st->timers || seq == 0 ||
+	    seq > st->times) {
+		rs->bad_ids++;
+	} else {
+		uint64_t i = k * st->times + seq - 1;
+
+		if (atomic_exchange(&rs->seen[i], 1) != 0) {
+			rs->dups++;
+		} else {
+			rs->late_us[i] = now - tl_lease_occurrence_at(l) * 1000;
+			rs->uniq++;
+		}
+	}
+	rs->got++;
+	ackq_push(rs->aq, l);
+}
+
+/* utime + stime of a process in seconds, or -1. */
+static double
+proc_cpu_s(pid_t pid)
+{
+	char path[64], buf[1024];
+	unsigned long long ut = 0, st = 0;
+	const char *p;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int) pid);
+	if ((f = fopen(path, "r")) == NULL) {
+		return -1;
+	}
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* after "(comm)": state is field 3, utime 14, stime 15 */
+	if ((p = strrchr(buf, ')')) == NULL ||
+	    sscanf(p + 2,
+	        "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
+	        &st) != 2) {
+		return -1;
+	}
+	return (double) (ut + st) / (double) sysconf(_SC_CLK_TCK);
+}
+
+static int
+bench_recurring(bench_result *r)
+{
+	const bench_cfg *cfg = g_cfg;
+	uint32_t times =
+	    (uint32_t) ((int64_t) cfg->secs * 1000 / cfg->every_ms);
+	uint64_t total = cfg->timers * (times > 0 ? times : 1);
+	recur_state st = {
+	    .times = times > 0 ? times : 1, .timers = cfg->timers};
+	broker b;
+	tl_client *c = NULL;
+	cons_set cs = {0};
+	ackq aq;
+	prod_plan pl;
+	bench_result fill = {0};
+	tlb_bench_late lt;
+	int64_t lead, base;
+	double cpu0, cpu1, t_base, end;
+	size_t nl;
+	char rate[32];
+	int rv = -1;
+
+	st.rs.total = total;
+	st.rs.seen = calloc(total, sizeof(*st.rs.seen));
+	st.rs.late_us = calloc(total, sizeof(*st.rs.late_us));
+	if (st.rs.seen == NULL || st.rs.late_us == NULL ||
+	    ackq_init(&aq, (size_t) cfg->consumers * cfg->credit + 1,
+	        cfg->ackers) != 0) {
+		free(st.rs.seen);
+		free(st.rs.late_us);
+		return -1;
+	}
+	st.rs.aq = &aq;
+	if ((rv = broker_up(&b, &c)) != 0) {
+		goto out;
+	}
+	if ((rv = cons_open(&b, &cs, cfg->consumers, cfg->credit, on_recur,
+	         &st)) != TL_OK) {
+		rv = -1;
+		goto out;
+	}
+	/* The fill must end before the first occurrence: about 50k creates
+	 * a second at worst, and a second more. */
+	lead = cfg->lead_ms > 0 ? cfg->lead_ms
+	                        : 1000 + (int64_t) (cfg->timers / 50);
+	base = tl_client_broker_now(c) + lead;
+	pl = (prod_plan){.count = cfg->timers,
+	    .mode = TS_RATE,
+	    .base = base,
+	    /* the first occurrences spread over one interval */
+	    .rate = (int) ((double) cfg->timers * 1000.0 / cfg->every_ms) > 0
+	        ? (int) ((double) cfg->timers * 1000.0 / cfg->every_ms)
+	        : 1,
+	    .id_prefix = "R",
+	    .every_ms = cfg->every_ms,
+	    .times = st.times};
+	if ((rv = produce(c, &pl, &fill)) != 0) {
+		goto out;
+	}
+	r->failures = fill.failures;
+	r->first_err = fill.first_err;
+	r->fill_rate = fill.rate;
+	r->created_late = fill.created_late;
+	while (tlb_bench_wall_ms() < base) {
+		tlb_bench_sleep_ms(1);
+	}
+	t_base = tlb_bench_mono_s();
+	cpu0 = proc_cpu_s(b.pid);
+	end = t_base + (double) st.times * cfg->every_ms / 1000.0 +
+	    cfg->grace_ms / 1000.0;
+	ackq_wait(&aq, total, end);
+	r->secs = tlb_bench_mono_s() - t_base;
+	cpu1 = proc_cpu_s(b.pid);
+	cons_close(&cs);
+	r->msgs = st.rs.uniq;
+	r->received = st.rs.got;
+	r->dups = st.rs.dups;
+	r->skipped = total - st.rs.uniq;
+	r->rate = r->secs > 0 ? (double) st.rs.uniq / r->secs : 0;
+	r->cpu_s = cpu0 >= 0 && cpu1 >= 0 ? cpu1 - cpu0 : -1;
+	r->cpu_us_pop = r->cpu_s >= 0 && st.rs.got > 0
+	    ? r->cpu_s * 1e6 / (double) st.rs.got
+	    : -1;
+	r->ack_fail = aq.fail;
+	ack_stats(&aq, r);
+	free(tlb_bench_late_stats(st.rs.seen, st.rs.late_us, total, &lt, &nl));
+	r->early = lt.early;
+	TLB_BENCH_LATE_INTO(r, lt);
+	r->failures += aq.fail + st.rs.bad_ids;
+	fmt_rate(rate, sizeof(rate), r->rate);
+	printf("recurring: %llu timers every %d ms for %u occurrences: %llu "
+	       "pops in %.2f s = %s pops/s; late p50 %.2f p99 %.2f max %.2f "
+	       "ms; early %llu, skipped %llu, dups %llu; broker CPU %.2f s "
+	       "= %.1f us/pop (consumers %d, credit %u, %s; fill %.1fk "
+	       "msg/s, %llu created late) [load %.2f]",
+	    (unsigned long long) cfg->timers, cfg->every_ms, st.times,
+	    (unsigned long long) r->msgs, r->secs, rate, r->p50, r->p99, r->max,
+	    (unsigned long long) r->early, (unsigned long long) r->skipped,
+	    (unsigned long long) r->dups, r->cpu_s, r->cpu_us_pop,
+	    cfg->consumers, cfg->credit, ack_mode(), r->fill_rate / 1e3,
+	    (unsigned long long) r->created_late, r->load1);
+	fail_note(r);
+	printf("\n");
+	fflush(stdout);
+	rv = 0;
+out:
+	cons_close(&cs);
+	ackq_fini(&aq);
+	tl_client_close(c);
+	broker_finish(&b);
+	free(st.rs.seen);
+	free(st.rs.late_us);
+	return rv;
+}
+
 /* Restart the broker on its directory; time to accept and to HELLO. */
 static int
 scale_restart(broker *b, bench_result *r)
@@ -1470,6 +1665,12 @@ f_hello(const bench_result *r)
 }
 
 static double
+f_cpu_pop(const bench_result *r)
+{
+	return r->cpu_us_pop;
+}
+
+static double
 median_of(const bench_result *rs, int n, const char *workload, field_fn f)
 {
 	double v[BENCH_MAX_RUNS];
@@ -1505,6 +1706,12 @@ median_print(const void *res, int n, const char *w, int repeat)
 	} else if (strcmp(w, "lease-cycle") == 0) {
 		fmt_rate(a, sizeof(a), median_of(rs, n, w, f_rate));
 		printf("%s cycles/s\n", a);
+	} else if (strcmp(w, "recurring") == 0) {
+		fmt_rate(a, sizeof(a), median_of(rs, n, w, f_rate));
+		printf(
+		    "%s pops/s, late p50 %.2f p99 %.2f ms, %.1f us CPU/pop\n",
+		    a, median_of(rs, n, w, f_p50), median_of(rs, n, w, f_p99),
+		    median_of(rs, n, w, f_cpu_pop));
 	} else {
 		printf("RSS %.1f MB (HWM %.1f MB), %.0f B/msg on disk, "
 		       "restart to HELLO %.2f s\n",
@@ -1541,6 +1748,18 @@ json_run(FILE *f, const bench_result *r)
 		    (long long) r->clock_offset_ms, r->p50, r->p90, r->p99,
 		    r->p999, r->max, r->mean, (unsigned long long) r->ack_fail,
 		    r->ack_mean_ms, r->ack_max_ms);
+	} else if (strcmp(r->workload, "recurring") == 0) {
+		fprintf(f,
+		    "\"seconds\": %.4f, \"pops_per_s\": %.0f, "
+		    "\"p50_ms\": %.3f, \"p99_ms\": %.3f, \"max_ms\": %.3f, "
+		    "\"early\": %llu, \"skipped\": %llu, \"dups\": %llu, "
+		    "\"broker_cpu_s\": %.2f, \"cpu_us_per_pop\": %.2f, "
+		    "\"created_late\": %llu}",
+		    r->secs, r->rate, r->p50, r->p99, r->max,
+		    (unsigned long long) r->early,
+		    (unsigned long long) r->skipped,
+		    (unsigned long long) r->dups, r->cpu_s, r->cpu_us_pop,
+		    (unsigned long long) r->created_late);
 	} else if (strcmp(r->workload, "lease-cycle") == 0) {
 		fprintf(f,
 		    "\"seconds\": %.4f, \"cycles_per_s\": %.0f, "
@@ -1639,7 +1858,7 @@ usage(FILE *f)
 {
 	fprintf(f,
 	    "usage: tl-broker-bench [options] "
-	    "produce|lateness|lease-cycle|scale|all\n"
+	    "produce|lateness|lease-cycle|scale|recurring|all\n"
 	    "  --broker PATH       timelined to start "
 	    "(<builddir>/broker/timelined)\n"
 	    "  --durability MODE   passed to timelined: "
@@ -1674,13 +1893,19 @@ usage(FILE *f)
 	    "  --side-count N      lateness: a side client COUNTs a topic of "
 	    "N\n"
 	    "                      messages over and over meanwhile (0)\n"
+	    "  --timers N          recurring: live timers (100000)\n"
+	    "  --every MS          recurring: their interval (1000); --secs "
+	    "is\n"
+	    "                      how long they run, --consumers and "
+	    "--credit\n"
+	    "                      the consumers\n"
 	    "defaults for --count: produce 1000000, lease-cycle 200000, scale "
 	    "5000000\n(1000000 under all)\n",
 	    TL_MAX_BATCH);
 }
 
 static const char *workloads[] = {
-    "produce", "lateness", "lease-cycle", "scale"};
+    "produce", "lateness", "lease-cycle", "scale", "recurring"};
 #define NWORKLOADS (sizeof(workloads) / sizeof(workloads[0]))
 
 static int
@@ -1708,6 +1933,8 @@ parse_args(int argc, char **argv, bench_cfg *cfg, const char **workload)
 	    {"grace", 'G', TLB_BENCH_INT, 0, 3600000, &cfg->grace_ms},
 	    {"side-count", 'S', TLB_BENCH_U64, 0, UINT64_C(1) << 32,
 	        &cfg->side_count},
+	    {"timers", 'I', TLB_BENCH_U64, 1, UINT64_C(1) << 28, &cfg->timers},
+	    {"every", 'E', TLB_BENCH_INT, 1, 3600000, &cfg->every_ms},
 	};
 
 	if (tlb_bench_getopt(argc, argv, opts, sizeof(opts) / sizeof(opts[0]),
@@ -1763,8 +1990,11 @@ run_one(void *arg, void *res, size_t w, int run, uint64_t *failures)
 	case 2:
 		rv = bench_cycle(r);
 		break;
-	default:
+	case 3:
 		rv = bench_scale(r);
+		break;
+	default:
+		rv = bench_recurring(r);
 		break;
 	}
 	*failures = r->failures;
@@ -1791,6 +2021,8 @@ main(int argc, char **argv)
 	    .cycle_count = 200000,
 	    .cycle_credit = 8192,
 	    .scale_count = 5000000,
+	    .timers = 100000,
+	    .every_ms = 1000,
 	};
 	tlb_bench_driver d = {
 	    .names = workloads,

@@ -579,6 +579,10 @@ delivery_fill(tlp_delivery *dv, const char *id, size_t idl, const tli_msg *m,
 	dv->due_ts = due_ts;
 	dv->deliveries = deliveries;
 	dv->placed_at = m->sched;
+	dv->seq = m->seq;
+	dv->every_ms = m->every;
+	dv->start = m->start;
+	dv->last = m->last;
 	dv->owner = (tlp_str){m->owner, m->owner_len};
 	dv->body = m->body;
 	dv->body_len = m->body_len;

@@ -587,7 +587,7 @@ enc_results(tlp_w *w, const void *arg)
 	enc_list_begin(w, 2, p->n);
 	for (size_t i = 0; i < p->n; i++) {
 		const tli_op *o = &p->ops[i];
-		tlp_w_array(w, 5);
+		tlp_w_array(w, 6);
 		tlp_w_uint(w, (uint64_t) o->err);
 		if (o->gen_id[0] != '\0') {
 			tlp_w_str(w, o->gen_id, TL_GEN_ID_LEN);
@@ -597,6 +597,7 @@ enc_results(tlp_w *w, const void *arg)
 		tlp_w_uint(w, o->new_version);
 		tlp_w_int(w, o->new_ts);
 		tlp_w_uint(w, o->deliveries);
+		tlp_w_uint(w, o->seq);
 	}
 }
 
@@ -634,7 +635,10 @@ batch_effects(pending *p)
 		default:
 			break;
 		}
-		if (p->h.op != TLP_OP_ACK && p->h.op != TLP_OP_DELETE) {
+		/* An ACK that placed a recurring message's next occurrence
+		 * (new_version set) is a placement like a create's. */
+		if ((p->h.op != TLP_OP_ACK || o->new_version != 0) &&
+		    p->h.op != TLP_OP_DELETE) {
 			tlb_dsp_note_locked(b, p->topic, o->bucket, o->new_ts,
 			    p->h.op == TLP_OP_EXTEND, id, idl, o->new_version);
 		}
@@ -828,6 +832,10 @@ h_batch(req *q)
 		o->version = it->version;
 		o->body = it->body;
 		o->body_len = it->body_len;
+		o->every_ms = it->every_ms;
+		o->times = it->times;
+		o->until = it->until;
+		o->catch_up = it->catch_up;
 	}
 	tlp_batch_fini(&bt);
 	tlb_session_hold(q->s);
@@ -909,6 +917,11 @@ h_GET(req *q)
 	out.version = m.version;
 	out.deliveries = m.deliveries;
 	out.created_at = m.created_at;
+	out.every_ms = m.every;
+	out.start = m.start;
+	out.seq = m.seq;
+	out.last = m.last;
+	out.catch_up = m.catch_up;
 	out.body = m.body;
 	out.body_len = m.body_len;
 	reply(q, enc_msg, &out);

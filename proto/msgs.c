@@ -71,17 +71,23 @@ static const field topic_f[] = {FSTR(F_STR, tlp_topic, name, NAME),
 
 static const field item_f[] = {FSTR(F_NSTR, tlp_item, id, ID),
     FIELD(F_U64, tlp_item, version), FIELD(F_I64, tlp_item, ts),
-    FIELD(F_BOOL, tlp_item, rel), FBODY(F_NBIN, tlp_item, body, body_len)};
+    FIELD(F_BOOL, tlp_item, rel), FBODY(F_NBIN, tlp_item, body, body_len),
+    FIELD(F_I64, tlp_item, every_ms), FIELD(F_U32, tlp_item, times),
+    FIELD(F_I64, tlp_item, until), FIELD(F_BOOL, tlp_item, catch_up)};
 
 static const field result_f[] = {FIELD(F_ERR, tlp_result, err),
     FSTR(F_STR, tlp_result, id, ID), FIELD(F_U64, tlp_result, version),
-    FIELD(F_I64, tlp_result, ts), FIELD(F_U32, tlp_result, deliveries)};
+    FIELD(F_I64, tlp_result, ts), FIELD(F_U32, tlp_result, deliveries),
+    FIELD(F_U32, tlp_result, seq)};
 
 static const field msg_f[] = {FSTR(F_STR, tlp_msg, id, ID),
     FIELD(F_I64, tlp_msg, ts), FIELD(F_U32, tlp_msg, bucket),
     FSTR(F_STR, tlp_msg, owner, NAME), FSTR(F_STR, tlp_msg, consumer, NAME),
     FIELD(F_U64, tlp_msg, version), FIELD(F_U32, tlp_msg, deliveries),
-    FIELD(F_I64, tlp_msg, created_at), FBODY(F_BIN, tlp_msg, body, body_len)};
+    FIELD(F_I64, tlp_msg, created_at), FBODY(F_BIN, tlp_msg, body, body_len),
+    FIELD(F_I64, tlp_msg, every_ms), FIELD(F_I64, tlp_msg, start),
+    FIELD(F_U32, tlp_msg, seq), FIELD(F_U32, tlp_msg, last),
+    FIELD(F_BOOL, tlp_msg, catch_up)};
 
 /* LIST's head; the cursor that follows is a pair of nils or values. */
 static const field list_f[] = {FSTR(F_STR, tlp_list, topic, NAME),
@@ -101,7 +107,9 @@ static const field delivery_f[] = {FSTR(F_STR, tlp_delivery, id, ID),
     FIELD(F_U32, tlp_delivery, deliveries),
     FSTR(F_STR, tlp_delivery, owner, NAME),
     FBODY(F_BIN, tlp_delivery, body, body_len),
-    FIELD(F_I64, tlp_delivery, placed_at)};
+    FIELD(F_I64, tlp_delivery, placed_at), FIELD(F_U32, tlp_delivery, seq),
+    FIELD(F_I64, tlp_delivery, every_ms), FIELD(F_I64, tlp_delivery, start),
+    FIELD(F_U32, tlp_delivery, last)};
 
 /* The bodies whose fields travel as separate arguments. */
 typedef struct name2 {

@@ -81,8 +81,9 @@ int tlp_dec_topic_list(tlp_r *r, tlp_topic **v, size_t *n);
 
 /* ---- message batches ----
  * CREATE, MOVE, DELETE (owner) and EXTEND, RELEASE, ACK (lease holder),
- * DLQ_KICK: [topic, who, [[id|nil, version, ts, rel, body|nil]...]]
- * reply [0, [[err, id, version, ts, deliveries]...]] in item order. */
+ * DLQ_KICK: [topic, who, [[id|nil, version, ts, rel, body|nil, every_ms,
+ * times, until, catch_up]...]]
+ * reply [0, [[err, id, version, ts, deliveries, seq]...]] in item order. */
 
 typedef struct tlp_item {
 	tlp_str id;       /* empty on CREATE: the broker generates one */
@@ -91,6 +92,11 @@ typedef struct tlp_item {
 	bool rel;
 	const void *body;
 	size_t body_len;
+	/* CREATE: a recurrence (every_ms 0 = none); 0 elsewhere */
+	int64_t every_ms;
+	uint32_t times;
+	int64_t until;
+	bool catch_up;
 } tlp_item;
 
 typedef struct tlp_batch {
@@ -106,6 +112,7 @@ typedef struct tlp_result {
 	uint64_t version;
 	int64_t ts;
 	uint32_t deliveries;
+	uint32_t seq; /* a recurring message's occurrence after the op; 0 */
 } tlp_result;
 
 void tlp_enc_batch(tlp_w *w, const tlp_batch *b);
@@ -127,10 +134,15 @@ typedef struct tlp_msg {
 	int64_t created_at;
 	const void *body;
 	size_t body_len;
+	int64_t every_ms; /* the recurrence: every_ms 0 = none */
+	int64_t start;
+	uint32_t seq;
+	uint32_t last;
+	bool catch_up;
 } tlp_msg;
 
 /* GET: [topic, id]; reply [0, [id, ts, bucket, owner, consumer, version,
- * deliveries, created_at, body]]. */
+ * deliveries, created_at, body, every_ms, start, seq, last, catch_up]]. */
 void tlp_enc_get(tlp_w *w, tlp_str topic, tlp_str id);
 int tlp_dec_get(tlp_r *r, tlp_str *topic, tlp_str *id);
 void tlp_enc_msg(tlp_w *w, const tlp_msg *m);
@@ -189,6 +201,10 @@ typedef struct tlp_delivery {
 	tlp_str owner;
 	const void *body;
 	size_t body_len;
+	uint32_t seq; /* a recurring message's occurrence, else 0 */
+	int64_t every_ms;
+	int64_t start;
+	uint32_t last;
 } tlp_delivery;
 
 typedef struct tlp_deliver {
@@ -199,8 +215,8 @@ typedef struct tlp_deliver {
 } tlp_deliver;
 
 /* DELIVER push: [topic, consumer, [[id, version, lease_until, due_ts,
- * deliveries, owner, body, placed_at]...]]. LEASE_LOST push: the same with only
- * id and version set. */
+ * deliveries, owner, body, placed_at, seq, every_ms, start, last]...]].
+ * LEASE_LOST push: the same with only id and version set. */
 void tlp_enc_deliver(tlp_w *w, const tlp_deliver *d);
 int tlp_dec_deliver(tlp_r *r, tlp_deliver *d);
 void tlp_deliver_fini(tlp_deliver *d);

@@ -51,6 +51,10 @@ lease_new(const tlp_delivery *d)
 	l->due = d->due_ts;
 	l->placed = d->placed_at;
 	l->deliveries = d->deliveries;
+	l->seq = d->seq;
+	l->last = d->last;
+	l->every = d->every_ms;
+	l->start = d->start;
 	if (owner_n > 0) {
 		memcpy(l->owner, d->owner.p, owner_n);
 	}
@@ -189,6 +193,20 @@ LEASE_GET(int64_t, until, until, 0)
 LEASE_GET(int64_t, due, due, 0)
 LEASE_GET(int64_t, placed_at, placed, 0)
 LEASE_GET(uint32_t, deliveries, deliveries, 0)
+LEASE_GET(uint32_t, seq, seq, 0)
+LEASE_GET(uint32_t, last, last, 0)
+
+int64_t
+tl_lease_occurrence_at(const tl_lease *l)
+{
+	if (l == NULL) {
+		return 0;
+	}
+	if (l->seq == 0) {
+		return l->placed;
+	}
+	return l->start + (int64_t) (l->seq - 1) * l->every;
+}
 LEASE_GET(const char *, owner, owner, NULL)
 
 const void *
@@ -605,6 +623,10 @@ consumer_offer(tl_consumer *k, tl_lease *l)
 		old->version = l->version;
 		old->until = l->until;
 		old->deliveries = l->deliveries;
+		old->seq = l->seq;
+		old->last = l->last;
+		old->every = l->every;
+		old->start = l->start;
 		return false;
 	}
 	if (old != NULL && old->version == l->version) {

@@ -120,6 +120,10 @@ struct tl_lease {
 	int64_t due;
 	int64_t placed;
 	uint32_t deliveries;
+	uint32_t seq; /* the recurrence: seq 0 = none */
+	uint32_t last;
+	int64_t every;
+	int64_t start;
 	char owner[TL_MAX_NAME_LEN + 1];
 	void *body;
 	size_t body_len;

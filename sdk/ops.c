@@ -383,6 +383,10 @@ ppart_make(
 		items[i].rel = u->rel;
 		items[i].body = u->body != NULL ? u->body : "";
 		items[i].body_len = u->body_len;
+		items[i].every_ms = u->every_ms;
+		items[i].times = u->times;
+		items[i].until = u->until;
+		items[i].catch_up = u->catch_up;
 	}
 	bt.topic = TLP_STR(topic);
 	bt.who = TLP_STR(group);
@@ -781,6 +785,11 @@ get_dec(void *arg, tlp_r *r)
 	msg->version = m.version;
 	msg->deliveries = m.deliveries;
 	msg->created_at = m.created_at;
+	msg->every_ms = m.every_ms;
+	msg->start = m.start;
+	msg->seq = m.seq;
+	msg->last = m.last;
+	msg->catch_up = m.catch_up;
 	msg->body = (uint8_t *) (msg + 1);
 	msg->body_len = m.body_len;
 	if (m.body_len > 0) {

@@ -131,6 +131,40 @@ chk_record(chk *c, uint32_t topic, const char *id, size_t len, rec *r)
 	return found;
 }
 
+/* A recurrence: 1 <= seq <= last, every >= 1, the last grid point in range,
+ * and the record placed at its occurrence's grid time unless a release or a
+ * kick put it elsewhere (REC_OFFGRID). */
+static void
+check_recur(chk *c, const rec *r, const char *pid)
+{
+	int64_t at;
+
+	if (!(r->flags & REC_RECUR)) {
+		if (r->flags & (REC_CATCHUP | REC_OFFGRID)) {
+			problem(
+			    c, "message %s: recurrence flags without one", pid);
+		}
+		return;
+	}
+	if (r->every < 1 || r->seq < 1 || r->seq > r->last) {
+		problem(c, "message %s: recurrence every %lld, seq %u of %u",
+		    pid, (long long) r->every, r->seq, r->last);
+		return;
+	}
+	if (r->start > TL_TS_MAX || r->start < -TL_TS_MAX ||
+	    (int64_t) (r->last - 1) > (TL_TS_MAX - r->start) / r->every) {
+		problem(c, "message %s: recurrence runs out of range", pid);
+		return;
+	}
+	at = r->start + (int64_t) (r->seq - 1) * r->every;
+	if (!(r->flags & REC_OFFGRID) && r->sched != at) {
+		problem(c,
+		    "message %s: occurrence %u placed at %lld, its grid time "
+		    "is %lld",
+		    pid, r->seq, (long long) r->sched, (long long) at);
+	}
+}
+
 static void
 check_record(chk *c, uint32_t topic, const char *id, size_t len,
     const uint8_t *v, size_t vl)
@@ -158,6 +192,7 @@ check_record(chk *c, uint32_t topic, const char *id, size_t len,
 		t->messages++;
 		t->locked += r.cons_len > 0;
 	}
+	check_recur(c, &r, pid);
 	if (r.bucket != tli_bucket_of(id, len, t->buckets)) {
 		problem(c, "message %s: bucket %u, expected %u", pid, r.bucket,
 		    tli_bucket_of(id, len, t->buckets));

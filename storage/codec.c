@@ -89,9 +89,12 @@ tli_key_meta_counters(uint8_t *k, uint32_t topic)
 }
 
 /* Record format 2 added sched after ts; format 1 records (sched = ts, which
- * is where their owner entry is) are still read. */
+ * is where their owner entry is) are still read. Format 3 added the
+ * recurrence block (every, start, seq, last) after the fixed fields, present
+ * only with REC_RECUR; format 2 records (no recurrence) are still read. */
 #define REC_FORMAT_1 1
-#define REC_FORMAT 2
+#define REC_FORMAT_2 2
+#define REC_FORMAT 3
 
 size_t
 tli_rec_encode(uint8_t *out, const rec *r)
@@ -108,6 +111,13 @@ tli_rec_encode(uint8_t *out, const rec *r)
 	tli_put_be32(p + 36, r->bucket);
 	tli_put_be32(p + 40, r->body_len);
 	p += 44;
+	if (r->flags & REC_RECUR) {
+		tli_put_be64(p, (uint64_t) r->every);
+		tli_put_be64(p + 8, (uint64_t) r->start);
+		tli_put_be32(p + 16, r->seq);
+		tli_put_be32(p + 20, r->last);
+		p += REC_RECUR_LEN;
+	}
 	*p++ = r->owner_len;
 	memcpy(p, r->owner, r->owner_len);
 	p += r->owner_len;
@@ -127,9 +137,15 @@ tli_rec_decode(rec *r, const uint8_t *p, size_t len)
 	const uint8_t *end = p + len;
 
 	size_t fix = len > 0 && p[0] == REC_FORMAT_1 ? 8 : 0;
+	uint8_t fmt = len > 0 ? p[0] : 0;
 
-	if (len < 2 || (p[0] != REC_FORMAT && p[0] != REC_FORMAT_1) ||
+	if (len < 2 ||
+	    (fmt != REC_FORMAT && fmt != REC_FORMAT_2 && fmt != REC_FORMAT_1) ||
 	    len < 47 - fix) {
+		return TL_ECORRUPT;
+	}
+	if ((p[1] & REC_RECUR) &&
+	    (fmt != REC_FORMAT || len < 47 + REC_RECUR_LEN)) {
 		return TL_ECORRUPT;
 	}
 	r->flags = p[1];
@@ -147,6 +163,18 @@ tli_rec_decode(rec *r, const uint8_t *p, size_t len)
 	r->bucket = tli_get_be32(p + 28);
 	r->body_len = tli_get_be32(p + 32);
 	p += 36;
+	if (r->flags & REC_RECUR) {
+		r->every = (int64_t) tli_get_be64(p);
+		r->start = (int64_t) tli_get_be64(p + 8);
+		r->seq = tli_get_be32(p + 16);
+		r->last = tli_get_be32(p + 20);
+		p += REC_RECUR_LEN;
+	} else {
+		r->every = 0;
+		r->start = 0;
+		r->seq = 0;
+		r->last = 0;
+	}
 	r->owner_len = *p++;
 	if (r->owner_len == 0 || r->owner_len > TL_MAX_NAME_LEN ||
 	    end - p < r->owner_len + 1) {

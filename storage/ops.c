@@ -130,6 +130,15 @@ ov_from_hint(const struct overlay *ov, uint64_t h, const tli_msg *m,
 	memset(r, 0, offsetof(rec, owner));
 	r->flags = (uint8_t) ((m->dead ? REC_DEAD : 0) |
 	    (m->body_len <= INLINE_MAX ? REC_INLINE : 0));
+	if (m->every > 0) {
+		r->flags |=
+		    (uint8_t) (REC_RECUR | (m->catch_up ? REC_CATCHUP : 0) |
+		        (m->off_grid ? REC_OFFGRID : 0));
+		r->every = m->every;
+		r->start = m->start;
+		r->seq = m->seq;
+		r->last = m->last;
+	}
 	r->ts = m->ts;
 	r->sched = m->sched;
 	r->version = m->version;
@@ -350,6 +359,112 @@ msg_dead_letter(tli_store *s, topic_rt *t, ov_ent *e, int64_t now)
 	    (char *) dv, 16, false);
 }
 
+/* ---- recurrences ---- */
+
+/* Occurrence k's grid time; in range for 1 <= k <= last (checked at create
+ * and move). */
+static int64_t
+recur_at(const rec *r, uint32_t k)
+{
+	return r->start + (int64_t) (k - 1) * r->every;
+}
+
+/* The occurrence a holder's delete places next, or 0 when the series is
+ * over: the next one with catch_up, else the first whose grid time is after
+ * now (missed ones are skipped; the overdue one was just delivered). */
+static uint32_t
+recur_next(const rec *r, int64_t now)
+{
+	int64_t j;
+
+	if (r->seq >= r->last) {
+		return 0;
+	}
+	j = (int64_t) r->seq + 1;
+	if (!(r->flags & REC_CATCHUP) && recur_at(r, (uint32_t) j) <= now) {
+		j = (now - r->start) / r->every + 2;
+	}
+	return j > (int64_t) r->last ? 0 : (uint32_t) j;
+}
+
+/* Mark whether ts (a release's or a kick's) is off the occurrence's grid
+ * time: then sched is not that grid time (the checker allows it). */
+static void
+recur_note_place(rec *r, int64_t ts)
+{
+	if (!(r->flags & REC_RECUR)) {
+		return;
+	}
+	if (ts == recur_at(r, r->seq)) {
+		r->flags &= (uint8_t) ~REC_OFFGRID;
+	} else {
+		r->flags |= REC_OFFGRID;
+	}
+}
+
+/* A create's recurrence: *last is the number of occurrences (0: none). */
+static int
+check_recur(const tli_op *op, int64_t ts, uint32_t *last)
+{
+	int64_t n;
+
+	*last = 0;
+	if (op->every_ms == 0) {
+		return op->times != 0 || op->until != 0 || op->catch_up
+		    ? TL_EINVAL
+		    : TL_OK;
+	}
+	if (op->every_ms < 0) {
+		return TL_ERANGE;
+	}
+	if ((op->times != 0) == (op->until != 0)) {
+		return TL_EINVAL; /* no end (open-ended), or two */
+	}
+	if (op->until != 0) {
+		if (op->until > TL_TS_MAX) {
+			return TL_ERANGE;
+		}
+		if (op->until < ts) {
+			return TL_EINVAL;
+		}
+		n = (op->until - ts) / op->every_ms + 1;
+	} else {
+		n = op->times;
+	}
+	if (n > UINT32_MAX || n - 1 > (TL_TS_MAX - ts) / op->every_ms) {
+		return TL_ERANGE;
+	}
+	*last = (uint32_t) n;
+	return TL_OK;
+}
+
+/* An owner's move shifts the series: occurrence seq at ts, the last one
+ * must stay in range. */
+static int
+check_move_recur(const rec *r, int64_t ts)
+{
+	if (!(r->flags & REC_RECUR)) {
+		return TL_OK;
+	}
+	if ((int64_t) (r->last - r->seq) > (TL_TS_MAX - ts) / r->every) {
+		return TL_ERANGE;
+	}
+	return TL_OK;
+}
+
+/* The holder's delete of a recurring occurrence that is not the last one
+ * of the series: the same message becomes occurrence j on the grid,
+ * unlocked, its deliveries counted afresh; the producer-style placement
+ * moves the owner entry too. */
+static void
+msg_advance(tli_store *s, topic_rt *t, ov_ent *e, uint32_t j)
+{
+	e->r.seq = j;
+	e->r.deliveries = 0;
+	e->r.flags &= (uint8_t) ~REC_OFFGRID;
+	msg_update(s, t, e, recur_at(&e->r, j), "", 0, true);
+}
+
 /* Back from the dead-letter list onto the timeline at ts, deliveries 0. */
 static void
 msg_kick(tli_store *s, topic_rt *t, ov_ent *e, int64_t ts)
@@ -362,17 +477,26 @@ msg_kick(tli_store *s, topic_rt *t, ov_ent *e, int64_t ts)
 	e->r.deliveries = 0;
 	e->r.ts = ts;
 	e->r.sched = ts;
+	recur_note_place(&e->r, ts);
 	e->r.version++;
 	record_put(s, t->id, e, true);
 }
 
 static void
 msg_create(tli_store *s, topic_rt *t, ov_ent *e, const tli_op *op, int64_t ts,
-    int64_t now)
+    int64_t now, uint32_t last)
 {
 	uint8_t k[KEY_MAX];
 
 	memset(&e->r, 0, sizeof(e->r));
+	if (last > 0) {
+		e->r.flags =
+		    (uint8_t) (REC_RECUR | (op->catch_up ? REC_CATCHUP : 0));
+		e->r.every = op->every_ms;
+		e->r.start = ts;
+		e->r.seq = 1;
+		e->r.last = last;
+	}
 	e->r.ts = ts;
 	e->r.sched = ts;
 	e->r.version = 1;
@@ -559,6 +683,7 @@ apply(tli_store *s, tli_op *op)
 	const char *id = op->id;
 	size_t id_len = op->id_len;
 	ov_ent *e = NULL;
+	uint32_t last = 0, next;
 	int rv;
 
 	if (t == NULL) {
@@ -579,6 +704,10 @@ apply(tli_store *s, tli_op *op)
 	        (rv = check_time(s, t, op, ts, now)) != TL_OK)) {
 		return rv;
 	}
+	if (op->type == TLI_OP_CREATE &&
+	    (rv = check_recur(op, ts, &last)) != TL_OK) {
+		return rv;
+	}
 	if ((rv = ov_get(s, t->id, id, id_len,
 	         op->type == TLI_OP_CREATE ? NULL : op->hint, &e)) != TL_OK) {
 		return rv;
@@ -589,7 +718,7 @@ apply(tli_store *s, tli_op *op)
 		if (e->present) {
 			return TL_EEXISTS;
 		}
-		msg_create(s, t, e, op, ts, now);
+		msg_create(s, t, e, op, ts, now, last);
 		break;
 	case TLI_OP_LEASE:
 		if ((rv = check_lease(e, op, now)) != TL_OK) {
@@ -617,13 +746,19 @@ apply(tli_store *s, tli_op *op)
 		if ((rv = check_holder(e, op, now)) != TL_OK) {
 			return rv;
 		}
+		recur_note_place(&e->r, ts);
 		msg_update(s, t, e, ts, "", 0, true);
 		break;
 	case TLI_OP_DELETE_LEASED:
 		if ((rv = check_holder(e, op, now)) != TL_OK) {
 			return rv;
 		}
-		msg_delete(s, t, e);
+		if ((e->r.flags & REC_RECUR) &&
+		    (next = recur_next(&e->r, now)) != 0) {
+			msg_advance(s, t, e, next);
+		} else {
+			msg_delete(s, t, e);
+		}
 		break;
 	case TLI_OP_DELETE_OWNED:
 		if ((rv = check_owner(e, op, now)) != TL_OK) {
@@ -635,8 +770,13 @@ apply(tli_store *s, tli_op *op)
 		if (!is_live(e)) {
 			return TL_ENOTFOUND;
 		}
-		if ((rv = check_owner(e, op, now)) != TL_OK) {
+		if ((rv = check_owner(e, op, now)) != TL_OK ||
+		    (rv = check_move_recur(&e->r, ts)) != TL_OK) {
 			return rv;
+		}
+		if (e->r.flags & REC_RECUR) {
+			e->r.start = ts - (int64_t) (e->r.seq - 1) * e->r.every;
+			e->r.flags &= (uint8_t) ~REC_OFFGRID;
 		}
 		msg_update(s, t, e, ts, "", 0, true);
 		break;
@@ -651,6 +791,7 @@ apply(tli_store *s, tli_op *op)
 	op->deliveries = e->r.deliveries;
 	op->new_version = is_live(e) ? e->r.version : 0;
 	op->new_ts = is_live(e) ? e->r.ts : 0;
+	op->seq = is_live(e) ? e->r.seq : 0;
 	return TL_OK;
 }
 
@@ -659,5 +800,6 @@ tli_apply_op(tli_store *s, tli_op *op)
 {
 	op->new_version = 0;
 	op->new_ts = 0;
+	op->seq = 0;
 	op->err = apply(s, op);
 }

@@ -540,6 +540,14 @@ msg_fill(tli_msg *out, const char *id, size_t id_len, const rec *r,
 	out->deliveries = r->deliveries;
 	out->created_at = r->created_at;
 	out->dead = (r->flags & REC_DEAD) != 0;
+	if (r->flags & REC_RECUR) {
+		out->every = r->every;
+		out->start = r->start;
+		out->seq = r->seq;
+		out->last = r->last;
+		out->catch_up = (r->flags & REC_CATCHUP) != 0;
+		out->off_grid = (r->flags & REC_OFFGRID) != 0;
+	}
 	return TL_OK;
 }
 

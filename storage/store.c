@@ -1146,11 +1146,22 @@ format_check(tli_store *s)
 	}
 	if (has_fmt) {
 		if (!has_next ||
-		    (fmt != TLI_STORE_FORMAT && fmt != TLI_STORE_FORMAT_1)) {
+		    (fmt != TLI_STORE_FORMAT && fmt != TLI_STORE_FORMAT_1 &&
+		        fmt != TLI_STORE_FORMAT_2)) {
 			return TL_EFORMAT;
 		}
 		s->next_topic_id = next;
-		return fmt == TLI_STORE_FORMAT_1 ? tli_owner_migrate(s) : TL_OK;
+		if (fmt == TLI_STORE_FORMAT_1) {
+			return tli_owner_migrate(s);
+		}
+		if (fmt == TLI_STORE_FORMAT_2) {
+			/* Its records read as records without a recurrence. */
+			tli_put_be32(v, TLI_STORE_FORMAT);
+			rocksdb_put_cf(s->db, s->wopts, s->cf[CF_DEFAULT], "F",
+			    1, (char *) v, 4, &err);
+			return tli_rdb_err(s, err);
+		}
+		return TL_OK;
 	}
 	if (has_next) {
 		return TL_EFORMAT;

@@ -33,7 +33,7 @@
 /* The storage format version, stored in the database. Bump it whenever a key
  * layout or record encoding changes, and write the migration (or the refusal)
  * in tli_store_open next to the check. */
-#define TLI_STORE_FORMAT 2
+#define TLI_STORE_FORMAT 3
 
 typedef struct tli_store tli_store;
 
@@ -198,6 +198,15 @@ typedef struct tli_op {
 	int64_t at;
 	const void *body;
 	size_t body_len;
+	/* CREATE only: a recurrence (every_ms 0 = none). Exactly one end:
+	 * `times` occurrences (>= 1), or the last grid point at or before
+	 * `until` (>= ts; 0 = not given). catch_up: a holder's delete places
+	 * the very next occurrence even when it is already past, instead of
+	 * the first one after now. docs/storage.md, "Recurring messages". */
+	int64_t every_ms;
+	uint32_t times;
+	int64_t until;
+	bool catch_up;
 	/* Optional: the message as tli_store_get read it (same store, topic
 	 * and id).
 	 * When nothing has changed it since that read, the writer takes the
@@ -210,6 +219,10 @@ typedef struct tli_op {
 	int64_t new_ts;       /* resolved timestamp after the operation */
 	uint32_t bucket;
 	uint32_t deliveries; /* after a LEASE: how many times leased */
+	/* A recurring message's occurrence after the operation (0: none, or
+	 * the message is gone); after a holder's delete that placed the next
+	 * occurrence, new_version and new_ts are that occurrence's. */
+	uint32_t seq;
 	char gen_id[TL_GEN_ID_LEN + 1];
 } tli_op;
 
@@ -248,6 +261,16 @@ typedef struct tli_msg {
 	int64_t
 	    sched;    /* where its producer placed it (create, move, release) */
 	uint64_t gen; /* the store's commit generation before the read */
+	/* Recurrence (every 0 = none): occurrence seq of 1..last, occurrence
+	 * k due on the grid start + (k - 1) * every. off_grid: released or
+	 * kicked to a time of its own (the next occurrence is on the grid
+	 * again). */
+	int64_t every;
+	int64_t start;
+	uint32_t seq;
+	uint32_t last;
+	bool catch_up;
+	bool off_grid;
 } tli_msg;
 
 void tli_msg_fini(tli_msg *m);

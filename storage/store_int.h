@@ -18,8 +18,11 @@
 #include "htab.h"
 #include "store.h"
 
-/* Format 1 lacked the per-owner counts; it is migrated at open. */
+/* Format 1 lacked the per-owner counts; it is migrated at open. Format 2
+ * lacked recurrences; its records are read as they are (none), so its
+ * migration only writes the new format number. */
 #define TLI_STORE_FORMAT_1 1
+#define TLI_STORE_FORMAT_2 2
 
 enum { CF_DEFAULT, CF_MSG, CF_TL, CF_CONS, CF_OWN, CF_COUNT };
 
@@ -28,7 +31,11 @@ enum { CF_DEFAULT, CF_MSG, CF_TL, CF_CONS, CF_OWN, CF_COUNT };
 /* Bodies up to INLINE_MAX bytes live inside the record (one key fewer per
  * create); larger ones under their own key, written once. */
 #define INLINE_MAX 256
-#define REC_MAX (2 + 8 * 4 + 4 * 3 + 2 + TL_MAX_NAME_LEN * 2 + INLINE_MAX)
+#define REC_MAX                                                        \
+	(2 + 8 * 4 + 4 * 3 + 2 + REC_RECUR_LEN + TL_MAX_NAME_LEN * 2 + \
+	    INLINE_MAX)
+/* every(8) start(8) seq(4) last(4), with REC_RECUR */
+#define REC_RECUR_LEN 24
 
 typedef struct topic_rt {
 	tli_topic_conf conf;
@@ -43,8 +50,13 @@ typedef struct topic_rt {
 	bool pend_dirty;
 } topic_rt;
 
-#define REC_DEAD 0x01   /* rec.flags: in the dead-letter list */
-#define REC_INLINE 0x02 /* rec.flags: the body is in the record */
+#define REC_DEAD 0x01    /* rec.flags: in the dead-letter list */
+#define REC_INLINE 0x02  /* rec.flags: the body is in the record */
+#define REC_RECUR 0x04   /* rec.flags: a recurrence (every, start, seq, last) */
+#define REC_CATCHUP 0x08 /* rec.flags: with REC_RECUR, deliver missed ones */
+/* rec.flags: with REC_RECUR, released or kicked off the grid: sched is not
+ * the occurrence's grid time (the next occurrence is on it again). */
+#define REC_OFFGRID 0x10
 
 /* A decoded message record. A small body travels inside it (REC_INLINE,
  * up to INLINE_MAX bytes); a larger one lives under its own key. */
@@ -57,6 +69,10 @@ typedef struct rec {
 	uint32_t deliveries;
 	uint32_t bucket;
 	uint32_t body_len;
+	int64_t every; /* REC_RECUR: the interval (ms) */
+	int64_t start; /* REC_RECUR: grid time of occurrence 1 */
+	uint32_t seq;  /* REC_RECUR: the current occurrence, 1..last */
+	uint32_t last; /* REC_RECUR: the last occurrence */
 	uint8_t owner_len;
 	uint8_t cons_len;
 	char owner[TL_MAX_NAME_LEN];

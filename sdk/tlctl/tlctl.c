@@ -49,8 +49,9 @@ typedef struct args {
 static const char *const valued[] = {"url", "token", "tls-ca",
     "tls-server-name", "tls-cert", "tls-key", "buckets", "max-body", "lease",
     "max-lease", "max-deliveries", "at", "in", "id", "group", "limit", "from",
-    "to", "consumer", "credit", "count", "timeout", NULL};
-static const char *const flags[] = {"no-ack", "help", NULL};
+    "to", "consumer", "credit", "count", "timeout", "every", "for", "times",
+    NULL};
+static const char *const flags[] = {"no-ack", "help", "catch-up", NULL};
 
 static const char usage_text[] =
     "usage: tlctl [--url URL] [--token TOKEN] [--tls-ca FILE]\n"
@@ -60,6 +61,7 @@ static const char usage_text[] =
     "                    [--max-lease MS] [--max-deliveries N]\n"
     "  topic list | topic stats NAME | topic delete NAME\n"
     "  put TOPIC [BODY|-] (--at TIME | --in DURATION) [--id ID] [--group G]\n"
+    "      [--every DURATION (--for DURATION | --times N) [--catch-up]]\n"
     "  get TOPIC ID\n"
     "  list TOPIC [--group G] [--limit N]\n"
     "  count TOPIC [--from TIME] [--to TIME]\n"
@@ -579,11 +581,61 @@ read_all(FILE *f, size_t *len)
 	return buf;
 }
 
+/* --every D with --for D2 (occurrences up to D2 after the first) or
+ * --times N, and --catch-up: the recurrence of a put. */
+static int
+opt_recur(args *a, tl_put *p)
+{
+	bool every = opt_get(a, "every") != NULL;
+	bool dfor = opt_get(a, "for") != NULL;
+	bool times = opt_get(a, "times") != NULL;
+	int64_t span = 0;
+	uint64_t n = 0;
+	int rv;
+
+	if (!every) {
+		if (dfor || times || opt_get(a, "catch-up") != NULL) {
+			return usage(a, "%s",
+			    "--for, --times and --catch-up need --every.");
+		}
+		return TLCTL_OK;
+	}
+	if (dfor == times) {
+		return usage(a, "%s",
+		    "--every needs exactly one of --for DURATION and --times "
+		    "N (an open-ended recurrence is refused).");
+	}
+	if ((rv = opt_dur(a, "every", &p->every_ms)) != 0 ||
+	    (rv = opt_dur(a, "for", &span)) != 0 ||
+	    (rv = opt_u64(a, "times", UINT32_MAX, &n)) != 0) {
+		return rv;
+	}
+	if (p->every_ms <= 0) {
+		return usage(a, "%s", "--every wants a duration over 0.");
+	}
+	if (times && n == 0) {
+		return usage(a, "%s", "--times wants at least 1.");
+	}
+	if (dfor) {
+		/* The first occurrence and every one up to span after it. */
+		n = (uint64_t) (span / p->every_ms) + 1;
+		if (n > UINT32_MAX) {
+			return usage(a, "%s",
+			    "--for over --every makes more than 2^32-1 "
+			    "occurrences.");
+		}
+	}
+	p->times = (uint32_t) n;
+	p->catch_up = opt_get(a, "catch-up") != NULL;
+	return TLCTL_OK;
+}
+
 static int
 cmd_put(args *a)
 {
 	tl_client *c = NULL;
-	static const char *const allowed[] = {"at", "in", "id", "group", NULL};
+	static const char *const allowed[] = {"at", "in", "id", "group",
+	    "every", "for", "times", "catch-up", NULL};
 	const char *group = opt_get(a, "group");
 	char id_out[TL_MAX_ID_LEN + 1], due[40], what[200];
 	tl_put p;
@@ -595,7 +647,8 @@ cmd_put(args *a)
 	}
 	memset(&p, 0, sizeof(p));
 	if ((rv = opts_allow(a, allowed)) != 0 ||
-	    (rv = opt_when(a, &p.ts, &p.rel)) != 0) {
+	    (rv = opt_when(a, &p.ts, &p.rel)) != 0 ||
+	    (rv = opt_recur(a, &p)) != 0) {
 		return rv;
 	}
 	if (a->npos == 3 && strcmp(a->pos[2], "-") == 0) {
@@ -622,8 +675,13 @@ cmd_put(args *a)
 	}
 	tlctl_format_time(p.due, due, sizeof(due));
 	(void) id_out;
-	fprintf(a->out, "%s due %s (%" PRId64 ") version %" PRIu64 "\n",
-	    p.id_out, due, p.due, p.version);
+	fprintf(a->out, "%s due %s (%" PRId64 ") version %" PRIu64, p.id_out,
+	    due, p.due, p.version);
+	if (p.every_ms > 0) {
+		fprintf(a->out, " every %" PRId64 " ms, %u times%s", p.every_ms,
+		    p.times, p.catch_up ? ", catching up" : "");
+	}
+	fputc('\n', a->out);
 	return TLCTL_OK;
 }
 
@@ -669,9 +727,19 @@ cmd_get(args *a)
 	fprintf(a->out,
 	    "id: %s\nts: %s (%" PRId64 ")\nbucket: %u\nowner: %s\n"
 	    "consumer: %s\nversion: %" PRIu64 "\ndeliveries: %u\n"
-	    "created_at: %s\nbody: ",
+	    "created_at: %s\n",
 	    m->id, ts, m->ts, m->bucket, m->owner, m->consumer, m->version,
 	    m->deliveries, created);
+	if (m->every_ms > 0) {
+		char start[40];
+		tlctl_format_time(m->start, start, sizeof(start));
+		fprintf(a->out,
+		    "every: %" PRId64 " ms\nstart: %s (%" PRId64 ")\n"
+		    "occurrence: %u of %u\ncatch_up: %s\n",
+		    m->every_ms, start, m->start, m->seq, m->last,
+		    m->catch_up ? "yes" : "no");
+	}
+	fputs("body: ", a->out);
 	fwrite(m->body, 1, m->body_len, a->out);
 	fputc('\n', a->out);
 	tl_message_free(m);

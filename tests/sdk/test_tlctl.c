@@ -204,3 +204,60 @@ Test(tlctl, commands_and_binary_exit_codes)
 	st = system(cmd);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "status %d", st);
 }
+
+Test(tlctl_syntax, a_recurrence_needs_an_interval_and_one_end)
+{
+	char *o = NULL, *e = NULL;
+	const char *open_ended[] = {"tlctl", "put", "default", "x", "--in",
+	    "1s", "--every", "5m", NULL};
+	const char *two_ends[] = {"tlctl", "put", "default", "x", "--in", "1s",
+	    "--every", "5m", "--for", "1h", "--times", "3", NULL};
+	const char *no_every[] = {
+	    "tlctl", "put", "default", "x", "--in", "1s", "--times", "3", NULL};
+	const char *zero[] = {"tlctl", "put", "default", "x", "--in", "1s",
+	    "--every", "0s", "--times", "3", NULL};
+
+	cr_assert_eq(run(&o, &e, open_ended), TLCTL_USAGE);
+	cr_assert(strstr(e, "open-ended") != NULL, "%s", e);
+	free(o), free(e);
+	cr_assert_eq(run(&o, &e, two_ends), TLCTL_USAGE);
+	free(o), free(e);
+	cr_assert_eq(run(&o, &e, no_every), TLCTL_USAGE);
+	cr_assert(strstr(e, "need --every") != NULL, "%s", e);
+	free(o), free(e);
+	cr_assert_eq(run(&o, &e, zero), TLCTL_USAGE);
+	free(o), free(e);
+}
+
+Test(tlctl, put_every_for_and_times_shown_by_get)
+{
+	char *o = NULL, *e = NULL;
+
+	sb_start(&B, "sdk-ctl3");
+	const char *put1[] = {"tlctl", "--url", B.url, "put", "default", "b",
+	    "--in", "1h", "--id", "r1", "--every", "5m", "--for", "1h", NULL};
+	const char *put2[] = {"tlctl", "--url", B.url, "put", "default", "b",
+	    "--in", "1h", "--id", "r2", "--every", "10s", "--times", "4",
+	    "--catch-up", NULL};
+	const char *get1[] = {
+	    "tlctl", "--url", B.url, "get", "default", "r1", NULL};
+	const char *get2[] = {
+	    "tlctl", "--url", B.url, "get", "default", "r2", NULL};
+
+	cr_assert_eq(run(&o, &e, put1), TLCTL_OK, "%s", e);
+	cr_assert(strstr(o, "every 300000 ms, 13 times") != NULL, "%s", o);
+	free(o), free(e);
+	cr_assert_eq(run(&o, &e, put2), TLCTL_OK, "%s", e);
+	free(o), free(e);
+	cr_assert_eq(run(&o, &e, get1), TLCTL_OK, "%s", e);
+	cr_assert(strstr(o, "every: 300000 ms\n") != NULL, "%s", o);
+	cr_assert(
+	    strstr(o, "occurrence: 1 of 13\ncatch_up: no\nbody: b\n") != NULL,
+	    "%s", o);
+	free(o), free(e);
+	cr_assert_eq(run(&o, &e, get2), TLCTL_OK, "%s", e);
+	cr_assert(strstr(o, "every: 10000 ms\n") != NULL, "%s", o);
+	cr_assert(
+	    strstr(o, "occurrence: 1 of 4\ncatch_up: yes\n") != NULL, "%s", o);
+	free(o), free(e);
+}

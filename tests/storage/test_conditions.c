@@ -217,6 +217,10 @@ typedef struct snap {
 	char body[64];
 	size_t body_len;
 	uint64_t body_hash;
+	int64_t every; /* the recurrence */
+	int64_t start;
+	uint32_t seq;
+	uint32_t last;
 	uint64_t messages;
 	uint64_t locked;
 	tli_counts totals;
@@ -250,6 +254,10 @@ snap_take(snap *sn, const char *id, size_t id_len)
 		    m.body_len < sizeof(sn->body) ? m.body_len
 		                                  : sizeof(sn->body));
 		sn->body_hash = tli_hash64(m.body, m.body_len);
+		sn->every = m.every;
+		sn->start = m.start;
+		sn->seq = m.seq;
+		sn->last = m.last;
 		tli_msg_fini(&m);
 	}
 	rv = tli_store_topic_get(st, topic, &ti);
@@ -286,6 +294,9 @@ snap_same(int line, const char *what, const snap *a, const snap *b)
 	    a->bucket, b->bucket, "line %d: %s: bucket changed", line, what);
 	cr_assert_eq(a->created_at, b->created_at,
 	    "line %d: %s: created_at changed", line, what);
+	cr_assert(a->every == b->every && a->start == b->start &&
+	        a->seq == b->seq && a->last == b->last,
+	    "line %d: %s: the recurrence changed", line, what);
 	cr_assert_eq(a->messages, b->messages,
 	    "line %d: %s: topic messages %" PRIu64 " -> %" PRIu64, line, what,
 	    a->messages, b->messages);
@@ -2136,6 +2147,169 @@ Test(format, other_format_version_is_refused_and_untouched)
 	env_finish();
 }
 
+/* Rewrite every message record as format 2 wrote it (a record without a
+ * recurrence is the same but for its first byte) and F as 2. */
+static void
+raw_make_format_2(rawdb *r)
+{
+	rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+	rocksdb_writeoptions_t *wo = rocksdb_writeoptions_create();
+	rocksdb_column_family_handle_t *msg = NULL;
+	rocksdb_iterator_t *it;
+	uint8_t f[4], v[1024];
+	size_t recs = 0;
+	char *err = NULL;
+
+	for (size_t i = 0; i < r->ncf; i++) {
+		if (strcmp(r->names[i], "msg") == 0) {
+			msg = r->cf[i];
+		}
+	}
+	cr_assert_not_null(msg);
+	it = rocksdb_create_iterator_cf(r->db, ro, msg);
+	for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it);
+	     rocksdb_iter_next(it)) {
+		size_t kl, vl;
+		const char *k = rocksdb_iter_key(it, &kl);
+		const char *val = rocksdb_iter_value(it, &vl);
+
+		if (kl < 5 || k[4] != 'm') {
+			continue;
+		}
+		cr_assert(vl <= sizeof(v) && val[0] == 3 && !(val[1] & 0x04),
+		    "a format 3 record without a recurrence");
+		memcpy(v, val, vl);
+		v[0] = 2;
+		rocksdb_put_cf(r->db, wo, msg, k, kl, (char *) v, vl, &err);
+		cr_assert_null(err, "raw put: %s", err);
+		recs++;
+	}
+	rocksdb_iter_destroy(it);
+	cr_assert_gt(recs, 0);
+	tli_put_be32(f, 2);
+	raw_put_f(r, f, 4);
+	rocksdb_writeoptions_destroy(wo);
+	rocksdb_readoptions_destroy(ro);
+}
+
+Test(format, a_format_2_database_is_migrated_at_open)
+{
+	rawdb r;
+	uint8_t cur[16];
+	size_t cur_len;
+	tli_op op;
+
+	TL_PASS(create("m1", T0, NULL));
+	TL_PASS(create("m2", T0 + 5000, NULL));
+	TL_PASS(lease("m1", CA, T0 + LEASE, 1, NULL));
+	tli_store_close(st);
+	st = NULL;
+	raw_open(&r, dir);
+	raw_make_format_2(&r);
+	raw_close(&r);
+
+	st = tt_store_open(dir, &clk);
+	/* the old records read as messages without a recurrence */
+	CHECK_MSG("m1", T0 + LEASE, 2, CA, 1);
+	CHECK_MSG("m2", T0 + 5000, 1, "", 0);
+	CHECK_COUNTERS(2, 1);
+	env_finish();
+	/* they work as before, and recurring ones can be created */
+	TL_PASS(del_leased("m1", CA, 2));
+	CHECK_GONE("m1");
+	TL_PASS(move("m2", OWNER, T0 + 6000, 1, NULL));
+	op = mkop(TLI_OP_CREATE, "r", OWNER, T0, 0);
+	op.every_ms = 1000;
+	op.times = 2;
+	TL_PASS(run(&op));
+	env_finish();
+	tli_store_close(st);
+	st = NULL;
+
+	raw_open(&r, dir);
+	raw_get_f(&r, cur, &cur_len);
+	raw_close(&r);
+	cr_assert_eq(cur_len, 4);
+	cr_assert_eq(tli_get_be32(cur), 3, "F is %u after the migration",
+	    tli_get_be32(cur));
+	st = tt_store_open(dir, &clk);
+	CHECK_MSG("m2", T0 + 6000, 2, "", 0);
+	env_finish();
+}
+
+/* Change the recurring record of id at byte offset off (4 bytes, big-endian)
+ * behind the store's back. */
+static void
+raw_poke_record(rawdb *r, const char *id, size_t off, uint32_t val)
+{
+	rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+	rocksdb_writeoptions_t *wo = rocksdb_writeoptions_create();
+	rocksdb_column_family_handle_t *msg = NULL;
+	uint8_t k[5 + TL_MAX_ID_LEN], v[1024];
+	size_t vl = 0;
+	char *err = NULL, *got;
+
+	for (size_t i = 0; i < r->ncf; i++) {
+		if (strcmp(r->names[i], "msg") == 0) {
+			msg = r->cf[i];
+		}
+	}
+	cr_assert_not_null(msg);
+	tli_put_be32(k, 1); /* the first topic's id */
+	k[4] = 'm';
+	memcpy(k + 5, id, strlen(id));
+	got = rocksdb_get_cf(
+	    r->db, ro, msg, (char *) k, 5 + strlen(id), &vl, &err);
+	cr_assert(
+	    err == NULL && got != NULL && vl <= sizeof(v) && vl >= off + 4);
+	memcpy(v, got, vl);
+	rocksdb_free(got);
+	tli_put_be32(v + off, val);
+	rocksdb_put_cf(
+	    r->db, wo, msg, (char *) k, 5 + strlen(id), (char *) v, vl, &err);
+	cr_assert_null(err);
+	rocksdb_writeoptions_destroy(wo);
+	rocksdb_readoptions_destroy(ro);
+}
+
+Test(format, the_checker_verifies_the_recurrence)
+{
+	/* format(1) flags(1) ts sched version created_at (8 each)
+	 * deliveries bucket body_len (4 each), every(8) start(8): seq */
+	const size_t seq_at = 2 + 44 + 16;
+	rawdb r;
+	tli_op op = mkop(TLI_OP_CREATE, "r", OWNER, T0, 0);
+
+	op.every_ms = 1000;
+	op.times = 3;
+	TL_PASS(run(&op));
+	cr_assert_eq(tt_check(st), 0);
+	tli_store_close(st);
+	st = NULL;
+
+	raw_open(&r, dir);
+	raw_poke_record(&r, "r", seq_at, 4); /* seq past last */
+	raw_close(&r);
+	st = tt_store_open(dir, &clk);
+	cr_assert_eq(tt_check(st), 1);
+	tli_store_close(st);
+	st = NULL;
+
+	raw_open(&r, dir);
+	raw_poke_record(&r, "r", seq_at, 2); /* occurrence 2 at 1's time */
+	raw_close(&r);
+	st = tt_store_open(dir, &clk);
+	cr_assert_eq(tt_check(st), 1);
+	tli_store_close(st);
+	st = NULL;
+
+	raw_open(&r, dir);
+	raw_poke_record(&r, "r", seq_at, 1);
+	raw_close(&r);
+	st = tt_store_open(dir, &clk);
+	env_finish();
+}
+
 /* ---- a lease taken ahead of its due time ---- */
 
 TestSuite(ahead, .init = env_open, .fini = env_close);
@@ -2218,5 +2392,284 @@ Test(ahead, the_owner_meets_a_lease_in_the_interval)
 	EXPECT_FAIL(mkop(TLI_OP_DELETE_OWNED, "m1", OWNER, 0, 0), TL_ELEASED);
 	EXPECT_FAIL(mkop(TLI_OP_MOVE, "m1", OWNER, T0 + 9000, 0), TL_ELEASED);
 	CHECK_MSG("m1", T0 + 50 + LEASE, 2, CA, 1);
+	env_finish();
+}
+
+/* =================================================================== */
+/* recurring messages                                                  */
+/* =================================================================== */
+
+TestSuite(recur, .init = env_open, .fini = env_close);
+
+static tli_op
+mkrecur(const char *id, int64_t ts, int64_t every, uint32_t times,
+    int64_t until, bool catch_up)
+{
+	tli_op op = mkop(TLI_OP_CREATE, id, OWNER, ts, 0);
+
+	op.every_ms = every;
+	op.times = times;
+	op.until = until;
+	op.catch_up = catch_up;
+	return op;
+}
+
+#define CHECK_RECUR(id, every, start, seq, last) \
+	check_recur(__LINE__, (id), (every), (start), (seq), (last))
+
+static void
+check_recur(int line, const char *id, int64_t every, int64_t start,
+    uint32_t seq, uint32_t last)
+{
+	snap sn;
+
+	snap_take(&sn, id, strlen(id));
+	TL_PASS(sn.err, "line %d: get %s", line, id);
+	cr_assert(sn.every == every && sn.start == start && sn.seq == seq &&
+	        sn.last == last,
+	    "line %d: %s: every %" PRId64 " start %" PRId64
+	    " seq %u last %u, expected %" PRId64 " %" PRId64 " %u %u",
+	    line, id, sn.every, sn.start, sn.seq, sn.last, every, start, seq,
+	    last);
+}
+
+/* Lease the message now and delete it as its holder: the ACK. */
+static tli_op
+ack_now(const char *id)
+{
+	tli_op l, d;
+
+	TL_PASS(lease(id, CA, now_ms() + LEASE, 0, &l));
+	d = mkop(TLI_OP_DELETE_LEASED, id, CA, 0, l.new_version);
+	TL_PASS(run(&d), "ack %s", id);
+	return d;
+}
+
+/* The owner index lists the message at ts (and only there). */
+static void
+check_owner_at(int line, const char *id, int64_t ts)
+{
+	tli_cursor cur;
+	tli_entry out[8];
+	size_t n = 0;
+	bool more = false;
+
+	memset(&cur, 0, sizeof(cur));
+	TL_PASS(tli_store_scan_owner(
+	    st, topic, OWNER, strlen(OWNER), &cur, out, 8, &n, &more));
+	cr_assert_eq(n, 1, "line %d: owner entries %zu", line, n);
+	cr_assert(out[0].id_len == strlen(id) &&
+	        memcmp(out[0].id, id, out[0].id_len) == 0 && out[0].ts == ts,
+	    "line %d: owner entry at %" PRId64 ", expected %" PRId64, line,
+	    out[0].ts, ts);
+}
+
+Test(recur, create_refusals_follow_the_table)
+{
+	/* no end, two ends, an end without an interval */
+	EXPECT_FAIL(mkrecur("r", T0, 1000, 0, 0, false), TL_EINVAL);
+	EXPECT_FAIL(mkrecur("r", T0, 1000, 3, T0 + 5000, false), TL_EINVAL);
+	EXPECT_FAIL(mkrecur("r", T0, 0, 3, 0, false), TL_EINVAL);
+	EXPECT_FAIL(mkrecur("r", T0, 0, 0, T0 + 5000, false), TL_EINVAL);
+	EXPECT_FAIL(mkrecur("r", T0, 0, 0, 0, true), TL_EINVAL);
+	/* until before the first occurrence */
+	EXPECT_FAIL(mkrecur("r", T0, 1000, 0, T0 - 1, false), TL_EINVAL);
+	/* a negative interval; a grid that leaves the timestamp range */
+	EXPECT_FAIL(mkrecur("r", T0, -5, 3, 0, false), TL_ERANGE);
+	EXPECT_FAIL(mkrecur("r", TL_TS_MAX - 10, 5, 4, 0, false), TL_ERANGE);
+	EXPECT_FAIL(mkrecur("r", T0, 1000, 0, TL_TS_MAX + 1, false), TL_ERANGE);
+	/* more occurrences than a seq can count */
+	EXPECT_FAIL(mkrecur("r", 0, 1, 0, TL_TS_MAX, false), TL_ERANGE);
+	CHECK_GONE("r");
+	CHECK_COUNTERS(0, 0);
+	/* the last grid point exactly at the end of the range is fine */
+	TL_PASS(run_op(mkrecur("r", TL_TS_MAX - 10, 5, 3, 0, false), NULL));
+	CHECK_RECUR("r", 5, TL_TS_MAX - 10, 1, 3);
+	env_finish();
+}
+
+Test(recur, until_becomes_the_last_grid_point_at_or_before_it)
+{
+	tli_op op;
+
+	TL_PASS(run_op(mkrecur("a", T0, 1000, 0, T0 + 4500, false), &op));
+	cr_assert_eq(op.seq, 1);
+	CHECK_RECUR("a", 1000, T0, 1, 5);
+	TL_PASS(run_op(mkrecur("b", T0, 1000, 0, T0 + 4000, false), NULL));
+	CHECK_RECUR("b", 1000, T0, 1, 5);
+	TL_PASS(run_op(mkrecur("c", T0, 1000, 0, T0, false), NULL));
+	CHECK_RECUR("c", 1000, T0, 1, 1);
+	/* a plain create has none */
+	TL_PASS(create("d", T0, NULL));
+	CHECK_RECUR("d", 0, 0, 0, 0);
+	env_finish();
+}
+
+Test(recur, holder_delete_places_the_next_occurrence_until_the_last)
+{
+	tli_op op;
+
+	TL_PASS(run_op(mkrecur("r", T0, 1000, 3, 0, false), NULL));
+	op = ack_now("r");
+	cr_assert_eq(op.seq, 2, "seq %u", op.seq);
+	cr_assert_eq(op.new_ts, T0 + 1000);
+	cr_assert_eq(op.new_version, 3);
+	CHECK_MSG("r", T0 + 1000, 3, "", 0);
+	CHECK_RECUR("r", 1000, T0, 2, 3);
+	CHECK_COUNTERS(1, 0);
+	CHECK_TOTALS(0, 1, 0);
+	check_owner_at(__LINE__, "r", T0 + 1000);
+	cr_assert_eq(consumer_leases(CA, NULL), 0);
+	env_finish();
+
+	/* not due yet: the next occurrence is not leased early */
+	EXPECT_FAIL(mkop(TLI_OP_LEASE, "r", CA, T0 + LEASE, 0), TL_ENOTDUE);
+	tt_clock_set(&clk, T0 + 1000);
+	op = ack_now("r");
+	cr_assert_eq(op.seq, 3);
+	CHECK_MSG("r", T0 + 2000, 5, "", 0);
+	tt_clock_set(&clk, T0 + 2000);
+	op = ack_now("r");
+	cr_assert_eq(op.seq, 0, "the last occurrence's delete ends it");
+	cr_assert_eq(op.new_version, 0);
+	CHECK_GONE("r");
+	CHECK_COUNTERS(0, 0);
+	env_finish();
+}
+
+Test(recur, missed_occurrences_are_skipped_by_default)
+{
+	tli_op op;
+
+	TL_PASS(run_op(mkrecur("r", T0, 1000, 10, 0, false), NULL));
+	/* an outage: grid points 2, 3 and 4 passed; 3 exactly now */
+	tt_clock_set(&clk, T0 + 2000);
+	op = ack_now("r");
+	cr_assert_eq(op.seq, 4, "seq %u", op.seq);
+	CHECK_MSG("r", T0 + 3000, 3, "", 0);
+	check_owner_at(__LINE__, "r", T0 + 3000);
+	tt_clock_set(&clk, T0 + 7500);
+	op = ack_now("r");
+	cr_assert_eq(op.seq, 9);
+	CHECK_RECUR("r", 1000, T0, 9, 10);
+	/* past the last grid point: the series is over */
+	tt_clock_set(&clk, T0 + 20000);
+	op = ack_now("r");
+	cr_assert_eq(op.seq, 0);
+	CHECK_GONE("r");
+	env_finish();
+}
+
+Test(recur, catch_up_places_every_missed_occurrence)
+{
+	tli_op op;
+
+	TL_PASS(run_op(mkrecur("r", T0, 1000, 4, 0, true), NULL));
+	tt_clock_set(&clk, T0 + 10000);
+	for (uint32_t k = 2; k <= 4; k++) {
+		op = ack_now("r");
+		cr_assert_eq(op.seq, k);
+		cr_assert_eq(op.new_ts, T0 + (k - 1) * 1000);
+	}
+	op = ack_now("r");
+	cr_assert_eq(op.seq, 0);
+	CHECK_GONE("r");
+	env_finish();
+}
+
+Test(recur, runout_and_release_keep_the_occurrence)
+{
+	tli_op op;
+
+	TL_PASS(run_op(mkrecur("r", T0, 1000, 3, 0, false), NULL));
+	TL_PASS(lease("r", CA, T0 + 100, 1, &op));
+	tt_clock_set(&clk, T0 + 100); /* the lease ran out */
+	TL_PASS(lease("r", CB, T0 + 200, 0, &op));
+	cr_assert_eq(op.seq, 1);
+	cr_assert_eq(op.deliveries, 2);
+	/* the holder releases it to a time of its own: still occurrence 1 */
+	TL_PASS(release("r", CB, T0 + 150, op.new_version, &op));
+	CHECK_RECUR("r", 1000, T0, 1, 3);
+	check_owner_at(__LINE__, "r", T0 + 150);
+	env_finish();
+	tt_clock_set(&clk, T0 + 150);
+	op = ack_now("r");
+	/* back on the grid, deliveries counted afresh */
+	cr_assert_eq(op.seq, 2);
+	CHECK_MSG("r", T0 + 1000, op.new_version, "", 0);
+	check_owner_at(__LINE__, "r", T0 + 1000);
+	env_finish();
+}
+
+Test(recur, owner_move_shifts_and_owner_delete_ends_the_series)
+{
+	tli_op op;
+
+	TL_PASS(run_op(mkrecur("r", T0, 1000, 5, 0, false), NULL));
+	ack_now("r"); /* seq 2 at T0 + 1000 */
+	TL_PASS(move("r", OWNER, T0 + 10000, 0, &op));
+	cr_assert_eq(op.seq, 2);
+	CHECK_RECUR("r", 1000, T0 + 9000, 2, 5);
+	check_owner_at(__LINE__, "r", T0 + 10000);
+	/* a move that would put the last occurrence out of range */
+	EXPECT_FAIL(
+	    mkop(TLI_OP_MOVE, "r", OWNER, TL_TS_MAX - 2000, 0), TL_ERANGE);
+	TL_PASS(move("r", OWNER, TL_TS_MAX - 3000, 0, NULL));
+	TL_PASS(move("r", OWNER, T0 + 10000, 0, NULL));
+	tt_clock_set(&clk, T0 + 10000);
+	op = ack_now("r");
+	cr_assert_eq(op.seq, 3);
+	cr_assert_eq(op.new_ts, T0 + 11000);
+	env_finish();
+	TL_PASS(del_owned("r", OWNER, 0));
+	CHECK_GONE("r");
+	CHECK_COUNTERS(0, 0);
+	env_finish();
+}
+
+Test(recur, the_next_occurrence_is_seen_by_later_ops_of_the_batch)
+{
+	tli_op ops[3], l;
+
+	TL_PASS(run_op(mkrecur("r", T0, 1000, 3, 0, true), NULL));
+	tt_clock_set(&clk, T0 + 5000);
+	TL_PASS(lease("r", CA, now_ms() + LEASE, 1, &l));
+	ops[0] = mkop(TLI_OP_DELETE_LEASED, "r", CA, 0, l.new_version);
+	ops[1] = mkop(TLI_OP_LEASE, "r", CB, now_ms() + LEASE, 0);
+	ops[2] = mkop(TLI_OP_DELETE_LEASED, "r", CB, 0, l.new_version + 2);
+	TL_PASS(tli_store_apply(st, ops, 3));
+	TL_PASS(ops[0].err);
+	TL_PASS(ops[1].err, "occurrence 2 is due at once with catch_up");
+	cr_assert_eq(ops[1].seq, 2);
+	TL_PASS(ops[2].err);
+	cr_assert_eq(ops[2].seq, 3);
+	CHECK_MSG("r", T0 + 2000, l.new_version + 3, "", 0);
+	env_finish();
+}
+
+Test(recur, deliveries_count_per_occurrence_and_a_kick_keeps_seq)
+{
+	tli_topic_conf c;
+	tli_op op, k;
+
+	TL_PASS(tli_topic_conf_init(&c, "once"));
+	c.max_deliveries = 1;
+	TL_PASS(tli_store_topic_create(st, &c));
+	topic = "once";
+	TL_PASS(run_op(mkrecur("r", T0, 1000, 3, 0, false), NULL));
+	op = ack_now("r"); /* one delivery of occurrence 1 */
+	tt_clock_set(&clk, T0 + 1000);
+	TL_PASS(lease("r", CA, T0 + 1100, 0, &op)); /* occurrence 2 */
+	cr_assert_eq(op.deliveries, 1);
+	tt_clock_set(&clk, T0 + 1100);
+	TL_FAIL(lease("r", CA, T0 + 1200, 0, &op), TL_EDEAD);
+	k = mkop(TLI_OP_DLQ_KICK, "r", "op", T0 + 1500, 0);
+	TL_PASS(run(&k));
+	cr_assert_eq(k.seq, 2);
+	CHECK_RECUR("r", 1000, T0, 2, 3);
+	env_finish();
+	tt_clock_set(&clk, T0 + 1500);
+	op = ack_now("r");
+	cr_assert_eq(op.seq, 3);
 	env_finish();
 }

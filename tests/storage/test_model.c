@@ -74,6 +74,13 @@ typedef struct mmsg {
 	uint32_t bucket;
 	int64_t created_now; /* the store's now when it was created */
 	int64_t push_at;     /* a lease taken ahead: its due time, else 0 */
+	/* the recurrence (every 0 = none): occurrence seq of 1..last, due on
+	 * the grid start + (k - 1) * every */
+	int64_t every;
+	int64_t start;
+	uint32_t seq;
+	uint32_t last;
+	bool catch_up;
 	uint8_t body[MAXBODY];
 	size_t body_len;
 } mmsg;
@@ -404,6 +411,55 @@ model_fini(void)
 
 /* ---- the model ---- */
 
+/* A create's recurrence, as docs/storage.md states it, at resolved ts t. */
+static int
+model_recur_check(const tli_op *op, int64_t t)
+{
+	if (op->every_ms == 0) {
+		return op->times != 0 || op->until != 0 || op->catch_up
+		    ? TL_EINVAL
+		    : TL_OK;
+	}
+	if (op->every_ms < 1) {
+		return TL_ERANGE;
+	}
+	if ((op->times == 0) == (op->until == 0)) {
+		return TL_EINVAL;
+	}
+	if (op->until > TL_TS_MAX) {
+		return TL_ERANGE;
+	}
+	if (op->until != 0 && op->until < t) {
+		return TL_EINVAL;
+	}
+	{
+		/* small enough in the generated cases not to overflow */
+		int64_t last = op->until != 0
+		    ? (op->until - t) / op->every_ms + 1
+		    : (int64_t) op->times;
+		if (last > UINT32_MAX ||
+		    t + (last - 1) * op->every_ms > TL_TS_MAX) {
+			return TL_ERANGE;
+		}
+	}
+	return TL_OK;
+}
+
+/* The occurrence after m's current one that a holder's delete at now
+ * places, or 0: literally the next one with catch_up, else the smallest
+ * index > seq whose grid time is after now. */
+static uint32_t
+model_recur_next(const mmsg *m, int64_t now)
+{
+	uint32_t j = m->seq + 1;
+
+	while (!m->catch_up && j <= m->last &&
+	    m->start + (int64_t) (j - 1) * m->every <= now) {
+		j++;
+	}
+	return j <= m->last ? j : 0;
+}
+
 /* The answer docs/storage.md gives for op at `now`; *tres gets the resolved
  * timestamp. Checks run in the documented order: input, time, state. */
 static int
@@ -469,6 +525,11 @@ model_eval(
 	}
 
 	if (op->type == TLI_OP_CREATE) {
+		int rv = model_recur_check(op, t);
+
+		if (rv != TL_OK) {
+			return rv;
+		}
 		if (g->idx >= 0 && tp->msgs[g->idx].live) {
 			return TL_EEXISTS;
 		}
@@ -513,6 +574,11 @@ model_eval(
 		}
 		if (m->cons >= 0 && m->ts > now) {
 			return TL_ELEASED;
+		}
+		/* A move keeps the series' last grid point in range. */
+		if (op->type == TLI_OP_MOVE && m->every > 0 &&
+		    t + (int64_t) (m->last - m->seq) * m->every > TL_TS_MAX) {
+			return TL_ERANGE;
 		}
 		return TL_OK;
 	default:
@@ -586,6 +652,15 @@ model_apply(mctx *c, const gop *g, const tli_op *op, int64_t now, int64_t t)
 		m->created_now = now;
 		memcpy(m->body, op->body, op->body_len);
 		m->body_len = op->body_len;
+		if (op->every_ms > 0) {
+			m->every = op->every_ms;
+			m->start = t;
+			m->seq = 1;
+			m->last = op->until != 0
+			    ? (uint32_t) ((op->until - t) / op->every_ms + 1)
+			    : op->times;
+			m->catch_up = op->catch_up;
+		}
 		return;
 	}
 	m = &tp->msgs[i];
@@ -604,12 +679,29 @@ model_apply(mctx *c, const gop *g, const tli_op *op, int64_t now, int64_t t)
 		break;
 	case TLI_OP_RELEASE:
 	case TLI_OP_MOVE:
+		if (op->type == TLI_OP_MOVE && m->every > 0) {
+			m->start = t - (int64_t) (m->seq - 1) * m->every;
+		}
 		m->ts = t;
 		m->sched = t;
 		m->cons = -1;
 		m->version++;
 		break;
-	case TLI_OP_DELETE_LEASED:
+	case TLI_OP_DELETE_LEASED: {
+		uint32_t j = m->every > 0 ? model_recur_next(m, now) : 0;
+
+		if (j == 0) {
+			m->live = false;
+			break;
+		}
+		m->seq = j;
+		m->ts = m->start + (int64_t) (j - 1) * m->every;
+		m->sched = m->ts;
+		m->cons = -1;
+		m->deliveries = 0;
+		m->version++;
+		break;
+	}
 	case TLI_OP_DELETE_OWNED:
 		m->live = false;
 		break;
@@ -674,6 +766,22 @@ check_op(mctx *c, const gop *g, const tli_op *op, int64_t now)
 		break;
 	}
 	model_apply(c, g, op, now, t);
+	if (op->type != TLI_OP_CREATE) {
+		const mmsg *a = &c->topics[g->topic].msgs[g->idx];
+
+		MCHECK(c, op->seq == (a->live ? a->seq : 0),
+		    "%s: seq %" PRIu32 ", expected %" PRIu32, op_name(op->type),
+		    op->seq, a->live ? a->seq : 0);
+		if (op->type == TLI_OP_DELETE_LEASED) {
+			MCHECK(c,
+			    op->new_version == (a->live ? a->version : 0) &&
+			        op->new_ts == (a->live ? a->ts : 0),
+			    "delete(holder): new version %" PRIu64
+			    " ts %" PRId64 ", expected %" PRIu64 " %" PRId64,
+			    op->new_version, op->new_ts,
+			    a->live ? a->version : 0, a->live ? a->ts : 0);
+		}
+	}
 	if (op->type == TLI_OP_CREATE) {
 		const mtopic *tp = &c->topics[g->topic];
 		int i = g->idx >= 0 ? g->idx : tp->nids - 1;
@@ -749,6 +857,15 @@ compare_msg(mctx *c, int ti, int i)
 	    "get %s/%s: a dead letter, but the topic never "
 	    "dead-letters",
 	    tp->name, idb);
+	MCHECK(c,
+	    got.every == m->every && got.start == m->start &&
+	        got.seq == m->seq && got.last == m->last &&
+	        got.catch_up == m->catch_up,
+	    "get %s/%s: recurrence every %" PRId64 " start %" PRId64
+	    " seq %" PRIu32 " last %" PRIu32 " catch_up %d, expected %" PRId64
+	    " %" PRId64 " %" PRIu32 " %" PRIu32 " %d",
+	    tp->name, idb, got.every, got.start, got.seq, got.last,
+	    got.catch_up, m->every, m->start, m->seq, m->last, m->catch_up);
 	MCHECK(c, got.created_at == m->created_now,
 	    "get %s/%s: created_at %" PRId64
 	    ", expected the store's now at creation %" PRId64,
@@ -1252,6 +1369,53 @@ hints_clear(mctx *c)
 	}
 }
 
+/* A create's recurrence: none mostly; a short valid one often; now and
+ * then one of the refused shapes. */
+static void
+gen_recur(mctx *c, tli_op *op, int64_t now)
+{
+	int64_t ts = op->ts_mode == TLI_TS_REL ? now + op->ts : op->ts;
+	int r = (int) rnd(c, 100);
+
+	if (r < 55) {
+		return;
+	}
+	op->every_ms = rnd_in(c, 1, 2500);
+	op->catch_up = rnd(c, 2) == 0;
+	if (r < 75) {
+		op->times = (uint32_t) rnd_in(c, 1, 5);
+	} else if (r < 92) {
+		op->until = ts + rnd_in(c, 0, 8000);
+	} else {
+		switch (rnd(c, 6)) {
+		case 0: /* no end */
+			break;
+		case 1: /* two ends */
+			op->times = 2;
+			op->until = ts + 5000;
+			break;
+		case 2: /* an end without an interval */
+			op->every_ms = 0;
+			op->times = 3;
+			break;
+		case 3: /* until before the first occurrence */
+			op->until = ts - 1;
+			break;
+		case 4: /* a negative interval */
+			op->every_ms = -op->every_ms;
+			op->times = 2;
+			break;
+		default: /* a grid past the end of time */
+			op->times = 3;
+			op->every_ms = TL_TS_MAX / 2 + 1;
+			break;
+		}
+		if (op->until < 0) {
+			op->until = 0;
+		}
+	}
+}
+
 static void
 gen_op(mctx *c, gop *g, tli_op *op, int64_t now, int *pending_gen)
 {
@@ -1391,6 +1555,7 @@ gen_op(mctx *c, gop *g, tli_op *op, int64_t now, int *pending_gen)
 		}
 		op->body = g->body;
 		op->body_len = len;
+		gen_recur(c, op, now);
 	}
 }
 

@@ -163,7 +163,10 @@ typedef struct tl_put {
 	 * the next one in the same write; after the last one the message is
 	 * gone. When grid points passed while nobody consumed, the next one is
 	 * the first grid point after now; with catch_up every missed
-	 * occurrence is delivered, in order. */
+	 * occurrence is delivered, in order. `until` 0 = not given. Errors
+	 * (in err): TL_EINVAL (no end, both ends, until < ts, an end or
+	 * catch_up without every_ms), TL_ERANGE (every_ms < 0, a grid that
+	 * leaves the timestamp range, over 2^32-1 occurrences). */
 	int64_t every_ms;
 	uint32_t times;
 	int64_t until;
