@@ -51,7 +51,7 @@ typedef struct run {
 } run;
 
 static void
-one_request(run *r, unsigned seed)
+one_request(run *r)
 {
 	char path[64];
 	const char *method = "POST";
@@ -68,7 +68,6 @@ one_request(run *r, unsigned seed)
 	} else {
 		snprintf(path, sizeof(path), "/timers");
 	}
-	(void) seed;
 	snprintf(url, sizeof(url), "%s%s", r->base, path);
 	t0 = tlb_bench_wall_us();
 	tlh_fetch(r->hc, method, url, NULL, 0, timer_json, strlen(timer_json),
@@ -95,10 +94,9 @@ static void *
 worker(void *arg)
 {
 	run *r = arg;
-	unsigned seed = (unsigned) (uintptr_t) pthread_self();
 
 	while (tlb_bench_mono_s() < r->until) {
-		one_request(r, seed++);
+		one_request(r);
 	}
 	return NULL;
 }

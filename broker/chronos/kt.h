@@ -74,6 +74,7 @@ typedef struct tlk_stats {
 	tli_htab timers; /* of tstat: the live timers' tags */
 	tli_htab tags;   /* of tagsum: summed counts per tag type */
 	uint64_t live;
+	uint64_t gen;          /* the last entry's generation */
 	uint64_t by_rf[8];     /* live timers by replication factor 1..7, 8+ */
 	_Atomic uint64_t pops; /* callbacks answered 2xx */
 	_Atomic uint64_t attempts; /* callbacks made */
@@ -87,6 +88,11 @@ typedef struct tlk_stats {
 void tlk_stats_add(tlk *k, const char *id, const tlk_timer *t);
 /* A timer is gone (deleted, replaced by nothing, or popped its last). */
 void tlk_stats_del(tlk *k, const char *id);
+/* The generation of id's entry (0: none): a pop takes it while it holds
+ * the lease, and removes after its last pop only that generation
+ * (tlk_stats_del_gen), not a timer a PUT made meanwhile. */
+uint64_t tlk_stats_gen(tlk *k, const char *id);
+void tlk_stats_del_gen(tlk *k, const char *id, uint64_t gen);
 void tlk_stats_latency(tlk *k, int64_t us);
 void tlk_stats_render(tlk *k, tli_buf *o);
 

@@ -46,10 +46,12 @@ static void
 pop_done(tlk *k, tl_lease *l, uint32_t seq)
 {
 	uint32_t last = tl_lease_last(l);
+	/* taken under the lease: a PUT of the timer waits for it */
+	uint64_t gen = tlk_stats_gen(k, tl_lease_id(l));
 	int rv = tl_lease_delete(l);
 
 	if (rv == TL_OK && (last == 0 || seq >= last)) {
-		tlk_stats_del(k, tl_lease_id(l));
+		tlk_stats_del_gen(k, tl_lease_id(l), gen);
 	} else if (rv != TL_OK && rv != TL_ENOTFOUND && rv != TL_EVERSION &&
 	    rv != TL_ELEASEEXPIRED) {
 		tli_log("chronos", TLI_LOG_WARN, "C022",

@@ -25,6 +25,7 @@ typedef struct tagsum {
 typedef struct tstat {
 	tli_hnode hn;
 	char id[TLK_ID_LEN + 1];
+	uint64_t gen;
 	int rf;
 	int ntags;
 	struct {
@@ -55,24 +56,31 @@ rf_slot(int64_t rf)
 }
 
 /* Under the lock. */
-static void
-stats_unlink(tlk_stats *st, const char *id)
+static tstat *
+stats_find(tlk_stats *st, const char *id)
 {
 	tli_hnode *n = tli_htab_find(
 	    &st->timers, tli_hash64(id, strlen(id)), tstat_is, id);
-	tstat *ts;
 
-	if (n == NULL) {
+	return n != NULL ? TLI_CONTAINER(n, tstat, hn) : NULL;
+}
+
+/* Under the lock; gen 0: whatever the generation. */
+static void
+stats_unlink(tlk_stats *st, const char *id, uint64_t gen)
+{
+	tstat *ts = stats_find(st, id);
+
+	if (ts == NULL || (gen != 0 && ts->gen != gen)) {
 		return;
 	}
-	ts = TLI_CONTAINER(n, tstat, hn);
 	for (int i = 0; i < ts->ntags; i++) {
 		ts->tags[i].sum->count -= ts->tags[i].count;
 		ts->tags[i].sum->timers--;
 	}
 	st->by_rf[rf_slot(ts->rf)]--;
 	st->live--;
-	tli_htab_remove(&st->timers, n);
+	tli_htab_remove(&st->timers, &ts->hn);
 	free(ts);
 }
 
@@ -102,12 +110,13 @@ tlk_stats_add(tlk *k, const char *id, const tlk_timer *t)
 	    calloc(1, sizeof(*ts) + (size_t) t->ntags * sizeof(ts->tags[0]));
 
 	pthread_mutex_lock(&st->mtx);
-	stats_unlink(st, id);
+	stats_unlink(st, id, 0);
 	if (ts == NULL) {
 		pthread_mutex_unlock(&st->mtx);
 		return;
 	}
 	snprintf(ts->id, sizeof(ts->id), "%s", id);
+	ts->gen = ++st->gen;
 	ts->rf = (int) (t->replication > 8 ? 8 : t->replication);
 	for (int i = 0; i < t->ntags; i++) {
 		tagsum *s = tagsum_get(st, t->tags[i].type);
@@ -130,7 +139,31 @@ void
 tlk_stats_del(tlk *k, const char *id)
 {
 	pthread_mutex_lock(&k->st.mtx);
-	stats_unlink(&k->st, id);
+	stats_unlink(&k->st, id, 0);
+	pthread_mutex_unlock(&k->st.mtx);
+}
+
+uint64_t
+tlk_stats_gen(tlk *k, const char *id)
+{
+	tstat *ts;
+	uint64_t gen;
+
+	pthread_mutex_lock(&k->st.mtx);
+	ts = stats_find(&k->st, id);
+	gen = ts != NULL ? ts->gen : 0;
+	pthread_mutex_unlock(&k->st.mtx);
+	return gen;
+}
+
+void
+tlk_stats_del_gen(tlk *k, const char *id, uint64_t gen)
+{
+	if (gen == 0) {
+		return; /* not counted (a timer stored by another instance) */
+	}
+	pthread_mutex_lock(&k->st.mtx);
+	stats_unlink(&k->st, id, gen);
 	pthread_mutex_unlock(&k->st.mtx);
 }
 
