@@ -27,7 +27,11 @@ encode_batch(size_t n)
 		    .ts = INT64_C(1800000000000) + (int64_t) i,
 		    .rel = i % 3 == 0,
 		    .body = i % 2 ? "body" : NULL,
-		    .body_len = i % 2 ? 4 : 0};
+		    .body_len = i % 2 ? 4 : 0,
+		    .every_ms = (int64_t) i * 1000,
+		    .times = (uint32_t) i,
+		    .until = i % 2 ? INT64_C(1900000000000) : 0,
+		    .catch_up = i % 2 == 1};
 	}
 	tli_buf_init(&b);
 	tlp_w_init(&w, &b);
@@ -53,8 +57,76 @@ Test(decode, batch_round_trips)
 		cr_assert_eq(out.items[i].rel, i % 3 == 0);
 		cr_assert_eq(out.items[i].id.n, i % 2 ? 4u : 0u);
 		cr_assert_eq(out.items[i].body_len, i % 2 ? 4u : 0u);
+		cr_assert_eq(out.items[i].every_ms, (int64_t) i * 1000);
+		cr_assert_eq(out.items[i].times, (uint32_t) i);
+		cr_assert_eq(
+		    out.items[i].until, i % 2 ? INT64_C(1900000000000) : 0);
+		cr_assert_eq(out.items[i].catch_up, i % 2 == 1);
 	}
 	tlp_batch_fini(&out);
+	tli_buf_fini(&b);
+}
+
+Test(decode, deliver_get_and_results_carry_the_recurrence)
+{
+	tlp_delivery dv = {.id = TLP_STR("r"),
+	    .version = 3,
+	    .owner = TLP_STR("o"),
+	    .body = "b",
+	    .body_len = 1,
+	    .seq = 4,
+	    .every_ms = 300000,
+	    .start = INT64_C(1800000000000),
+	    .last = 13};
+	tlp_deliver d = {TLP_STR("t"), TLP_STR("c"), &dv, 1}, dout;
+	tlp_msg m = {.id = TLP_STR("r"),
+	            .owner = TLP_STR("o"),
+	            .body = "b",
+	            .body_len = 1,
+	            .every_ms = 1000,
+	            .start = 5,
+	            .seq = 2,
+	            .last = 3,
+	            .catch_up = true},
+	        mout;
+	tlp_result res = {.id = TLP_STR("r"), .version = 5, .seq = 3}, *rout;
+	size_t n = 0;
+	tli_buf b;
+	tlp_w w;
+	tlp_r r;
+	tlp_str detail;
+	size_t nf = 0;
+	int code = -1;
+
+	tli_buf_init(&b);
+	tlp_w_init(&w, &b);
+	tlp_enc_deliver(&w, &d);
+	tlp_r_init(&r, b.data, b.len);
+	TL_PASS(tlp_dec_deliver(&r, &dout));
+	cr_assert(dout.n == 1 && dout.v[0].seq == 4 &&
+	    dout.v[0].every_ms == 300000 &&
+	    dout.v[0].start == INT64_C(1800000000000) && dout.v[0].last == 13);
+	tlp_deliver_fini(&dout);
+	tli_buf_fini(&b);
+
+	tli_buf_init(&b);
+	tlp_w_init(&w, &b);
+	tlp_enc_msg(&w, &m);
+	tlp_r_init(&r, b.data, b.len);
+	TL_PASS(tlp_dec_reply_head(&r, &code, &detail, &nf));
+	TL_PASS(tlp_dec_msg(&r, &mout));
+	cr_assert(mout.every_ms == 1000 && mout.start == 5 && mout.seq == 2 &&
+	    mout.last == 3 && mout.catch_up);
+	tli_buf_fini(&b);
+
+	tli_buf_init(&b);
+	tlp_w_init(&w, &b);
+	tlp_enc_results(&w, &res, 1);
+	tlp_r_init(&r, b.data, b.len);
+	TL_PASS(tlp_dec_reply_head(&r, &code, &detail, &nf));
+	TL_PASS(tlp_dec_results(&r, &rout, &n));
+	cr_assert(n == 1 && rout[0].seq == 3 && rout[0].version == 5);
+	tli_free(rout);
 	tli_buf_fini(&b);
 }
 
