@@ -55,3 +55,31 @@ Test(cli, usage_and_bad_settings)
 	tt_rmtree(dir);
 	free(dir);
 }
+
+Test(cli, timelined_stops_when_its_chronos_cannot_start)
+{
+	char *dir = tt_mkdtemp("ck-cli-tl"), cmd[2048], out[8192];
+	FILE *p;
+	size_t n;
+	int st;
+
+	/* a setting the service refuses: the broker logs why and stops */
+	snprintf(cmd, sizeof(cmd), "%s/k.conf", dir);
+	tt_write_file(cmd, "workers = 0\n");
+	snprintf(cmd, sizeof(cmd),
+	    "%s --data %s/data --listen ipc://%s/tl.sock --metrics off "
+	    "--chronos %s/k.conf 2>&1",
+	    tt_bin_timelined(), dir, dir, dir);
+	p = popen(cmd, "r");
+	cr_assert(p != NULL);
+	n = fread(out, 1, sizeof(out) - 1, p);
+	out[n] = '\0';
+	st = pclose(p);
+	cr_expect(
+	    WIFEXITED(st) && WEXITSTATUS(st) == 1, "status %d: %s", st, out);
+	cr_expect(strstr(out, "C006") != NULL, "%s", out);
+	cr_expect(strstr(out, "workers must be") != NULL, "%s", out);
+	cr_expect(strstr(out, "B012") != NULL, "%s", out);
+	tt_rmtree(dir);
+	free(dir);
+}
