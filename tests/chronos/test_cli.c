@@ -80,6 +80,7 @@ Test(cli, timelined_stops_when_its_chronos_cannot_start)
 	cr_expect(strstr(out, "C006") != NULL, "%s", out);
 	cr_expect(strstr(out, "workers must be") != NULL, "%s", out);
 	cr_expect(strstr(out, "B012") != NULL, "%s", out);
+	cr_expect(strstr(out, "Sanitizer") == NULL, "%s", out);
 	tt_rmtree(dir);
 	free(dir);
 }
