@@ -17,6 +17,7 @@
 #include "handlers.h"
 #include "metrics.h"
 #include "server.h"
+#include "chronos.h"
 #include "msc4140.h"
 
 static int
@@ -83,6 +84,7 @@ broker_stop(tlb_broker *b, up_stage up)
 {
 	if (up >= UP_ALL) {
 		tlg_stop(b->msc4140); /* before the broker it talks to */
+		tlk_stop(b->chronos);
 		atomic_store(&b->stopping, true);
 		tlb_metrics_stop(b);
 	}
@@ -231,12 +233,20 @@ tlb_run(const tlb_conf *conf)
 		tlb_log(TLB_ERROR, "B009", "the MSC4140 gateway did not start");
 		sig = SIGTERM;
 	}
+	/* tl-chronos, the same way. */
+	if (sig == 0 && b->conf.chronos[0] != '\0' &&
+	    (b->chronos = tlk_start_file(
+	         b->conf.chronos, tlb_server_url(b, 0))) == NULL) {
+		tlb_log(TLB_ERROR, "B012", "tl-chronos did not start");
+		sig = SIGTERM;
+	}
 	tlb_log(TLB_INFO, "B005", "%s ready", b->conf.name);
 	sig = wait_signals(b, &sigs, sig);
 	tlb_log(TLB_INFO, "B007", "stopping (signal %d)", sig);
 	broker_stop(b, UP_ALL);
 	/* a gateway that was asked for and did not start fails the run */
-	rv = b->conf.msc4140[0] != '\0' && b->msc4140 == NULL;
+	rv = (b->conf.msc4140[0] != '\0' && b->msc4140 == NULL) ||
+	    (b->conf.chronos[0] != '\0' && b->chronos == NULL);
 	tlb_log(TLB_INFO, "B008", "stopped cleanly");
 	tli_free(b);
 	return rv;

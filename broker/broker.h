@@ -34,6 +34,7 @@ struct tlb_broker {
 	struct tlb_dsp *dsp;     /* dispatch.c */
 	struct tlb_mstate *http; /* metrics.c: the endpoint */
 	void *msc4140;           /* the in-process MSC4140 gateway (tlg *) */
+	void *chronos;           /* the in-process tl-chronos (tlk *) */
 
 	/* authentication (auth.c): the current credentials table (NULL with
 	 * auth off) under auth_mtx, and the creates in flight per group */

@@ -41,6 +41,7 @@ typedef struct tlb_conf {
 	int64_t max_hello_bytes;     /* the longest frame before HELLO */
 	int64_t max_input_bytes;     /* frames read or queued; 0: no bound */
 	char msc4140[512]; /* MSC4140 gateway configuration file, or "" */
+	char chronos[512]; /* tl-chronos configuration file, or "" */
 	/* authentication and TLS (docs/auth.md) */
 	bool auth;             /* auth = on: every session needs a token */
 	char credentials[512]; /* the credentials file */

@@ -3,9 +3,9 @@
  * between "<!-- BEGIN settings NAME ... -->" and "<!-- END settings NAME
  * -->" in each file it writes the Markdown table of NAME (timelined:
  * broker/config.def, msc4140: broker/msc4140/conf.def, credentials:
- * broker/credentials.def). With --check it rewrites nothing and fails when a
- * file differs from what it would write, so the docs cannot drift from the
- * tables (the docs_settings_md ctest runs it).
+ * broker/credentials.def, chronos: broker/chronos/conf.def). With --check it
+ * rewrites nothing and fails when a file differs from what it would write, so
+ * the docs cannot drift from the tables (the docs_settings_md ctest runs it).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +14,7 @@
 #include "auth.h"
 #include "base.h"
 #include "buf.h"
+#include "chronos.h"
 #include "config.h"
 #include "msc4140.h"
 
@@ -24,6 +25,7 @@ static const struct {
     {"timelined", &tlb_conf_table},
     {"msc4140", &tlg_conf_table},
     {"credentials", &tlb_creds_table},
+    {"chronos", &tlk_conf_table},
 };
 
 static const tli_conf_table *

@@ -16,26 +16,7 @@
 #include "dispatch.h"
 #include "metrics.h"
 #include "server.h"
-
-/* A Prometheus label value: backslash, quote and newline escaped. */
-static void
-label_escape(char *out, size_t cap, const char *in)
-{
-	size_t o = 0;
-
-	for (; *in != '\0' && o + 3 < cap; in++) {
-		if (*in == '\\' || *in == '"') {
-			out[o++] = '\\';
-			out[o++] = *in;
-		} else if (*in == '\n') {
-			out[o++] = '\\';
-			out[o++] = 'n';
-		} else {
-			out[o++] = *in;
-		}
-	}
-	out[o] = '\0';
-}
+#include "text.h"
 
 typedef struct tlb_mstate {
 	tlb_broker *b;
@@ -58,7 +39,7 @@ topic_rows(tli_buf *o, const char *t, const tli_counts *c, uint64_t dead)
 	    {"processing", c->processing}, {"dead", dead}};
 	char tn[4 * TL_MAX_NAME_LEN + 1];
 
-	label_escape(tn, sizeof(tn), t);
+	tli_prom_label(tn, sizeof(tn), t);
 	for (size_t k = 0; k < sizeof(row) / sizeof(row[0]); k++) {
 		tli_buf_printf(o,
 		    "timeline_messages{topic=\"%s\",status=\"%s\"} %llu\n", tn,
@@ -110,44 +91,6 @@ refresh_main(void *arg)
 	return NULL;
 }
 
-/* One sample of a counter or gauge without labels, with its TYPE line
- * (and HELP line when help is not NULL). */
-static void
-scalar(tli_buf *o, const char *name, const char *type, const char *help,
-    uint64_t v)
-{
-	if (help != NULL) {
-		tli_buf_printf(o, "# HELP %s %s\n", name, help);
-	}
-	tli_buf_printf(o, "# TYPE %s %s\n%s %llu\n", name, type, name,
-	    (unsigned long long) v);
-}
-
-/* A histogram: counts[i] of values up to bounds[i] (counts[n]: the rest),
- * rendered cumulative. */
-static void
-histogram(tli_buf *o, const char *name, const char *help, const double *bounds,
-    const uint64_t *counts, int n, double sum)
-{
-	uint64_t cum = 0;
-
-	tli_buf_printf(
-	    o, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
-	for (int i = 0; i <= n; i++) {
-		char le[32];
-		cum += counts[i];
-		if (i < n) {
-			snprintf(le, sizeof(le), "%g", bounds[i]);
-		} else {
-			snprintf(le, sizeof(le), "+Inf");
-		}
-		tli_buf_printf(o, "%s_bucket{le=\"%s\"} %llu\n", name, le,
-		    (unsigned long long) cum);
-	}
-	tli_buf_printf(o, "%s_sum %.3f\n%s_count %llu\n", name, sum, name,
-	    (unsigned long long) cum);
-}
-
 /* One sample of a tlb_metrics counter: its name, type, HELP (or NULL) and
  * where it is. */
 typedef struct counter_row {
@@ -168,7 +111,7 @@ counters(tli_buf *o, tlb_metrics *m, const counter_row *rows, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		_Atomic uint64_t *v =
 		    (_Atomic uint64_t *) (void *) ((char *) m + rows[i].off);
-		scalar(o, rows[i].name, rows[i].type, rows[i].help,
+		tli_prom_scalar(o, rows[i].name, rows[i].type, rows[i].help,
 		    atomic_load(v));
 	}
 }
@@ -237,9 +180,9 @@ render_delivery(tlb_metrics *m, tli_buf *o)
 	for (int i = 0; i <= TLB_LAT_BUCKETS; i++) {
 		lat[i] = atomic_load(&m->lat_count[i]);
 	}
-	histogram(o, "timeline_lateness_ms", "Due time to push, milliseconds.",
-	    tlb_lat_bounds, lat, TLB_LAT_BUCKETS,
-	    (double) atomic_load(&m->lat_sum_us) / 1000.0);
+	tli_prom_histogram(o, "timeline_lateness_ms",
+	    "Due time to push, milliseconds.", tlb_lat_bounds, lat,
+	    TLB_LAT_BUCKETS, (double) atomic_load(&m->lat_sum_us) / 1000.0);
 }
 
 static void
@@ -248,40 +191,43 @@ render_store(tlb_broker *b, tli_buf *o)
 	tli_store_stats st;
 
 	tli_store_get_stats(b->store, &st);
-	scalar(o, "timeline_commit_batches_total", "counter",
+	tli_prom_scalar(o, "timeline_commit_batches_total", "counter",
 	    "Group commits written.", st.batches);
-	scalar(o, "timeline_commit_ops_total", "counter", NULL, st.ops);
+	tli_prom_scalar(
+	    o, "timeline_commit_ops_total", "counter", NULL, st.ops);
 	tli_buf_printf(o,
 	    "# HELP timeline_commit_sync_seconds_total Time in write+fsync.\n"
 	    "# TYPE timeline_commit_sync_seconds_total counter\n"
 	    "timeline_commit_sync_seconds_total %.6f\n",
 	    (double) st.sync_ns_total / 1e9);
-	scalar(o, "timeline_commit_batch_max", "gauge", NULL, st.max_batch);
-	histogram(o, "timeline_commit_sync_ms",
+	tli_prom_scalar(
+	    o, "timeline_commit_batch_max", "gauge", NULL, st.max_batch);
+	tli_prom_histogram(o, "timeline_commit_sync_ms",
 	    "Duration of one group commit's write+fsync, milliseconds.",
 	    tli_sync_bounds, st.sync_hist, TLI_SYNC_BUCKETS,
 	    (double) st.sync_ns_total / 1e6);
-	scalar(o, "timeline_commit_queued_ops", "gauge",
+	tli_prom_scalar(o, "timeline_commit_queued_ops", "gauge",
 	    "Operations waiting for the writer.", st.queued_ops);
-	scalar(o, "timeline_rocksdb_write_stopped", "gauge",
+	tli_prom_scalar(o, "timeline_rocksdb_write_stopped", "gauge",
 	    "1 while RocksDB stops writes (too many memtables or L0 files).",
 	    st.write_stopped);
-	scalar(o, "timeline_rocksdb_delayed_write_rate", "gauge",
+	tli_prom_scalar(o, "timeline_rocksdb_delayed_write_rate", "gauge",
 	    "Bytes/s RocksDB slows writes to; 0 when not slowed.",
 	    st.delayed_write_rate);
-	scalar(o, "timeline_rocksdb_running_flushes", "gauge", NULL,
+	tli_prom_scalar(o, "timeline_rocksdb_running_flushes", "gauge", NULL,
 	    st.running_flushes);
-	scalar(o, "timeline_rocksdb_running_compactions", "gauge", NULL,
-	    st.running_compactions);
-	scalar(o, "timeline_rocksdb_immutable_memtables", "gauge",
+	tli_prom_scalar(o, "timeline_rocksdb_running_compactions", "gauge",
+	    NULL, st.running_compactions);
+	tli_prom_scalar(o, "timeline_rocksdb_immutable_memtables", "gauge",
 	    "Full memtables waiting for their flush.", st.imm_memtables);
-	scalar(o, "timeline_rocksdb_l0_files", "gauge", NULL, st.l0_files);
-	scalar(o, "timeline_rocksdb_pending_compaction_bytes", "gauge", NULL,
-	    st.pending_compaction_bytes);
-	scalar(o, "timeline_store_writable", "gauge",
+	tli_prom_scalar(
+	    o, "timeline_rocksdb_l0_files", "gauge", NULL, st.l0_files);
+	tli_prom_scalar(o, "timeline_rocksdb_pending_compaction_bytes", "gauge",
+	    NULL, st.pending_compaction_bytes);
+	tli_prom_scalar(o, "timeline_store_writable", "gauge",
 	    "0 while writes are stopped by a full disk.",
 	    tli_store_writable(b->store) ? 1 : 0);
-	scalar(o, "timeline_store_write_stops_total", "counter",
+	tli_prom_scalar(o, "timeline_store_write_stops_total", "counter",
 	    "Times writes stopped for a full disk.",
 	    tli_store_write_stops(b->store));
 }
@@ -329,7 +275,7 @@ render_sessions(tlb_broker *b, tli_buf *o)
 	v = tlb_sessions_info(b, &n);
 	for (size_t i = 0; i < n; i++) {
 		char name[4 * TL_MAX_NAME_LEN + 1];
-		label_escape(name, sizeof(name), v[i].name);
+		tli_prom_label(name, sizeof(name), v[i].name);
 		tli_buf_printf(o,
 		    "timeline_client_clock_offset_ms{session=\"%llu\","
 		    "client=\"%s\"} %lld\n",
@@ -364,7 +310,7 @@ dsp_family(tli_buf *o, const tlb_dsp_stat *v, size_t n, const char *name,
 		if (topic_row != per_topic) {
 			continue;
 		}
-		label_escape(tn, sizeof(tn), v[i].topic);
+		tli_prom_label(tn, sizeof(tn), v[i].topic);
 		if (per_topic) {
 			tli_buf_printf(o, "%s{topic=\"%s\"} %llu\n", name, tn,
 			    (unsigned long long) (col == DSP_CONSUMERS
@@ -372,7 +318,7 @@ dsp_family(tli_buf *o, const tlb_dsp_stat *v, size_t n, const char *name,
 			            : v[i].window));
 			continue;
 		}
-		label_escape(cn, sizeof(cn), v[i].consumer);
+		tli_prom_label(cn, sizeof(cn), v[i].consumer);
 		tli_buf_printf(o, "%s{topic=\"%s\",consumer=\"%s\"} %llu\n",
 		    name, tn, cn,
 		    (unsigned long long) (col == DSP_CREDIT ? v[i].credit

@@ -216,6 +216,7 @@ struct tlh_server {
 	tli_queue work;         /* requests waiting for a worker */
 	pthread_t *tids;
 	int nthreads, idle;
+	int queued;        /* in work: a burst needs one idle worker each */
 	int suspended;     /* connections suspended by us */
 	bool draining;     /* stopping: suspend no more connections */
 	bool stop;         /* workers: leave once the queue is empty */
@@ -1074,6 +1075,7 @@ worker_main(void *arg)
 			break;
 		}
 		q = TLI_CONTAINER(n, tlh_req, wn);
+		s->queued--;
 		s->idle--;
 		pthread_mutex_unlock(&s->mtx);
 		run(q);
@@ -1096,7 +1098,10 @@ worker_add(tlh_server *s)
 	pthread_t *t;
 
 	TLI_ASSERT_LOCKED(&s->mtx);
-	if (s->idle > 0 || s->nthreads >= WORKERS_MAX) {
+	/* an idle worker that has not yet taken the queued requests is
+	 * spoken for: requests that wait (a slow handler) must not queue
+	 * behind each other */
+	if (s->idle > s->queued || s->nthreads >= WORKERS_MAX) {
 		return;
 	}
 	t = tli_realloc(s->tids, sizeof(*t) * (size_t) (s->nthreads + 1));
@@ -1119,13 +1124,12 @@ worker_queue(tlh_req *q)
 
 	TLI_ASSERT(q->suspended);
 	pthread_mutex_lock(&s->mtx);
-	tli_queue_push(&s->work, &q->wn);
 	worker_add(s);
-	if ((none = s->nthreads == 0)) {
-		tli_queue_init(&s->work); /* no worker: answer here */
-	} else {
+	if (!(none = s->nthreads == 0)) {
+		tli_queue_push(&s->work, &q->wn);
+		s->queued++;
 		pthread_cond_signal(&s->cv);
-	}
+	} /* else no worker: answer here */
 	pthread_mutex_unlock(&s->mtx);
 	if (none) {
 		run(q);
@@ -1333,6 +1337,7 @@ stream_start(tlh_req *q)
 	worker_add(s);
 	if ((ok = s->nthreads > 0 && !s->draining && !q->hdrs.oom)) {
 		tli_queue_push(&s->work, &q->wn);
+		s->queued++;
 		pthread_cond_signal(&s->cv);
 	}
 	pthread_mutex_unlock(&s->mtx);

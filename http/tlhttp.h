@@ -15,6 +15,10 @@
  * broken request framing at once (400), such as a chunk size out of range,
  * which libmicrohttpd would otherwise wait on.
  *
+ * The client (client.c) is the other direction: blocking requests of an
+ * adapter (to a homeserver, to a timer's callback) over a pool of
+ * kept-alive libcurl handles.
+ *
  * The life of a request. On the event loop, when only the headers are in:
  * the target must be origin-form ("/..."; else error TLH_E_TARGET), the
  * server's `pre` hook may answer (CORS preflights), the path is matched
@@ -42,6 +46,7 @@
 #ifndef TL_HTTP_TLHTTP_H
 #define TL_HTTP_TLHTTP_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -266,5 +271,58 @@ long tlh_url_dec(char *s, size_t n);
  * escaped. */
 const char *tlh_query_get(
     const char *query, const char *name, char *out, size_t cap);
+
+/* ---- the client (client.c, libcurl) ---- */
+
+/* Blocking requests whose answer is held, over kept-alive connections: a
+ * pool of libcurl easy handles shared by the threads of one program. */
+typedef struct tlh_client tlh_client;
+
+/* A client keeping up to keep idle handles (0: 256). TL_OK or
+ * TL_ENOMEM. */
+int tlh_client_alloc(tlh_client **out, unsigned keep);
+/* Frees the idle handles; none may be out. NULL is fine. */
+void tlh_client_free(tlh_client *c);
+/* An easy handle (a CURL *, reset) from the pool or new; NULL when out of
+ * memory. For a caller that drives libcurl itself (streams). */
+void *tlh_client_handle(tlh_client *c);
+/* Gives a handle back; reuse false (a transfer cut short) closes it. */
+void tlh_client_handle_put(tlh_client *c, void *handle, bool reuse);
+
+typedef struct tlh_hdr {
+	const char *name;
+	const char *value; /* NULL: the header is not sent (libcurl's own) */
+} tlh_hdr;
+
+/* The header lines of a request as a struct curl_slist * (free with
+ * curl_slist_free_all); no_expect adds "Expect:" (no 100-continue). */
+struct curl_slist *tlh_client_headers(
+    const tlh_hdr *hdrs, size_t nhdrs, bool no_expect);
+
+typedef struct tlh_fetch_opts {
+	int64_t connect_ms; /* 0: 5 s */
+	int64_t timeout_ms; /* the whole request; 0: 120 s */
+	size_t max_body;    /* the answer's body is refused past it; 0: 1 MiB */
+	const _Atomic bool *abort; /* non-NULL: true aborts the transfer */
+} tlh_fetch_opts;
+
+typedef struct tlh_resp {
+	long status;     /* 0: no answer */
+	tli_buf body;    /* the answer's body */
+	tli_buf headers; /* raw "Name: value\r\n" lines */
+	char ctype[128]; /* its Content-Type */
+	const char *why; /* no answer: libcurl's reason (static) */
+	bool cut;        /* no answer because we cut it short (abort, size) */
+	bool timed_out;  /* no answer within timeout_ms */
+} tlh_resp;
+
+/* One request to url; body may be NULL (an empty body for PUT and POST);
+ * o may be NULL (the defaults). 0 with r filled (any status), or -1 when
+ * no answer came (r->status 0, r->why). Free r with tlh_resp_free either
+ * way. Thread-safe. */
+int tlh_fetch(tlh_client *c, const char *method, const char *url,
+    const tlh_hdr *hdrs, size_t nhdrs, const void *body, size_t len,
+    const tlh_fetch_opts *o, tlh_resp *r);
+void tlh_resp_free(tlh_resp *r);
 
 #endif

@@ -791,8 +791,8 @@ fut_body(tlg *g, greq *r, int64_t timeout, gstr group, const char *extra,
 	}
 	e.delay = timeout > 0 ? timeout : 0;
 	e.query = (gstr){extra, strlen(extra)};
-	if (tlg_random_id(toks[0], 24) || tlg_random_id(toks[1], 24) ||
-	    (timeout >= 0 && tlg_random_id(toks[2], 24))) {
+	if (tli_random_b64(toks[0], 24) || tli_random_b64(toks[1], 24) ||
+	    (timeout >= 0 && tli_random_b64(toks[2], 24))) {
 		return -1;
 	}
 	tli_buf_puts(b, "M1\n");
@@ -980,7 +980,7 @@ fut_schedule_body(tlg *g, greq *r, int64_t timeout, gstr group, gout *o)
 	if (!group_join(g, owner, group, timeout >= 0, o)) {
 		goto out;
 	}
-	if (tlg_random_id(fid, 24) != 0 ||
+	if (tli_random_b64(fid, 24) != 0 ||
 	    fut_body(g, r, timeout, group, tli_buf_str(&extra), toks, &body) !=
 	        0) {
 		tlg_out_err(o, 500, "M_UNKNOWN", "out of memory");
@@ -1044,7 +1044,7 @@ tlg_fut_schedule(tlg *g, greq *r, gout *o)
 		return;
 	}
 	if (group[0] == '\0') { /* a timeout future in a new group */
-		if (tlg_random_id(gen, 18) != 0) {
+		if (tli_random_b64(gen, 18) != 0) {
 			tlg_out_err(o, 500, "M_UNKNOWN", "no randomness");
 			return;
 		}

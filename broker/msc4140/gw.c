@@ -798,7 +798,6 @@ tlg_start(tlg **out, const tlg_conf *c, const char *broker_url)
 	pthread_cond_init(&g->w_cv, NULL);
 	pthread_mutex_init(&g->auth_mtx, NULL);
 	pthread_mutex_init(&g->rate_mtx, NULL);
-	pthread_mutex_init(&g->curl_mtx, NULL);
 	pthread_mutex_init(&g->evc_mtx, NULL);
 	for (int i = 0; i < TLG_USER_STRIPES; i++) {
 		pthread_mutex_init(&g->user_mtx[i], NULL);
@@ -808,7 +807,9 @@ tlg_start(tlg **out, const tlg_conf *c, const char *broker_url)
 	snprintf(g->t_final, sizeof(g->t_final), "%s.final", c->topic_prefix);
 	snprintf(g->t_txn, sizeof(g->t_txn), "%s.txn", c->topic_prefix);
 	snprintf(g->t_meta, sizeof(g->t_meta), "%s.meta", c->topic_prefix);
-	curl_global_init(CURL_GLOBAL_DEFAULT);
+	if (tlh_client_alloc(&g->hc, 64) != TL_OK) {
+		goto fail;
+	}
 	if (tlg_as_check_start(g) != 0) {
 		goto fail;
 	}
@@ -874,9 +875,7 @@ tlg_stop(tlg *g)
 	tlg_senders_stop(g);
 	tlg_health_fini(g);
 	tl_client_close(g->cl);
-	for (int i = 0; i < g->ncurls; i++) {
-		curl_easy_cleanup(g->curls[i]);
-	}
+	tlh_client_free(g->hc);
 	for (int i = 0; i < TLG_AUTH_SLOTS; i++) {
 		free(g->auth[i].token);
 		free(g->auth[i].user);
@@ -886,7 +885,6 @@ tlg_stop(tlg *g)
 	pthread_cond_destroy(&g->w_cv);
 	pthread_mutex_destroy(&g->auth_mtx);
 	pthread_mutex_destroy(&g->rate_mtx);
-	pthread_mutex_destroy(&g->curl_mtx);
 	pthread_mutex_destroy(&g->evc_mtx);
 	for (int i = 0; i < TLG_USER_STRIPES; i++) {
 		pthread_mutex_destroy(&g->user_mtx[i]);

@@ -15,7 +15,8 @@
  * wakes a "send" action waiting for it. Locks: a user's scheduling stripe (held
  * across the broker calls of one scheduling request) comes before the others,
  * which are leaves and never nested: the waiter list, each sender queue, the
- * whoami cache, the rate-limit table, the restart cache, the curl handle pool.
+ * whoami cache, the rate-limit table, the restart cache (and tlhttp's client
+ * pool).
  */
 #ifndef TL_MSC4140_GW_H
 #define TL_MSC4140_GW_H
@@ -31,6 +32,7 @@
 #include "htab.h"
 #include "queue.h"
 #include "log.h"
+#include "text.h"
 #include "msc4140.h"
 #include "tlhttp.h"
 #include "timeline/timeline.h"
@@ -38,8 +40,6 @@
 /* ---- small pieces (util.c) ---- */
 
 bool tlg_utf8_ok(const char *s, size_t n);
-/* n random bytes as base64url (no padding) into out (4n/3+1 bytes). */
-int tlg_random_id(char *out, size_t nbytes);
 
 /* ---- a stored delayed event (body of a message in PREFIX.events) ----
  * "M1\n" then "key\tvalue\n" lines, an empty line, then the content bytes
@@ -70,17 +70,10 @@ void tlg_ev_header(tli_buf *b, const gev *e);
 
 /* ---- the homeserver ---- */
 
-typedef struct hs_resp {
-	long status; /* 0: no answer (network error) */
-	tli_buf body;
-	tli_buf headers; /* raw "Name: value\r\n" lines */
-	char ctype[128];
-} hs_resp;
-
-typedef struct hs_hdr {
-	const char *name;
-	const char *value;
-} hs_hdr;
+/* The homeserver client is tlhttp's (tlh_fetch), with the gateway's
+ * abort flag and outcome log. */
+typedef tlh_resp hs_resp;
+typedef tlh_hdr hs_hdr;
 
 /* One request to url; body may be NULL. Returns 0 with resp filled (also
  * for error statuses) or -1 when no answer came (resp->status 0). */
@@ -206,9 +199,7 @@ struct tlg {
 	/* scheduling of one user is serialised (limit, transaction) */
 	pthread_mutex_t user_mtx[TLG_USER_STRIPES];
 
-	pthread_mutex_t curl_mtx;
-	void *curls[64];
-	int ncurls;
+	tlh_client *hc; /* the homeserver's connections */
 
 	ghealth health;
 	_Atomic int64_t broker_lost_at; /* tli_mono_ms of a loss, or 0 */

@@ -59,36 +59,6 @@ tlg_utf8_ok(const char *s, size_t n)
 	return true;
 }
 
-int
-tlg_random_id(char *out, size_t nbytes)
-{
-	static const char b64[] =
-	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstu"
-	    "vwxyz0123456789-_";
-	unsigned char raw[48];
-	size_t o = 0;
-	uint32_t acc = 0;
-	int bits = 0;
-
-	if (nbytes > sizeof(raw) ||
-	    getrandom(raw, nbytes, 0) != (ssize_t) nbytes) {
-		return -1;
-	}
-	for (size_t i = 0; i < nbytes; i++) {
-		acc = (acc << 8) | raw[i];
-		bits += 8;
-		while (bits >= 6) {
-			bits -= 6;
-			out[o++] = b64[(acc >> bits) & 63];
-		}
-	}
-	if (bits > 0) {
-		out[o++] = b64[(acc << (6 - bits)) & 63];
-	}
-	out[o] = '\0';
-	return 0;
-}
-
 /* A Matrix user id (it starts with '@') up to a producer group's length
  * is its own owner name; any other (Matrix allows 255 bytes) is named by
  * "#sha256:" and the hex SHA-256 of the id. The two kinds cannot meet, a
@@ -166,7 +136,7 @@ id_mac(const tlg *g, const char *rnd, char out[9])
 int
 tlg_delay_id_new(const tlg *g, char *out)
 {
-	if (tlg_random_id(out, ID_RANDOM * 3 / 4) != 0) {
+	if (tli_random_b64(out, ID_RANDOM * 3 / 4) != 0) {
 		return -1;
 	}
 	id_mac(g, out, out + ID_RANDOM);

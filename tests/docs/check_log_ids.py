@@ -7,7 +7,7 @@ usage: check_log_ids.py SRCDIR
 A log id is the first "X123" string literal of a tlb_log / tli_log / tlg_log
 call. Ids of the broker (everything outside broker/msc4140) must appear as a
 table row "| `X123` |" in docs/timelined.md; ids of the MSC4140 gateway
-(broker/msc4140) in docs/msc4140.md. Exits 1 and names each missing or stale id.
+(broker/msc4140) in docs/msc4140.md; ids of tl-chronos (broker/chronos) in docs/chronos.md. Exits 1 and names each missing or stale id.
 """
 import os, re, sys
 
@@ -22,13 +22,15 @@ for top in ('base', 'proto', 'storage', 'broker', 'sdk', 'http'):
             p = os.path.join(dirpath, n)
             text = open(p, errors='replace').read()
             rel = os.path.relpath(p, src)
-            doc = 'docs/msc4140.md' if rel.startswith('broker/msc4140') else 'docs/timelined.md'
+            doc = ('docs/msc4140.md' if rel.startswith('broker/msc4140') else
+                   'docs/chronos.md' if rel.startswith('broker/chronos') else
+                   'docs/timelined.md')
             for m in call.finditer(text):
                 line = text.count('\n', 0, m.start()) + 1
                 found.setdefault((doc, m.group(2)), f'{rel}:{line}')
 bad = 0
 documented = {}
-for doc in ('docs/timelined.md', 'docs/msc4140.md'):
+for doc in ('docs/timelined.md', 'docs/msc4140.md', 'docs/chronos.md'):
     text = open(os.path.join(src, doc)).read()
     documented[doc] = set(re.findall(r'^\|\s*`([A-Z][0-9]{3})`\s*\|', text, re.M))
 for (doc, lid), where in sorted(found.items()):

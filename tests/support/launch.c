@@ -40,6 +40,12 @@ tt_bin_msc4140(void)
 	return TL_TEST_BINDIR "/broker/msc4140/tl-msc4140";
 }
 
+const char *
+tt_bin_chronos(void)
+{
+	return TL_TEST_BINDIR "/broker/chronos/tl-chronos";
+}
+
 void
 tt_nap_ms(int ms)
 {

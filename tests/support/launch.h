@@ -1,8 +1,8 @@
 /*
  * The one launcher of the end-to-end suites: it runs the real programs
- * (timelined, tl-msc4140, the test homeserver) as child processes of the
- * test, each described by a tt_proc. A tt_proc owns its command line, the
- * configuration file written from key/value settings, its log file and its
+ * (timelined, tl-msc4140, tl-chronos, the test homeserver) as child processes
+ * of the test, each described by a tt_proc. A tt_proc owns its command line,
+ * the configuration file written from key/value settings, its log file and its
  * ready file. Several can run at once (give each its own name in a shared
  * directory, or its own directory); each can be killed (SIGKILL), paused
  * (SIGSTOP/SIGCONT), stopped gracefully with its exit status checked, and
@@ -50,6 +50,7 @@ typedef struct tt_proc {
 /* The programs of the build. */
 const char *tt_bin_timelined(void);
 const char *tt_bin_msc4140(void);
+const char *tt_bin_chronos(void);
 
 /* Describe a process named `name` whose files live in dir (which must
  * exist); no process yet. bin: a path or a program name found on PATH. */

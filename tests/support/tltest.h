@@ -3,7 +3,7 @@
  * headers the suites use, Criterion, and the core of the test support
  * library (temporary directories and clocks, error-code assertions, the
  * launcher). A suite adds the helpers of its component: raw_client.h,
- * sdk_util.h, auth_util.h or gw_util.h.
+ * sdk_util.h, auth_util.h, gw_util.h or chronos_util.h.
  */
 #ifndef TL_TESTS_TLTEST_H
 #define TL_TESTS_TLTEST_H
