@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "base.h"
+#include "signals.h"
 
 static atomic_long alloc_fail_at = -1;
 static atomic_ulong alloc_n;
@@ -167,4 +168,25 @@ int
 tli_rmtree(const char *path)
 {
 	return nftw(path, rmtree_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+void
+tli_signals_block(sigset_t *sigs, bool hup)
+{
+	sigemptyset(sigs);
+	sigaddset(sigs, SIGTERM);
+	sigaddset(sigs, SIGINT);
+	if (hup) {
+		sigaddset(sigs, SIGHUP);
+	}
+	pthread_sigmask(SIG_BLOCK, sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+int
+tli_signal_wait(const sigset_t *sigs)
+{
+	int sig;
+
+	return sigwait(sigs, &sig) == 0 ? sig : SIGTERM;
 }

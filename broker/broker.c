@@ -17,6 +17,7 @@
 #include "handlers.h"
 #include "metrics.h"
 #include "server.h"
+#include "signals.h"
 #include "chronos.h"
 #include "msc4140.h"
 
@@ -183,9 +184,7 @@ static int
 wait_signals(tlb_broker *b, const sigset_t *sigs, int sig)
 {
 	while (sig != SIGTERM && sig != SIGINT) {
-		if (sigwait(sigs, &sig) != 0) {
-			break;
-		}
+		sig = tli_signal_wait(sigs);
 		if (sig == SIGHUP && tlb_auth_reload(b)) {
 			tlb_server_close_revoked(b);
 		}
@@ -209,12 +208,7 @@ tlb_run(const tlb_conf *conf)
 	b->conf = *conf;
 	/* Every thread started from here on inherits the blocked signals;
 	 * the main thread waits for them. */
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGTERM);
-	sigaddset(&sigs, SIGINT);
-	sigaddset(&sigs, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	tli_signals_block(&sigs, true);
 	tlb_clock_init();
 
 	if (open_store(b) != 0) {

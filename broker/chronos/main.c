@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "signals.h"
 #include "chronos.h"
 
 /* The settings: defaults, the -c file, then the flags. Returns -1 to go
@@ -44,24 +45,16 @@ main(int argc, char **argv)
 	tlk_conf c;
 	tlk *k = NULL;
 	sigset_t sigs;
-	int rv, sig = 0;
+	int rv;
 
 	if ((rv = configure(&c, argc, argv)) >= 0) {
 		return rv;
 	}
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGTERM);
-	sigaddset(&sigs, SIGINT);
-	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	tli_signals_block(&sigs, false);
 	if (tlk_start(&k, &c, NULL) != 0) {
 		return 1;
 	}
-	while (sig != SIGTERM && sig != SIGINT) {
-		if (sigwait(&sigs, &sig) != 0) {
-			break;
-		}
-	}
+	(void) tli_signal_wait(&sigs);
 	tlk_stop(k);
 	return 0;
 }
