@@ -1075,6 +1075,21 @@ lock_done(void *arg)
 }
 
 /* Names, id and lease length; the reply is sent on failure. */
+/* The next operation of the lock's submission, on its message, by who. */
+static tli_op *
+lock_op(lockreq *k, tli_op_type type, const char *who)
+{
+	tli_op *o = &k->ops[k->n++];
+
+	o->type = type;
+	o->topic = k->topic;
+	o->id = k->id;
+	o->id_len = k->id_len;
+	o->who = who;
+	o->who_len = strlen(who);
+	return o;
+}
+
 static bool
 lock_check(req *q, const tlp_lock *m, lockreq *k, int64_t *lease_ms)
 {
@@ -1160,22 +1175,10 @@ h_LOCK(req *q)
 		return;
 	}
 	if (k->group[0] != '\0') {
-		o = &k->ops[k->n++];
-		o->type = TLI_OP_CREATE;
-		o->topic = k->topic;
-		o->id = k->id;
-		o->id_len = k->id_len;
-		o->who = k->group;
-		o->who_len = strlen(k->group);
+		o = lock_op(k, TLI_OP_CREATE, k->group);
 		o->ts_mode = TLI_TS_REL; /* now */
 	}
-	o = &k->ops[k->n++];
-	o->type = TLI_OP_LEASE;
-	o->topic = k->topic;
-	o->id = k->id;
-	o->id_len = k->id_len;
-	o->who = k->consumer;
-	o->who_len = strlen(k->consumer);
+	o = lock_op(k, TLI_OP_LEASE, k->consumer);
 	o->ts = lease_ms;
 	o->ts_mode = TLI_TS_REL;
 	o->no_dead_letter = true;

@@ -9,24 +9,8 @@ static int
 run_k(const char *dir, const char *conf_text, const char *args, char *out,
     size_t cap)
 {
-	char conf[600], cmd[2048];
-	FILE *f, *p;
-	size_t n;
-	int st;
-
-	snprintf(conf, sizeof(conf), "%s/k.conf", dir);
-	f = fopen(conf, "w");
-	cr_assert(f != NULL);
-	fputs(conf_text, f);
-	fclose(f);
-	snprintf(
-	    cmd, sizeof(cmd), "%s -c %s %s 2>&1", tt_bin_chronos(), conf, args);
-	p = popen(cmd, "r");
-	cr_assert(p != NULL);
-	n = fread(out, 1, cap - 1, p);
-	out[n] = '\0';
-	st = pclose(p);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	return tt_run_conf(
+	    tt_bin_chronos(), dir, "k.conf", conf_text, args, out, cap);
 }
 
 Test(cli, usage_and_bad_settings)

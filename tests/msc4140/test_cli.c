@@ -9,24 +9,8 @@ static int
 run_gw(const char *dir, const char *conf_text, const char *args, char *out,
     size_t cap)
 {
-	char conf[600], cmd[2048];
-	FILE *f, *p;
-	size_t n;
-	int st;
-
-	snprintf(conf, sizeof(conf), "%s/gw.conf", dir);
-	f = fopen(conf, "w");
-	cr_assert(f != NULL);
-	fputs(conf_text, f);
-	fclose(f);
-	snprintf(cmd, sizeof(cmd), "%s/broker/msc4140/tl-msc4140 -c %s %s 2>&1",
-	    TL_TEST_BINDIR, conf, args);
-	p = popen(cmd, "r");
-	cr_assert(p != NULL);
-	n = fread(out, 1, cap - 1, p);
-	out[n] = '\0';
-	st = pclose(p);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	return tt_run_conf(
+	    tt_bin_msc4140(), dir, "gw.conf", conf_text, args, out, cap);
 }
 
 Test(cli, prints_the_registration)

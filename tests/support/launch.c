@@ -46,6 +46,29 @@ tt_bin_chronos(void)
 	return TL_TEST_BINDIR "/broker/chronos/tl-chronos";
 }
 
+int
+tt_run_conf(const char *bin, const char *dir, const char *conf_name,
+    const char *conf_text, const char *args, char *out, size_t cap)
+{
+	char conf[600], cmd[2048];
+	FILE *f, *p;
+	size_t n;
+	int st;
+
+	snprintf(conf, sizeof(conf), "%s/%s", dir, conf_name);
+	f = fopen(conf, "w");
+	cr_assert(f != NULL, "%s: %s", conf, strerror(errno));
+	fputs(conf_text, f);
+	fclose(f);
+	snprintf(cmd, sizeof(cmd), "%s -c %s %s 2>&1", bin, conf, args);
+	p = popen(cmd, "r");
+	cr_assert(p != NULL);
+	n = fread(out, 1, cap - 1, p);
+	out[n] = '\0';
+	st = pclose(p);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 void
 tt_nap_ms(int ms)
 {
