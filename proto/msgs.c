@@ -124,6 +124,8 @@ static const field get_f[] = {
     FSTR(F_STR, name2, a, NAME), FSTR(F_STR, name2, b, ID)};
 static const field named_f[] = {
     FSTR(F_STR, name2, a, NAME), FSTR(F_STR, name2, b, NAME)};
+/* A URL (TL_ENOTLEADER's leader). */
+static const field url_f[] = {FSTR(F_STR, name2, a, 1024)};
 
 typedef struct span {
 	tlp_str topic;
@@ -690,6 +692,25 @@ tlp_dec_error_until(tlp_r *r, int64_t *until)
 	if (rv == TL_OK) {
 		*until = q.i;
 	}
+	return rv;
+}
+
+void
+tlp_enc_error_leader(tlp_w *w, int err, const char *detail, const char *leader)
+{
+	tlp_w_array(w, 3);
+	tlp_w_uint(w, (uint64_t) err);
+	tlp_w_cstr(w, detail != NULL ? detail : "");
+	tlp_w_cstr(w, leader != NULL ? leader : "");
+}
+
+int
+tlp_dec_error_leader(tlp_r *r, tlp_str *leader)
+{
+	name2 q = {{NULL, 0}, {NULL, 0}};
+	int rv = r_reply(r, url_f, NF(url_f), &q);
+
+	*leader = rv == TL_OK ? q.a : (tlp_str){NULL, 0};
 	return rv;
 }
 

@@ -247,6 +247,13 @@ int tlp_dec_error_until(tlp_r *r, int64_t *until);
 
 /* [err, detail] for a failed request. */
 void tlp_enc_error(tlp_w *w, int err, const char *detail);
+/* [err, detail, leader]: TL_ENOTLEADER with the client URL of the cluster's
+ * leader ("" when none is known). */
+void tlp_enc_error_leader(
+    tlp_w *w, int err, const char *detail, const char *leader);
+/* After tlp_dec_reply_head of a failed reply with one field left: the
+ * leader's URL (empty when the reply names none). */
+int tlp_dec_error_leader(tlp_r *r, tlp_str *leader);
 /* Read the head of any reply: its error code and, when it failed, the
  * detail text (may be empty). On TL_OK the reader stands at the first
  * field after the code; *nfields says how many follow. */
