@@ -33,7 +33,7 @@
 #define TLB_TL_TIMEOUT_MS 10000
 #define TLB_TL_DRAIN_MS 15000
 /* The line of a node's /metrics that says it is the leader. */
-#define TLB_TL_LEADER_METRIC "timeline_cluster_leader 1"
+#define TLB_TL_LEADER_METRIC "timeline_cluster_serving 1"
 
 #define TLB_TL_NODES 3
 
