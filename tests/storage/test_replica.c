@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "store.h"
 #include "testutil.h"
@@ -500,4 +501,451 @@ Test(replica, follower_equals_leader)
 	cr_assert_eq(tt_check(b.s), 0);
 	node_fini(&a);
 	node_fini(&b);
+}
+
+/* An op applied alone; returns its error. */
+static int
+one(tli_store *s, tli_op_type type, const char *topic, const char *id,
+    const char *who, int64_t ts, uint64_t version, tli_op *out)
+{
+	return tt_op(s, type, topic, id, who, ts, version, out);
+}
+
+/* (b) An index already applied is skipped; the index survives a reopen. */
+Test(replica, reapply_skipped_index_kept)
+{
+	node a, b;
+	tli_op op;
+	tli_msg m;
+
+	node_init(&a, "repl-a");
+	node_init(&b, "repl-b");
+	a.peer = &b;
+	tt_topic(a.s, "t0", 0);                                       /* 1 */
+	TL_PASS(tt_create(a.s, "t0", "x", "o", START_MS, "b1", &op)); /* 2 */
+	TL_PASS(
+	    one(a.s, TLI_OP_DELETE_OWNED, "t0", "x", "o", 0, 0, &op)); /* 3 */
+	TL_PASS(tt_create(a.s, "t0", "y", "o", START_MS, "b2", &op));  /* 4 */
+	cr_assert_eq(rlog_n, 4);
+	cr_assert_eq(tli_store_applied_index(b.s), 4);
+
+	/* x's create again, as index 2 and as index 4: nothing changes */
+	TL_PASS(tli_store_apply_entry(b.s, 2, rlog[1].p, rlog[1].len));
+	TL_PASS(tli_store_apply_entry(b.s, 4, rlog[1].p, rlog[1].len));
+	cr_assert_eq(tli_store_applied_index(b.s), 4);
+	TL_PASS(tli_store_reload(b.s));
+	TL_FAIL(tli_store_get(b.s, "t0", "x", 1, &m), TL_ENOTFOUND);
+	assert_same(a.s, b.s);
+
+	/* closed and opened again: the index is the stored one, and a replay
+	 * of the whole log from 1 changes nothing */
+	tli_store_close(b.s);
+	node_open(&b);
+	cr_assert_eq(tli_store_applied_index(b.s), 4);
+	for (size_t i = 0; i < rlog_n; i++) {
+		TL_PASS(
+		    tli_store_apply_entry(b.s, i + 1, rlog[i].p, rlog[i].len));
+	}
+	cr_assert_eq(tli_store_applied_index(b.s), 4);
+	assert_same(a.s, b.s);
+	cr_assert_eq(tt_check(b.s), 0);
+
+	/* the next index is applied */
+	TL_PASS(one(a.s, TLI_OP_DELETE_OWNED, "t0", "y", "o", 0, 0, &op));
+	cr_assert_eq(tli_store_applied_index(b.s), 5);
+	TL_FAIL(tli_store_get(b.s, "t0", "y", 1, &m), TL_ENOTFOUND);
+	TL_PASS(tli_store_reload(b.s)); /* the counters B keeps in memory */
+	assert_same(a.s, b.s);
+
+	/* a single-node store keeps no index */
+	{
+		char *dir = tt_mkdtemp("repl-single");
+		tli_store *s = tt_store_open(dir, &clk);
+		tt_topic(s, "t0", 0);
+		TL_PASS(tt_create(s, "t0", "x", "o", START_MS, "b", &op));
+		cr_assert_eq(tli_store_applied_index(s), 0);
+		tli_store_close(s);
+		tt_rmtree_free(&dir);
+	}
+	node_fini(&a);
+	node_fini(&b);
+}
+
+/* Entries that do not decode are refused whole, and nothing is written. */
+Test(replica, bad_entries_refused)
+{
+	node a, b;
+	tli_op op;
+	uint8_t bad[4096];
+	entry e;
+
+	node_init(&a, "repl-a");
+	node_init(&b, "repl-b");
+	a.peer = &b;
+	tt_topic(a.s, "t0", 0);
+	TL_PASS(tt_create(a.s, "t0", "x", "o", START_MS, "b1", &op));
+	a.peer = NULL; /* the next entry is kept from B */
+	TL_PASS(tt_create(a.s, "t0", "y", "o", START_MS, "b2", &op));
+	e = rlog[rlog_n - 1];
+	cr_assert_lt(e.len, sizeof(bad));
+	TL_PASS(tli_store_reload(b.s));
+
+	for (int k = 0; k < 6; k++) {
+		size_t len = e.len;
+		memcpy(bad, e.p, e.len);
+		switch (k) {
+		case 0:
+			bad[0] = TLI_REPL_VERSION + 1;
+			break;
+		case 1:
+			bad[1] = 9; /* a kind nobody knows */
+			break;
+		case 2:
+			bad[2] = TLI_STORE_FORMAT + 1;
+			break;
+		case 3:
+			len -= 3; /* the last record cut short */
+			break;
+		case 4:
+			len =
+			    TLI_REPL_HEADER + 5; /* half a WriteBatch header */
+			break;
+		case 5:
+			bad[TLI_REPL_HEADER + 8] += 1; /* the record count */
+			break;
+		}
+		TL_FAIL(tli_store_apply_entry(b.s, 3, bad, len), TL_ECORRUPT,
+		    "case %d", k);
+		cr_assert_eq(tli_store_applied_index(b.s), 2, "case %d", k);
+	}
+	TL_FAIL(tli_store_apply_entry(b.s, 3, e.p, 2), TL_ECORRUPT);
+	TL_FAIL(tli_store_apply_entry(b.s, 3, NULL, 0), TL_ECORRUPT);
+	/* nothing of y on B */
+	{
+		tli_msg m;
+		TL_FAIL(tli_store_get(b.s, "t0", "y", 1, &m), TL_ENOTFOUND);
+	}
+	cr_assert_eq(tt_check(b.s), 0);
+	/* the entry itself is fine */
+	TL_PASS(tli_store_apply_entry(b.s, 3, e.p, e.len));
+	TL_PASS(tli_store_reload(b.s));
+	assert_same(a.s, b.s);
+	node_fini(&a);
+	node_fini(&b);
+}
+
+/* Leadership moves from `from` to `to`: from's writer answers
+ * TL_ENOTLEADER from now on, to's writer feeds from, and to re-reads what
+ * its writer keeps in memory. */
+static void
+switch_leader(node *from, node *to)
+{
+	atomic_store(&from->fail, TL_ENOTLEADER);
+	from->peer = NULL;
+	to->peer = from;
+	atomic_store(&to->fail, TL_OK);
+	TL_PASS(tli_store_reload(to->s));
+}
+
+/* (c) The follower, reloaded, takes the writes over: topics, counters,
+ * owner counts, leases taken on the old leader; then back again, the old
+ * leader's cached records being stale by then. */
+Test(replica, follower_takes_over)
+{
+	node a, b;
+	tli_op op, lx, ly;
+	tli_topic_info ti;
+	uint64_t oc_a, oc_b;
+
+	node_init(&a, "repl-a");
+	node_init(&b, "repl-b");
+	a.peer = &b;
+	base_topics(a.s);
+	steps(a.s, 12345, 250);
+	TL_PASS(tt_create(a.s, "t0", "lx", "o", START_MS - 10, "held", &op));
+	TL_PASS(one(a.s, TLI_OP_LEASE, "t0", "lx", "c", START_MS + 600000,
+	    op.new_version, &lx));
+	TL_PASS(tt_create(a.s, "t1", "ly", "o1", START_MS - 10, "held", &op));
+	TL_PASS(one(a.s, TLI_OP_LEASE, "t1", "ly", "c1", START_MS + 600000,
+	    op.new_version, &ly));
+	TL_PASS(tli_store_owner_count(a.s, "o", 1, &oc_a));
+
+	switch_leader(&a, &b);
+	/* A is a follower now: its writer takes nothing */
+	TL_FAIL(tt_create(a.s, "t0", "nope", "o", START_MS, "b", &op),
+	    TL_ENOTLEADER);
+	TL_FAIL(tli_store_topic_delete(a.s, "t0"), TL_ENOTLEADER);
+	/* B serves what A wrote */
+	TL_PASS(tli_store_owner_count(b.s, "o", 1, &oc_b));
+	cr_assert_eq(oc_a, oc_b);
+	/* the leases taken on A hold on B, with the versions A gave */
+	TL_NOT_OK(one(b.s, TLI_OP_DELETE_LEASED, "t0", "lx", "c1", 0,
+	    lx.new_version, &op));
+	TL_NOT_OK(one(b.s, TLI_OP_LEASE, "t0", "lx", "c1", START_MS + 1000,
+	    lx.new_version, &op));
+	TL_PASS(one(b.s, TLI_OP_DELETE_LEASED, "t0", "lx", "c", 0,
+	    lx.new_version, &op));
+	TL_PASS(one(b.s, TLI_OP_EXTEND, "t1", "ly", "c1", START_MS + 900000,
+	    ly.new_version, &op));
+	/* a new topic gets the next id, not one A used */
+	tt_topic(b.s, "t9", 0);
+	TL_PASS(tli_store_topic_get(b.s, "t9", &ti));
+	{
+		tli_topic_info *all;
+		size_t n;
+		TL_PASS(tli_store_topic_list(b.s, &all, &n));
+		for (size_t i = 0; i < n; i++) {
+			if (strcmp(all[i].conf.name, "t9") != 0) {
+				cr_assert_lt(all[i].topic_id, ti.topic_id);
+			}
+		}
+		tli_free(all);
+	}
+	steps(b.s, 777, 250);
+	TL_PASS(tli_store_reload(a.s));
+	assert_same(a.s, b.s);
+	cr_assert_eq(tt_check(a.s), 0);
+	cr_assert_eq(tt_check(b.s), 0);
+
+	/* back to A, whose record cache is from before B's writes */
+	switch_leader(&b, &a);
+	steps(a.s, 4242, 250);
+	TL_PASS(tli_store_reload(b.s));
+	assert_same(a.s, b.s);
+	cr_assert_eq(tt_check(a.s), 0);
+	cr_assert_eq(tt_check(b.s), 0);
+	cr_assert_eq(tli_store_applied_index(a.s), rlog_n);
+	cr_assert_eq(tli_store_applied_index(b.s), rlog_n);
+	node_fini(&a);
+	node_fini(&b);
+}
+
+/* (d) A replicate that fails fails the batch's operations with its error
+ * and leaves nothing behind: later operations see the state before it. */
+Test(replica, failed_replicate_leaves_nothing)
+{
+	node a, b;
+	tli_op ops[4], op;
+	tli_topic_info before, after;
+	tli_topic_conf c;
+	uint64_t oc;
+	tli_msg m;
+	char *d0, *d1;
+	size_t n0;
+
+	node_init(&a, "repl-a");
+	node_init(&b, "repl-b");
+	a.peer = &b;
+	tt_topic(a.s, "t0", 0);
+	TL_PASS(tt_create(a.s, "t0", "x", "o", START_MS - 5, "bx", &op));
+	TL_PASS(tli_store_topic_get(a.s, "t0", &before));
+	d0 = dump(a.s);
+	n0 = rlog_n;
+
+	atomic_store(&a.fail, TL_ENOTLEADER);
+	ops[0] = tt_mkop(TLI_OP_CREATE, "t0", "y", "o", START_MS, 0);
+	ops[0].body = "by";
+	ops[0].body_len = 2;
+	ops[1] = tt_mkop(TLI_OP_LEASE, "t0", "x", "c", START_MS + 5000, 0);
+	ops[2] = tt_mkop(TLI_OP_CREATE, "t0", "z", "o1", START_MS, 0);
+	ops[2].body = "bz";
+	ops[2].body_len = 2;
+	ops[3] = tt_mkop(TLI_OP_DELETE_OWNED, "t0", "x", "o", 0, 0);
+	TL_PASS(tli_store_apply(a.s, ops, 3));
+	for (int i = 0; i < 3; i++) {
+		TL_CODE_EQ(ops[i].err, TL_ENOTLEADER, "op %d", i);
+	}
+	TL_PASS(tli_store_apply(a.s, &ops[3], 1));
+	TL_CODE_EQ(ops[3].err, TL_ENOTLEADER);
+	tli_topic_conf_init(&c, "t1");
+	TL_FAIL(tli_store_topic_create(a.s, &c), TL_ENOTLEADER);
+	TL_FAIL(tli_store_topic_delete(a.s, "t0"), TL_ENOTLEADER);
+	atomic_store(&a.fail, TL_ELEADERLOST);
+	TL_FAIL(tt_create(a.s, "t0", "w", "o", START_MS, "bw", &op),
+	    TL_ELEADERLOST);
+	cr_assert_eq(rlog_n, n0);
+
+	/* nothing of it: not the messages, counters, owner counts, leases,
+	 * topics or the next topic id */
+	atomic_store(&a.fail, TL_OK);
+	d1 = dump(a.s);
+	cr_assert_str_eq(d0, d1);
+	free(d1);
+	TL_PASS(tli_store_topic_get(a.s, "t0", &after));
+	cr_assert_eq(after.messages, before.messages);
+	cr_assert_eq(after.locked, before.locked);
+	TL_FAIL(tli_store_topic_get(a.s, "t1", &after), TL_ENOTOPIC);
+	TL_PASS(tli_store_owner_count(a.s, "o1", 2, &oc));
+	cr_assert_eq(oc, 0);
+	TL_FAIL(tli_store_get(a.s, "t0", "y", 1, &m), TL_ENOTFOUND);
+	/* x is as it was: leasable with its version, by anyone */
+	TL_PASS(tli_store_get(a.s, "t0", "x", 1, &m));
+	cr_assert_eq(m.consumer_len, 0);
+	TL_PASS(one(a.s, TLI_OP_LEASE, "t0", "x", "c1", START_MS + 5000,
+	    m.version, &op));
+	tli_msg_fini(&m);
+	TL_PASS(tli_store_topic_create(a.s, &c));
+	TL_PASS(tli_store_topic_get(a.s, "t1", &after));
+	cr_assert_eq(after.topic_id, before.topic_id + 1);
+	TL_PASS(tt_create(a.s, "t0", "y", "o", START_MS, "by", &op));
+	TL_PASS(tli_store_reload(b.s));
+	assert_same(a.s, b.s);
+	cr_assert_eq(tt_check(a.s), 0);
+	cr_assert_eq(tt_check(b.s), 0);
+	free(d0);
+	node_fini(&a);
+	node_fini(&b);
+}
+
+/* Readers that run while B's database is swapped under them: any answer
+ * will do, a crash (or an ASan report) will not. */
+typedef struct reader {
+	tli_store *s;
+	_Atomic bool *stop;
+	long reads;
+} reader;
+
+static void *
+reader_main(void *arg)
+{
+	reader *r = arg;
+	uint64_t rng = 99 + (uint64_t) (uintptr_t) r;
+
+	while (!atomic_load(r->stop)) {
+		const char *t = topics[tt_rng_below(&rng, NTOPIC)];
+		tli_entry e[8];
+		size_t n;
+		bool more;
+		tli_msg m;
+		tli_counts c;
+		tli_store_stats st;
+		uint64_t oc;
+		char id[8];
+
+		snprintf(id, sizeof(id), "m%u", tt_rng_below(&rng, NIDS));
+		if (tli_store_get(r->s, t, id, strlen(id), &m) == TL_OK) {
+			tli_msg_fini(&m);
+		}
+		(void) tli_store_scan_due(
+		    r->s, t, 0, INT64_MAX, NULL, e, 8, &n, &more);
+		(void) tli_store_scan_owner(
+		    r->s, t, "o", 1, NULL, e, 8, &n, &more);
+		(void) tli_store_count(r->s, t, 0, INT64_MAX, &c);
+		(void) tli_store_totals(r->s, t, &c);
+		(void) tli_store_owner_count(r->s, "o", 1, &oc);
+		tli_store_get_stats(r->s, &st);
+		r->reads++;
+	}
+	return NULL;
+}
+
+/* (e) A checkpoint of A restored into B, which had other data: B is A,
+ * with the checkpoint's applied index, while readers keep reading B. */
+Test(replica, checkpoint_restore)
+{
+	node a, b;
+	char *tmp = tt_mkdtemp("repl-cp"), cp[512];
+	_Atomic bool stop = false;
+	reader rd[3];
+	pthread_t th[3];
+	uint64_t index = 0;
+	tli_op op;
+
+	node_init(&a, "repl-a");
+	base_topics(a.s);
+	steps(a.s, 31337, 200);
+	/* B: a store of its own, with a longer log of other data */
+	node_init(&b, "repl-b");
+	tt_topic(b.s, "other", 0);
+	for (int i = 0; i < 300; i++) {
+		char id[16];
+		snprintf(id, sizeof(id), "b%d", i);
+		TL_PASS(tt_create(b.s, "other", id, "o", START_MS, "x", &op));
+	}
+	cr_assert_gt(tli_store_applied_index(b.s), 300);
+	for (int i = 0; i < 3; i++) {
+		rd[i] = (reader){.s = b.s, .stop = &stop};
+		cr_assert_eq(
+		    pthread_create(&th[i], NULL, reader_main, &rd[i]), 0);
+	}
+	for (int round = 0; round < 3; round++) {
+		int ok = 0;
+		uint64_t rng = 5 + (uint64_t) round;
+		for (int i = 0; i < 40; i++) {
+			step(a.s, &rng, &ok);
+		}
+		snprintf(cp, sizeof(cp), "%s/cp%d", tmp, round);
+		TL_PASS(tli_store_checkpoint(a.s, cp, &index));
+		cr_assert_eq(index, tli_store_applied_index(a.s));
+		TL_PASS(tli_store_restore(b.s, cp), "%s",
+		    tli_store_last_error(b.s));
+		cr_assert_eq(tli_store_applied_index(b.s), index);
+		assert_same(a.s, b.s);
+		/* the checkpoint was moved in, the old database removed */
+		cr_assert_neq(access(cp, F_OK), 0);
+	}
+	atomic_store(&stop, true);
+	for (int i = 0; i < 3; i++) {
+		pthread_join(th[i], NULL);
+		cr_assert_gt(rd[i].reads, 0);
+	}
+	cr_assert_eq(tt_check(b.s), 0);
+	{
+		char old[600];
+		snprintf(old, sizeof(old), "%s.old", b.dir);
+		cr_assert_neq(access(old, F_OK), 0);
+	}
+	/* B goes on as a follower of A, and survives a reopen */
+	a.peer = &b;
+	steps(a.s, 8, 100);
+	tli_store_close(b.s);
+	node_open(&b);
+	cr_assert_eq(tli_store_applied_index(b.s), rlog_n);
+	assert_same(a.s, b.s);
+	cr_assert_eq(tt_check(b.s), 0);
+	node_fini(&a);
+	node_fini(&b);
+	tt_rmtree_free(&tmp);
+}
+
+/* A restore that cannot work leaves the store as it was, and says why. */
+Test(replica, restore_failure_keeps_store)
+{
+	node b;
+	char *tmp = tt_mkdtemp("repl-cp"), dir[512];
+	char *d0, *d1;
+	tli_op op;
+	FILE *f;
+
+	node_init(&b, "repl-b");
+	tt_topic(b.s, "t0", 0);
+	TL_PASS(tt_create(b.s, "t0", "m1", "o", START_MS, "x", &op));
+	d0 = dump(b.s);
+
+	/* no such directory; a directory without a database */
+	snprintf(dir, sizeof(dir), "%s/none", tmp);
+	TL_FAIL(tli_store_restore(b.s, dir), TL_ESTORAGE);
+	cr_assert(strstr(tli_store_last_error(b.s), "none") != NULL, "%s",
+	    tli_store_last_error(b.s));
+	TL_FAIL(tli_store_restore(b.s, tmp), TL_ESTORAGE);
+	/* a database RocksDB cannot open: put back where it was */
+	snprintf(dir, sizeof(dir), "%s/junk", tmp);
+	cr_assert_eq(mkdir(dir, 0700), 0);
+	snprintf(dir, sizeof(dir), "%s/junk/CURRENT", tmp);
+	f = fopen(dir, "w");
+	fputs("MANIFEST-000404\n", f);
+	fclose(f);
+	snprintf(dir, sizeof(dir), "%s/junk", tmp);
+	TL_NOT_OK(tli_store_restore(b.s, dir));
+	cr_assert_gt(strlen(tli_store_last_error(b.s)), 0);
+	cr_assert_eq(access(dir, F_OK), 0);
+
+	d1 = dump(b.s);
+	cr_assert_str_eq(d0, d1);
+	TL_PASS(tt_create(b.s, "t0", "m2", "o", START_MS, "y", &op));
+	cr_assert_eq(tt_check(b.s), 0);
+	free(d0);
+	free(d1);
+	node_fini(&b);
+	tt_rmtree_free(&tmp);
 }
