@@ -949,3 +949,73 @@ Test(replica, restore_failure_keeps_store)
 	node_fini(&b);
 	tt_rmtree_free(&tmp);
 }
+
+/* A replicate that waits for the test's word, as one waiting for a Raft
+ * thread would. */
+static _Atomic int gate; /* 0 open, 1 closed, 2 a batch waits at it */
+
+static int
+gated(void *arg, const void *e, size_t len)
+{
+	int one = 1;
+
+	if (atomic_compare_exchange_strong(&gate, &one, 2)) {
+		while (atomic_load(&gate) == 2) {
+			usleep(1000);
+		}
+	}
+	return feed(arg, e, len);
+}
+
+static void *
+create_main(void *arg)
+{
+	tli_op op;
+
+	return (void *) (intptr_t) tt_create(
+	    arg, "t0", "g", "o", START_MS, "g", &op);
+}
+
+/* Reload and restore while the writer is inside replicate: refused with
+ * TL_EBUSY rather than waiting for a writer that may wait for them. */
+Test(replica, busy_writer_refuses_swap)
+{
+	node a;
+	tli_store_opts o;
+	pthread_t th;
+	void *res;
+	char *tmp = tt_mkdtemp("repl-cp"), cp[512];
+	uint64_t index;
+
+	memset(&a, 0, sizeof(a));
+	a.dir = tt_mkdtemp("repl-a");
+	tli_store_opts_init(&o);
+	o.path = a.dir;
+	o.clock = tt_clock_as_tli(&clk);
+	o.replicate = gated;
+	o.replicate_arg = &a;
+	TL_PASS(tli_store_open(&a.s, &o));
+	tt_topic(a.s, "t0", 0);
+	snprintf(cp, sizeof(cp), "%s/cp", tmp);
+	TL_PASS(tli_store_checkpoint(a.s, cp, &index));
+
+	atomic_store(&gate, 1);
+	cr_assert_eq(pthread_create(&th, NULL, create_main, a.s), 0);
+	while (atomic_load(&gate) != 2) {
+		usleep(1000);
+	}
+	TL_FAIL(tli_store_reload(a.s), TL_EBUSY);
+	TL_FAIL(tli_store_restore(a.s, cp), TL_EBUSY);
+	cr_assert_eq(access(cp, F_OK), 0); /* untouched */
+	atomic_store(&gate, 0);
+	pthread_join(th, &res);
+	TL_CODE_EQ((int) (intptr_t) res, TL_OK);
+	TL_PASS(tli_store_reload(a.s));
+	{
+		tli_msg m;
+		TL_PASS(tli_store_get(a.s, "t0", "g", 1, &m));
+		tli_msg_fini(&m);
+	}
+	node_fini(&a);
+	tt_rmtree_free(&tmp);
+}
