@@ -100,6 +100,7 @@ broker_stop(tlb_broker *b, up_stage up)
 	}
 	tlc_stop(b); /* later replications answer TL_ENOTLEADER */
 	tli_store_close(b->store);
+	tlc_free(b);
 	if (up >= UP_SERVER) {
 		tlb_server_wait(b);
 	}
