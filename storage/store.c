@@ -441,9 +441,10 @@ replicate_batch(tli_store *s, tli_repl_kind kind)
 	rv = s->opts.replicate(s->opts.replicate_arg, s->entry, len);
 	atomic_store(&s->in_replicate, false);
 	sync_note(s, tli_mono_ns() - t0);
-	if (rv != TL_OK) {
+	if (rv != TL_OK && rv != TL_ENOTLEADER) {
 		/* The entry may still be committed and applied later
-		 * (TL_ELEADERLOST): no cached record is trusted any more. */
+		 * (TL_ELEADERLOST): no cached record is trusted any more.
+		 * TL_ENOTLEADER: nothing was proposed. */
 		uint64_t gen = atomic_load(&s->commit_gen) + 1;
 		tli_overlay_forget(s->ov, gen);
 		atomic_store(&s->commit_gen, gen);
