@@ -279,12 +279,14 @@ fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
 	tlc *c = fsm->data;
 	uint64_t index = raft_last_applied(&c->raft) + 1;
 	size_t len = 0;
+	bool framed = buf->len >= ENTRY_HEAD &&
+	    memcmp(buf->base, entry_magic, 4) == 0 &&
+	    (len = get_u32((const uint8_t *) buf->base + 4)) <=
+	        buf->len - ENTRY_HEAD;
 	int rv;
 
 	*result = NULL;
-	if (buf->len < ENTRY_HEAD || memcmp(buf->base, entry_magic, 4) != 0 ||
-	    (len = get_u32((const uint8_t *) buf->base + 4)) >
-	        buf->len - ENTRY_HEAD) {
+	if (!framed) {
 		rv = TL_ECORRUPT;
 	} else {
 		rv = tli_store_apply_entry(c->b->store, index,
@@ -297,7 +299,8 @@ fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
 		    "cannot apply Raft entry %llu (%zu bytes) to the store: "
 		    "%s (%s); stopping the node",
 		    (unsigned long long) index, buf->len, tl_strerror(rv),
-		    tli_store_last_error(c->b->store));
+		    !framed ? "not an entry of this node's format"
+		            : tli_store_last_error(c->b->store));
 		_exit(1);
 	}
 	pthread_mutex_lock(&c->mtx);
