@@ -1067,3 +1067,59 @@ Test(replica, leadership_lost_but_applied)
 	node_fini(&a);
 	node_fini(&b);
 }
+
+typedef struct applier {
+	tli_store *s;
+	_Atomic size_t done;
+} applier;
+
+static void *
+applier_main(void *arg)
+{
+	applier *ap = arg;
+
+	for (size_t i = 0; i < rlog_n; i++) {
+		cr_assert_eq(
+		    tli_store_apply_entry(ap->s, i + 1, rlog[i].p, rlog[i].len),
+		    TL_OK);
+		atomic_store(&ap->done, i + 1);
+	}
+	return NULL;
+}
+
+/* A checkpoint taken while entries are being applied holds exactly the
+ * entries up to the index it reports. */
+Test(replica, checkpoint_index_consistent)
+{
+	node a, b;
+	applier ap;
+	pthread_t th;
+	char *tmp = tt_mkdtemp("repl-cp"), cp[16][512];
+	uint64_t idx[16];
+	int ncp = 0;
+
+	node_init(&a, "repl-a");
+	base_topics(a.s);
+	steps(a.s, 2024, 400);
+	node_init(&b, "repl-b");
+	ap = (applier){.s = b.s};
+	cr_assert_eq(pthread_create(&th, NULL, applier_main, &ap), 0);
+	while (ncp < 16 && atomic_load(&ap.done) < rlog_n) {
+		snprintf(cp[ncp], sizeof(cp[ncp]), "%s/cp%d", tmp, ncp);
+		TL_PASS(tli_store_checkpoint(b.s, cp[ncp], &idx[ncp]));
+		ncp++;
+		usleep(2000);
+	}
+	pthread_join(th, NULL);
+	cr_assert_gt(ncp, 1);
+	for (int i = 0; i < ncp; i++) {
+		tli_store *c = tt_store_open(cp[i], &clk);
+		cr_assert_eq(
+		    tli_store_applied_index(c), idx[i], "checkpoint %d", i);
+		cr_assert_eq(tt_check(c), 0);
+		tli_store_close(c);
+	}
+	node_fini(&a);
+	node_fini(&b);
+	tt_rmtree_free(&tmp);
+}
