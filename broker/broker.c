@@ -5,14 +5,17 @@
  * requests reach the store, stop the dispatcher, close the store (which
  * finishes every batch in flight and answers it), and free the sessions.
  */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "auth.h"
 #include "broker.h"
 #include "clock.h"
+#include "cluster.h"
 #include "dispatch.h"
 #include "handlers.h"
 #include "metrics.h"
@@ -21,8 +24,8 @@
 #include "chronos.h"
 #include "msc4140.h"
 
-static int
-create_topics(tlb_broker *b)
+int
+tlb_create_topics(tlb_broker *b)
 {
 	for (int i = 0; i < b->conf.ntopics; i++) {
 		char name[TL_MAX_NAME_LEN + 16];
@@ -95,7 +98,9 @@ broker_stop(tlb_broker *b, up_stage up)
 	if (up >= UP_DSP) {
 		tlb_dsp_stop(b);
 	}
+	tlc_stop(b); /* later replications answer TL_ENOTLEADER */
 	tli_store_close(b->store);
+	tlc_free(b);
 	if (up >= UP_SERVER) {
 		tlb_server_wait(b);
 	}
@@ -131,10 +136,21 @@ static int
 open_store(tlb_broker *b)
 {
 	tli_store_opts so;
+	char path[600];
 	int rv;
 
 	tli_store_opts_init(&so);
 	so.path = b->conf.data_dir;
+	if (b->conf.nnodes > 0) {
+		/* a cluster: DATA/store and DATA/raft */
+		if (mkdir(b->conf.data_dir, 0755) != 0 && errno != EEXIST) {
+			tlb_log(TLB_ERROR, "B001", "cannot create %s: %s",
+			    b->conf.data_dir, strerror(errno));
+			return -1;
+		}
+		tlc_store_path(b, path, sizeof(path));
+		so.path = path;
+	}
 	so.sync_mode = b->conf.sync_mode;
 	so.sync_interval_ms = b->conf.sync_interval_ms;
 	so.clock.now_ms = tlb_clock_now;
@@ -142,14 +158,16 @@ open_store(tlb_broker *b)
 	so.report_arg = b;
 	if ((rv = tli_store_open(&b->store, &so)) != TL_OK) {
 		tlb_log(TLB_ERROR, "B001",
-		    "cannot open the store in %s: %s (%s)", b->conf.data_dir,
+		    "cannot open the store in %s: %s (%s)", so.path,
 		    tl_strerror(rv),
 		    rv == TL_EFORMAT ? "written by another version"
 		                     : tli_store_last_error(b->store));
 		return -1;
 	}
-	tlb_log(TLB_INFO, "B002", "store %s open; durability %s",
-	    b->conf.data_dir, sync_name(&b->conf));
+	tlb_log(TLB_INFO, "B002", "store %s open; durability %s", so.path,
+	    b->conf.nnodes > 0 ? "by the Raft log (an acknowledged write is "
+	                         "durable on a majority of the nodes)"
+	                       : sync_name(&b->conf));
 	return 0;
 }
 
@@ -165,7 +183,12 @@ broker_start(tlb_broker *b, up_stage *up)
 		return -1;
 	}
 	*up = UP_DSP;
-	if (create_topics(b) != 0 || tlb_dsp_start(b) != TL_OK) {
+	/* in a cluster the leader creates the topics when it takes over */
+	if ((b->conf.nnodes == 0 && tlb_create_topics(b) != 0) ||
+	    tlb_dsp_start(b) != TL_OK) {
+		return -1;
+	}
+	if (b->conf.nnodes > 0 && tlc_start(b) != 0) {
 		return -1;
 	}
 	*up = UP_SERVER;

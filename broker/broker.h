@@ -32,6 +32,7 @@ struct tlb_broker {
 
 	struct tlb_server *srv;  /* server.c */
 	struct tlb_dsp *dsp;     /* dispatch.c */
+	struct tlc *cluster;     /* cluster/cluster.c; NULL: a single node */
 	struct tlb_mstate *http; /* metrics.c: the endpoint */
 	void *msc4140;           /* the in-process MSC4140 gateway (tlg *) */
 	void *chronos;           /* the in-process tl-chronos (tlk *) */
@@ -42,5 +43,9 @@ struct tlb_broker {
 	struct tlb_auth *auth;
 	struct tlb_inflight *inflight;
 };
+
+/* Create the configured topics that do not exist (broker.c): at start, or
+ * in a cluster when this node takes over as leader. 0, or -1 logged. */
+int tlb_create_topics(tlb_broker *b);
 
 #endif

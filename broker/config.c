@@ -96,6 +96,112 @@ check_auth(const tlb_conf *c, char *err, size_t cap)
 	return 0;
 }
 
+/* One `cluster_node` line: "ID HOST:PORT URL". */
+static int
+parse_node(const char *line, tlb_node *n, char *err, size_t cap)
+{
+	char id[32], raft[256], url[256], extra[8];
+	const char *colon;
+	char *end;
+	unsigned long long v;
+	long port;
+	int k = sscanf(line, "%31s %255s %255s %7s", id, raft, url, extra);
+
+	if (k != 3) {
+		snprintf(err, cap,
+		    "cluster_node \"%s\": expected ID HOST:PORT URL", line);
+		return 1;
+	}
+	errno = 0;
+	v = strtoull(id, &end, 10);
+	if (errno != 0 || *end != '\0' || id[0] == '-' || v == 0 ||
+	    v > INT32_MAX) {
+		snprintf(err, cap,
+		    "cluster_node \"%s\": the id must be a number >= 1", line);
+		return 1;
+	}
+	colon = strrchr(raft, ':');
+	port = colon != NULL ? strtol(colon + 1, &end, 10) : 0;
+	if (colon == NULL || colon == raft || colon[1] == '\0' ||
+	    *end != '\0' || port < 1 || port > 65535) {
+		snprintf(err, cap,
+		    "cluster_node \"%s\": the Raft address must be "
+		    "HOST:PORT",
+		    line);
+		return 1;
+	}
+	if (strstr(url, "://") == NULL) {
+		snprintf(err, cap,
+		    "cluster_node \"%s\": the client URL must look like "
+		    "tcp://HOST:PORT",
+		    line);
+		return 1;
+	}
+	n->id = v;
+	snprintf(n->raft, sizeof(n->raft), "%s", raft);
+	snprintf(n->url, sizeof(n->url), "%s", url);
+	return 0;
+}
+
+/* The cluster_* settings: well-formed lines, distinct ids and addresses,
+ * this node among them. */
+static int
+check_cluster(tlb_conf *c, char *err, size_t cap)
+{
+	c->nnodes = 0;
+	c->self = -1;
+	if (c->ncluster_nodes == 0) {
+		return 0;
+	}
+	for (int i = 0; i < c->ncluster_nodes; i++) {
+		tlb_node *n = &c->nodes[i];
+
+		if (parse_node(c->cluster_nodes[i], n, err, cap) != 0) {
+			return 1;
+		}
+		for (int j = 0; j < i; j++) {
+			if (c->nodes[j].id == n->id) {
+				snprintf(err, cap,
+				    "cluster_node: id %llu is given twice",
+				    (unsigned long long) n->id);
+				return 1;
+			}
+			if (strcmp(c->nodes[j].raft, n->raft) == 0) {
+				snprintf(err, cap,
+				    "cluster_node: Raft address %s is given "
+				    "twice",
+				    n->raft);
+				return 1;
+			}
+		}
+		if ((int64_t) n->id == c->cluster_id) {
+			c->self = i;
+		}
+		c->nnodes++;
+	}
+	if (c->cluster_id == 0) {
+		snprintf(err, cap,
+		    "cluster_node lines need cluster_id = this node's id "
+		    "(1 or more)");
+		return 1;
+	}
+	if (c->self < 0) {
+		snprintf(err, cap,
+		    "cluster_id %lld is not among the cluster_node ids",
+		    (long long) c->cluster_id);
+		return 1;
+	}
+	if (c->cluster_heartbeat_ms >= c->cluster_election_ms) {
+		snprintf(err, cap,
+		    "cluster_heartbeat_ms (%lld) must be below "
+		    "cluster_election_ms (%lld)",
+		    (long long) c->cluster_heartbeat_ms,
+		    (long long) c->cluster_election_ms);
+		return 1;
+	}
+	return 0;
+}
+
 int
 tlb_conf_load(
     tlb_conf *c, int argc, char **argv, int *action, char *err, size_t cap)
@@ -113,5 +219,8 @@ tlb_conf_load(
 	if ((*action = cli.action) != TLB_CONF_RUN) {
 		return 0;
 	}
-	return check_auth(c, err, cap);
+	if ((rv = check_auth(c, err, cap)) != 0) {
+		return rv;
+	}
+	return check_cluster(c, err, cap);
 }

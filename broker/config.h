@@ -17,6 +17,14 @@
 
 #define TLB_MAX_LISTEN 8
 #define TLB_MAX_TOPICS 32
+#define TLB_MAX_NODES 7 /* nodes of a cluster */
+
+/* One `cluster_node` line, parsed. */
+typedef struct tlb_node {
+	uint64_t id;
+	char raft[256]; /* HOST:PORT of its Raft transport */
+	char url[256];  /* its client URL, named in redirects */
+} tlb_node;
 
 typedef struct tlb_conf {
 	char data_dir[512];
@@ -49,6 +57,17 @@ typedef struct tlb_conf {
 	char tls_key[512];     /* its PEM private key */
 	char tls_ca[512];      /* CAs that sign client certificates */
 	int tls_client_auth;   /* 0 none, 1 optional, 2 required */
+	/* the cluster (docs/cluster.md); nnodes 0: a single node */
+	int64_t cluster_id;
+	char cluster_nodes[TLB_MAX_NODES][600]; /* the lines as given */
+	int ncluster_nodes;
+	int64_t cluster_election_ms;
+	int64_t cluster_heartbeat_ms;
+	int64_t cluster_snapshot_entries;
+	int64_t cluster_snapshot_max;
+	tlb_node nodes[TLB_MAX_NODES]; /* parsed from cluster_nodes */
+	int nnodes;
+	int self; /* nodes[self] is this node */
 } tlb_conf;
 
 /* What the command line asked for besides running the broker. */

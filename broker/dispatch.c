@@ -1843,6 +1843,43 @@ tlb_dsp_session_gone(tlb_broker *b, tlb_session *s)
 }
 
 void
+tlb_dsp_close_subscribers(tlb_broker *b)
+{
+	tlb_dsp *p = b->dsp;
+	tlb_session **v = NULL;
+	size_t n = 0, cap = 0;
+
+	if (p == NULL) {
+		return;
+	}
+	pthread_mutex_lock(&p->mtx);
+	for (dtopic *t = p->topics; t != NULL; t = t->next) {
+		for (dsub *d = t->subs; d != NULL; d = d->next) {
+			if (n == cap) {
+				size_t nc = cap == 0 ? 16 : cap * 2;
+				tlb_session **w =
+				    tli_realloc(v, nc * sizeof(*v));
+				if (w == NULL) {
+					break; /* the rest: session_gone below
+					        */
+				}
+				v = w;
+				cap = nc;
+			}
+			tlb_session_hold(d->s);
+			v[n++] = d->s;
+		}
+	}
+	pthread_mutex_unlock(&p->mtx);
+	for (size_t i = 0; i < n; i++) {
+		tlb_dsp_session_gone(b, v[i]);
+		tlb_session_close(v[i], "not the leader any more");
+		tlb_session_rele(v[i]);
+	}
+	tli_free(v);
+}
+
+void
 tlb_dsp_topic_gone(tlb_broker *b, const char *topic)
 {
 	tlb_dsp *p = b->dsp;

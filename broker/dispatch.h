@@ -64,6 +64,10 @@ int tlb_dsp_unsubscribe(tlb_broker *b, tlb_session *s, const tlp_sub *sub);
 /* The session closed: drop its subscriptions (their leases run out). */
 void tlb_dsp_session_gone(tlb_broker *b, tlb_session *s);
 void tlb_dsp_topic_gone(tlb_broker *b, const char *topic);
+/* This node stopped being the cluster's leader: close every session that
+ * has a subscription (its consumer reconnects and is redirected), after
+ * dropping its subscriptions. */
+void tlb_dsp_close_subscribers(tlb_broker *b);
 
 /* A copy of the dispatcher's figures for the metrics: a row per topic
  * (consumer "") followed by a row per subscription of that topic. */

@@ -14,6 +14,7 @@
 #include "auth.h"
 #include "broker.h"
 #include "clock.h"
+#include "cluster.h"
 #include "dispatch.h"
 #include "handlers.h"
 #include "server.h"
@@ -1518,6 +1519,37 @@ push_only(req *q)
 
 /* ---- dispatch ---- */
 
+typedef struct not_leader_arg {
+	const char *url;
+} not_leader_arg;
+
+static void
+enc_not_leader(tlp_w *w, const void *arg)
+{
+	const not_leader_arg *a = arg;
+
+	tlp_enc_error_leader(w, TL_ENOTLEADER, "not the leader", a->url);
+}
+
+/* In a cluster only the serving leader handles requests (HELLO and PING
+ * excepted); the others are told which node leads. */
+static bool
+leader_only(req *q)
+{
+	char url[256];
+	not_leader_arg a = {url};
+
+	if (q->b->cluster == NULL || q->h.op == TLP_OP_HELLO ||
+	    q->h.op == TLP_OP_PING || tlc_serving(q->b->cluster)) {
+		return false;
+	}
+	tlc_leader_url(q->b->cluster, url, sizeof(url));
+	atomic_fetch_add(&q->b->m.not_leader, 1);
+	tlb_send_frame(
+	    q->s, q->h.op, TLP_F_REPLY, q->h.reqid, enc_not_leader, &a);
+	return true;
+}
+
 static const handler_fn handlers[TLP_OP_MAX_] = {
 #define TLP_OP(name, code, kind, summary) [code] = h_##name,
 #include "timeline/ops.def"
@@ -1564,6 +1596,9 @@ tlb_handle(tlb_broker *b, tlb_job *j)
 		goto done;
 	}
 	atomic_fetch_add(&b->m.ops[q.h.op], 1);
+	if (leader_only(&q)) {
+		goto done;
+	}
 	tlp_r_init(&q.r, j->frame + TLP_HDR_LEN, j->len - TLP_HDR_LEN);
 	handlers[q.h.op](&q);
 done:

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "broker.h"
+#include "cluster.h"
 #include "dispatch.h"
 #include "metrics.h"
 #include "server.h"
@@ -345,6 +346,48 @@ render_dispatcher(tlb_broker *b, tli_buf *o)
 	tli_free(v);
 }
 
+/* The Raft node of a cluster (nothing for a single node). */
+static void
+render_cluster(tlb_broker *b, tli_buf *o)
+{
+	static const char *const roles[] = {
+	    "follower", "candidate", "leader", "unavailable"};
+	tlc_stats st;
+
+	if (b->cluster == NULL) {
+		return;
+	}
+	tlc_get_stats(b->cluster, &st);
+	tli_buf_printf(o,
+	    "# HELP timeline_cluster_role 1 for this node's Raft role\n"
+	    "# TYPE timeline_cluster_role gauge\n");
+	for (size_t i = 0; i < sizeof(roles) / sizeof(roles[0]); i++) {
+		tli_buf_printf(o, "timeline_cluster_role{role=\"%s\"} %d\n",
+		    roles[i], strcmp(st.role, roles[i]) == 0);
+	}
+	tli_prom_scalar(o, "timeline_cluster_serving", "gauge",
+	    "1 while this node is the leader and serves requests", st.serving);
+	tli_prom_scalar(o, "timeline_cluster_term", "gauge", NULL, st.term);
+	tli_prom_scalar(
+	    o, "timeline_cluster_commit_index", "gauge", NULL, st.commit_index);
+	tli_prom_scalar(o, "timeline_cluster_applied_index", "gauge", NULL,
+	    st.applied_index);
+	tli_prom_scalar(o, "timeline_cluster_leader_id", "gauge",
+	    "the known leader's node id, 0 when none", st.leader_id);
+	tli_prom_scalar(o, "timeline_cluster_elections_total", "counter",
+	    "terms seen with a leader", st.elections);
+	tli_prom_scalar(o, "timeline_cluster_entries_proposed_total", "counter",
+	    NULL, st.proposed);
+	tli_prom_scalar(o, "timeline_cluster_entry_bytes_total", "counter",
+	    NULL, st.proposed_bytes);
+	tli_prom_scalar(o, "timeline_cluster_snapshots_taken_total", "counter",
+	    NULL, st.snapshots_taken);
+	tli_prom_scalar(o, "timeline_cluster_snapshots_installed_total",
+	    "counter", NULL, st.snapshots_installed);
+	tli_prom_scalar(o, "timeline_cluster_not_leader_total", "counter",
+	    "requests answered TL_ENOTLEADER", atomic_load(&b->m.not_leader));
+}
+
 static void
 render(mstate *ms, tli_buf *o)
 {
@@ -356,6 +399,7 @@ render(mstate *ms, tli_buf *o)
 	render_store(ms->b, o);
 	render_sessions(ms->b, o);
 	render_dispatcher(ms->b, o);
+	render_cluster(ms->b, o);
 }
 
 static void

@@ -52,6 +52,7 @@ typedef struct tlb_metrics {
 	_Atomic uint64_t reads_total; /* long reads handed to readers */
 	_Atomic uint64_t auth_refusals[TLP_OP_MAX_];  /* TL_ENOTAUTH */
 	_Atomic uint64_t quota_refusals[TLP_OP_MAX_]; /* per-group limits */
+	_Atomic uint64_t not_leader; /* cluster: TL_ENOTLEADER answers */
 } tlb_metrics;
 
 /* A push late_us microseconds after its due time (negative counts as 0). */

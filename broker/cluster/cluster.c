@@ -1,0 +1,984 @@
+/*
+ * The Raft node of a replicated broker (cluster.h). libraft 0.15 is single
+ * threaded and has no state callback: the raft thread owns it, polls its
+ * state every 5 ms, and is handed the writer's entries through a queue.
+ * Facts about the library that shape this file: the FSM apply is not told
+ * its index (it is raft_last_applied + 1); proposing from inside a failed
+ * apply callback crashes 0.15, so proposals come only from the async
+ * callback; a new leader appends no entry of its own, so it issues a
+ * barrier before it serves; snapshots are single in-memory buffers sent in
+ * one message (hence cluster_snapshot_max).
+ */
+#define _GNU_SOURCE /* pthread_setname_np */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <raft.h>
+#include <raft/uv.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "broker.h"
+#include "cluster.h"
+#include "dispatch.h"
+#include "store_shim.h"
+
+/* An entry the writer waits for. */
+typedef struct prop {
+	struct raft_apply req;
+	struct prop *next;
+	struct tlc *c;
+	const void *entry;
+	size_t len;
+	int rv;
+	bool done;
+} prop;
+
+struct tlc {
+	tlb_broker *b;
+	char raft_dir[600];
+	char snap_dir[600];    /* DATA/snapshot.tmp: checkpoints taken */
+	char restore_dir[600]; /* DATA/restore.tmp: snapshots received */
+
+	/* the raft thread's own */
+	uv_loop_t loop;
+	struct raft_uv_transport tr;
+	struct raft_io io;
+	struct raft_fsm fsm;
+	struct raft raft;
+	uv_async_t async;
+	uv_timer_t tick;
+	struct raft_barrier barrier;
+	bool barrier_pending;
+	uint64_t barrier_term;
+	uint64_t refused_at; /* applied index of the last refused snapshot */
+	pthread_t th;
+	pthread_t role_th;
+	bool role_started;
+
+	pthread_mutex_t mtx;
+	pthread_cond_t cv;      /* proposals done, start, role changes */
+	prop *q_head, **q_tail; /* proposals not handed to raft yet */
+	bool started;           /* the raft thread finished its start */
+	int start_rv;
+	bool stop;   /* tlc_stop asked */
+	bool closed; /* the async handle is closed: no more proposals */
+	/* the state seen by the last poll */
+	int state;
+	bool is_leader;
+	uint64_t ready_term; /* leader whose barrier applied, for this term */
+	uint64_t tried_term; /* the role thread took over for this term */
+	uint64_t term;
+	uint64_t leader_id;
+	uint64_t seen_term; /* the last term with a known leader */
+	uint64_t commit_index;
+	uint64_t applied_index;
+	char leader_url[256];
+	uint64_t elections;
+	uint64_t proposed;
+	uint64_t proposed_bytes;
+	uint64_t snaps_taken;
+	uint64_t snaps_installed;
+
+	_Atomic bool serving;
+};
+
+/* The snapshot buffer: magic, applied index, file count, then per file
+ * its name length, name, size and bytes; integers little endian. */
+static const char snap_magic[8] = {'T', 'L', 'S', 'N', 'A', 'P', '0', '1'};
+
+static const char *
+state_name(int s)
+{
+	switch (s) {
+	case RAFT_FOLLOWER:
+		return "follower";
+	case RAFT_CANDIDATE:
+		return "candidate";
+	case RAFT_LEADER:
+		return "leader";
+	default:
+		return "unavailable";
+	}
+}
+
+void
+tlc_store_path(const tlb_broker *b, char *out, size_t cap)
+{
+	snprintf(out, cap, "%s/store", b->conf.data_dir);
+}
+
+static void
+put_u32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++) {
+		p[i] = (uint8_t) (v >> (8 * i));
+	}
+}
+
+static void
+put_u64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++) {
+		p[i] = (uint8_t) (v >> (8 * i));
+	}
+}
+
+static uint32_t
+get_u32(const uint8_t *p)
+{
+	uint32_t v = 0;
+
+	for (int i = 3; i >= 0; i--) {
+		v = v << 8 | p[i];
+	}
+	return v;
+}
+
+static uint64_t
+get_u64(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 7; i >= 0; i--) {
+		v = v << 8 | p[i];
+	}
+	return v;
+}
+
+/* A Raft entry frames the store's entry: "TLE1", its length (u32), the
+ * entry, zeros up to a multiple of 8 bytes. libraft 0.15 moves entries
+ * whose length is not a multiple of 8 wrongly in some paths (seen when a
+ * new leader sends a restarted follower a long run of entries): framed,
+ * every entry is whole words and its own length says where it ends. */
+#define ENTRY_HEAD 8
+static const char entry_magic[4] = {'T', 'L', 'E', '1'};
+
+/* ---- proposals (writer thread -> raft thread) ---- */
+
+static void
+prop_finish(tlc *c, prop *p, int rv)
+{
+	pthread_mutex_lock(&c->mtx);
+	p->rv = rv;
+	p->done = true;
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mtx);
+}
+
+int
+tlc_replicate(void *arg, const void *entry, size_t len)
+{
+	tlb_broker *b = arg;
+	tlc *c = b->cluster;
+	prop p = {.c = c, .entry = entry, .len = len};
+
+	if (c == NULL) {
+		return TL_ENOTLEADER; /* the node is not started yet */
+	}
+	pthread_mutex_lock(&c->mtx);
+	if (c->closed || !c->is_leader) {
+		pthread_mutex_unlock(&c->mtx);
+		return TL_ENOTLEADER;
+	}
+	p.req.data = &p;
+	*c->q_tail = &p;
+	c->q_tail = &p.next;
+	uv_async_send(&c->async);
+	while (!p.done) {
+		pthread_cond_wait(&c->cv, &c->mtx);
+	}
+	pthread_mutex_unlock(&c->mtx);
+	return p.rv;
+}
+
+/* The entry is committed and applied here (status 0), or its fate is
+ * unknown. Never proposes: 0.15 crashes on a raft_apply from here. */
+static void
+apply_cb(struct raft_apply *req, int status, void *result)
+{
+	prop *p = req->data;
+
+	(void) result;
+	prop_finish(p->c, p, status == 0 ? TL_OK : TL_ELEADERLOST);
+}
+
+/* Take the queued proposals; the caller holds the lock. */
+static prop *
+take_queue(tlc *c)
+{
+	prop *l = c->q_head;
+
+	c->q_head = NULL;
+	c->q_tail = &c->q_head;
+	return l;
+}
+
+/* Hand the queued entries to raft (the only place that proposes). */
+static void
+propose_all(tlc *c)
+{
+	prop *l;
+
+	pthread_mutex_lock(&c->mtx);
+	l = take_queue(c);
+	pthread_mutex_unlock(&c->mtx);
+	while (l != NULL) {
+		prop *p = l;
+		struct raft_buffer buf;
+		int rv = RAFT_NOTLEADER;
+
+		l = l->next;
+		/* a frame of whole 8-byte words (see ENTRY_HEAD) */
+		buf.len = (ENTRY_HEAD + p->len + 7) / 8 * 8;
+		buf.base = raft_malloc(buf.len);
+		if (buf.base == NULL) {
+			prop_finish(c, p, TL_ENOMEM);
+			continue;
+		}
+		memset(buf.base, 0, buf.len);
+		memcpy(buf.base, entry_magic, 4);
+		put_u32((uint8_t *) buf.base + 4, (uint32_t) p->len);
+		memcpy((uint8_t *) buf.base + ENTRY_HEAD, p->entry, p->len);
+		if (raft_state(&c->raft) == RAFT_LEADER) {
+			rv = raft_apply(&c->raft, &p->req, &buf, 1, apply_cb);
+		}
+		if (rv != 0) {
+			raft_free(buf.base);
+			prop_finish(c, p, TL_ENOTLEADER);
+			continue;
+		}
+		pthread_mutex_lock(&c->mtx);
+		c->proposed++;
+		c->proposed_bytes += p->len;
+		pthread_mutex_unlock(&c->mtx);
+	}
+}
+
+/* ---- the state machine (raft thread) ---- */
+
+static int
+fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
+{
+	tlc *c = fsm->data;
+	uint64_t index = raft_last_applied(&c->raft) + 1;
+	size_t len = 0;
+	int rv;
+
+	*result = NULL;
+	if (buf->len < ENTRY_HEAD || memcmp(buf->base, entry_magic, 4) != 0 ||
+	    (len = get_u32((const uint8_t *) buf->base + 4)) >
+	        buf->len - ENTRY_HEAD) {
+		rv = TL_ECORRUPT;
+	} else {
+		rv = tli_store_apply_entry(c->b->store, index,
+		    (const uint8_t *) buf->base + ENTRY_HEAD, len);
+	}
+	if (rv != TL_OK) {
+		/* A committed entry cannot be skipped: stop here; the Raft
+		 * log replays it at the next start. */
+		tlb_log(TLB_ERROR, "R008",
+		    "cannot apply Raft entry %llu (%zu bytes) to the store: "
+		    "%s (%s); stopping the node",
+		    (unsigned long long) index, buf->len, tl_strerror(rv),
+		    tli_store_last_error(c->b->store));
+		_exit(1);
+	}
+	pthread_mutex_lock(&c->mtx);
+	c->applied_index = index;
+	pthread_mutex_unlock(&c->mtx);
+	return 0;
+}
+
+/* Read exactly n bytes of path into p. */
+static int
+read_whole(const char *path, uint8_t *p, size_t n)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	size_t got = 0;
+
+	if (fd < 0) {
+		return -1;
+	}
+	while (got < n) {
+		ssize_t k = read(fd, p + got, n - got);
+		if (k <= 0) {
+			if (k < 0 && errno == EINTR) {
+				continue;
+			}
+			close(fd);
+			return -1;
+		}
+		got += (size_t) k;
+	}
+	close(fd);
+	return 0;
+}
+
+/* Write n bytes to path (created) and fsync it. */
+static int
+write_whole(const char *path, const uint8_t *p, size_t n)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	size_t put = 0;
+
+	if (fd < 0) {
+		return -1;
+	}
+	while (put < n) {
+		ssize_t k = write(fd, p + put, n - put);
+		if (k < 0) {
+			if (errno == EINTR) {
+				continue;
+			}
+			close(fd);
+			return -1;
+		}
+		put += (size_t) k;
+	}
+	if (fsync(fd) != 0) {
+		close(fd);
+		return -1;
+	}
+	return close(fd);
+}
+
+typedef struct snap_file {
+	char name[256];
+	uint64_t size;
+} snap_file;
+
+/* The regular files of dir (a checkpoint) with their sizes; *total gets
+ * the size of the snapshot buffer that holds them. */
+static int
+list_files(const char *dir, snap_file **out, size_t *n, uint64_t *total)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	snap_file *v = NULL;
+	size_t k = 0, cap = 0;
+
+	*total = sizeof(snap_magic) + 8 + 4;
+	if (d == NULL) {
+		return -1;
+	}
+	while ((e = readdir(d)) != NULL) {
+		char path[1024];
+		struct stat st;
+		size_t nl = strlen(e->d_name);
+
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		if (e->d_name[0] == '.' || stat(path, &st) != 0 ||
+		    !S_ISREG(st.st_mode) || nl >= sizeof(v->name)) {
+			continue;
+		}
+		if (k == cap) {
+			snap_file *w;
+			cap = cap == 0 ? 16 : cap * 2;
+			if ((w = realloc(v, cap * sizeof(*v))) == NULL) {
+				free(v);
+				closedir(d);
+				return -1;
+			}
+			v = w;
+		}
+		memcpy(v[k].name, e->d_name, nl + 1);
+		v[k].size = (uint64_t) st.st_size;
+		*total += 4 + nl + 8 + v[k].size;
+		k++;
+	}
+	closedir(d);
+	*out = v;
+	*n = k;
+	return 0;
+}
+
+/* A RocksDB checkpoint serialised into one buffer; refused above
+ * cluster_snapshot_max. */
+static int
+fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n_bufs)
+{
+	tlc *c = fsm->data;
+	uint64_t applied = raft_last_applied(&c->raft), index = 0, total;
+	snap_file *files = NULL;
+	size_t nfiles = 0, off;
+	uint8_t *p;
+	int rv;
+
+	if (c->refused_at != 0 &&
+	    applied - c->refused_at <
+	        (uint64_t) c->b->conf.cluster_snapshot_entries) {
+		return RAFT_TOOBIG; /* refused lately: keep the log */
+	}
+	tli_rmtree(c->snap_dir);
+	rv = tli_store_checkpoint(c->b->store, c->snap_dir, &index);
+	if (rv != TL_OK ||
+	    list_files(c->snap_dir, &files, &nfiles, &total) != 0) {
+		tlb_log(TLB_ERROR, "R010", "cannot take a snapshot in %s: %s",
+		    c->snap_dir,
+		    rv != TL_OK ? tl_strerror(rv) : strerror(errno));
+		tli_rmtree(c->snap_dir);
+		return RAFT_IOERR;
+	}
+	if (total > (uint64_t) c->b->conf.cluster_snapshot_max) {
+		tlb_log(TLB_ERROR, "R006",
+		    "snapshot at index %llu refused: %llu bytes is over "
+		    "cluster_snapshot_max (%lld); the Raft log is kept instead",
+		    (unsigned long long) index, (unsigned long long) total,
+		    (long long) c->b->conf.cluster_snapshot_max);
+		c->refused_at = applied;
+		free(files);
+		tli_rmtree(c->snap_dir);
+		return RAFT_TOOBIG;
+	}
+	*bufs = raft_malloc(sizeof(**bufs));
+	p = raft_malloc(total);
+	if (*bufs == NULL || p == NULL) {
+		raft_free(*bufs);
+		raft_free(p);
+		free(files);
+		tli_rmtree(c->snap_dir);
+		return RAFT_NOMEM;
+	}
+	memcpy(p, snap_magic, sizeof(snap_magic));
+	put_u64(p + 8, index);
+	put_u32(p + 16, (uint32_t) nfiles);
+	off = 20;
+	for (size_t i = 0; i < nfiles; i++) {
+		char path[1024];
+		size_t nl = strlen(files[i].name);
+
+		put_u32(p + off, (uint32_t) nl);
+		memcpy(p + off + 4, files[i].name, nl);
+		put_u64(p + off + 4 + nl, files[i].size);
+		off += 4 + nl + 8;
+		snprintf(
+		    path, sizeof(path), "%s/%s", c->snap_dir, files[i].name);
+		if (read_whole(path, p + off, files[i].size) != 0) {
+			tlb_log(TLB_ERROR, "R010",
+			    "cannot take a snapshot: reading %s: %s", path,
+			    strerror(errno));
+			raft_free(*bufs);
+			raft_free(p);
+			free(files);
+			tli_rmtree(c->snap_dir);
+			return RAFT_IOERR;
+		}
+		off += files[i].size;
+	}
+	(*bufs)[0].base = p;
+	(*bufs)[0].len = total;
+	*n_bufs = 1;
+	free(files);
+	tli_rmtree(c->snap_dir);
+	c->refused_at = 0;
+	pthread_mutex_lock(&c->mtx);
+	c->snaps_taken++;
+	pthread_mutex_unlock(&c->mtx);
+	tlb_log(TLB_INFO, "R004",
+	    "snapshot taken at index %llu: %zu files, %llu bytes",
+	    (unsigned long long) index, nfiles, (unsigned long long) total);
+	return 0;
+}
+
+/* Write the snapshot's files into c->restore_dir; its index in *index. */
+static int
+unpack(tlc *c, const uint8_t *p, size_t n, uint64_t *index)
+{
+	uint32_t nfiles;
+	size_t off = 20;
+
+	if (n < 20 || memcmp(p, snap_magic, sizeof(snap_magic)) != 0) {
+		return TL_EFORMAT;
+	}
+	*index = get_u64(p + 8);
+	nfiles = get_u32(p + 16);
+	tli_rmtree(c->restore_dir);
+	if (mkdir(c->restore_dir, 0755) != 0) {
+		return TL_EIO;
+	}
+	for (uint32_t i = 0; i < nfiles; i++) {
+		char name[256], path[1024];
+		uint32_t nl;
+		uint64_t size;
+
+		if (n - off < 4 || (nl = get_u32(p + off)) == 0 ||
+		    nl >= sizeof(name) || n - off - 4 < (size_t) nl + 8) {
+			return TL_EFORMAT;
+		}
+		memcpy(name, p + off + 4, nl);
+		name[nl] = '\0';
+		size = get_u64(p + off + 4 + nl);
+		off += 4 + nl + 8;
+		if (memchr(name, '/', nl) != NULL || name[0] == '.' ||
+		    size > n - off) {
+			return TL_EFORMAT;
+		}
+		snprintf(path, sizeof(path), "%s/%s", c->restore_dir, name);
+		if (write_whole(path, p + off, (size_t) size) != 0) {
+			return TL_EIO;
+		}
+		off += (size_t) size;
+	}
+	return off == n ? TL_OK : TL_EFORMAT;
+}
+
+/* Install a snapshot, unless the store is already at or past it (a
+ * restart: the store is ahead of the last snapshot). Owns buf->base. */
+static int
+fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
+{
+	tlc *c = fsm->data;
+	uint64_t index = 0, have = tli_store_applied_index(c->b->store);
+	int rv;
+
+	if (buf->len >= 16 &&
+	    memcmp(buf->base, snap_magic, sizeof(snap_magic)) == 0 &&
+	    (index = get_u64((const uint8_t *) buf->base + 8)) <= have) {
+		raft_free(buf->base);
+		tlb_log(TLB_INFO, "R005",
+		    "snapshot at index %llu not installed: the store is "
+		    "already at index %llu",
+		    (unsigned long long) index, (unsigned long long) have);
+		return 0;
+	}
+	rv = unpack(c, buf->base, buf->len, &index);
+	if (rv == TL_OK) {
+		rv = tli_store_restore(c->b->store, c->restore_dir);
+	}
+	if (rv != TL_OK) {
+		tlb_log(TLB_ERROR, "R009",
+		    "cannot install the snapshot (%zu bytes) in %s: %s (%s)",
+		    buf->len, c->restore_dir, tl_strerror(rv),
+		    tli_store_last_error(c->b->store));
+		tli_rmtree(c->restore_dir);
+		raft_free(buf->base);
+		return RAFT_IOERR;
+	}
+	tli_rmtree(c->restore_dir);
+	pthread_mutex_lock(&c->mtx);
+	c->snaps_installed++;
+	c->applied_index = index;
+	pthread_mutex_unlock(&c->mtx);
+	tlb_log(TLB_INFO, "R005", "snapshot installed: index %llu, %zu bytes",
+	    (unsigned long long) index, buf->len);
+	raft_free(buf->base);
+	return 0;
+}
+
+/* ---- the poll (raft thread) ---- */
+
+static void
+barrier_cb(struct raft_barrier *req, int status)
+{
+	tlc *c = req->data;
+
+	c->barrier_pending = false;
+	if (status != 0 || raft_state(&c->raft) != RAFT_LEADER ||
+	    c->raft.current_term != c->barrier_term) {
+		return; /* the next poll decides again */
+	}
+	pthread_mutex_lock(&c->mtx);
+	c->ready_term = c->barrier_term;
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mtx);
+}
+
+static void
+tick_cb(uv_timer_t *t)
+{
+	tlc *c = t->data;
+	int st = raft_state(&c->raft);
+	raft_id lid = 0;
+	const char *laddr = NULL;
+	uint64_t term = c->raft.current_term;
+	bool changed;
+
+	raft_leader(&c->raft, &lid, &laddr);
+	pthread_mutex_lock(&c->mtx);
+	changed = (st == RAFT_LEADER) != c->is_leader;
+	c->state = st;
+	c->is_leader = st == RAFT_LEADER;
+	if (!c->is_leader) {
+		c->ready_term = 0;
+	}
+	if (lid != c->leader_id || term != c->term) {
+		c->leader_url[0] = '\0';
+		for (int i = 0; i < c->b->conf.nnodes; i++) {
+			if (c->b->conf.nodes[i].id == lid) {
+				snprintf(c->leader_url, sizeof(c->leader_url),
+				    "%s", c->b->conf.nodes[i].url);
+			}
+		}
+		if (lid != 0 && term != c->seen_term) {
+			c->seen_term = term;
+			c->elections++;
+			tlb_log(TLB_INFO, "R003",
+			    "node %llu is the leader (term %llu)",
+			    (unsigned long long) lid,
+			    (unsigned long long) term);
+		}
+	}
+	c->leader_id = lid;
+	c->term = term;
+	c->commit_index = c->raft.commit_index;
+	c->applied_index = raft_last_applied(&c->raft);
+	if (changed) {
+		pthread_cond_broadcast(&c->cv);
+	}
+	pthread_mutex_unlock(&c->mtx);
+	/* a new leader serves once an entry of its term has applied: every
+	 * entry committed before is then in its store */
+	if (st == RAFT_LEADER && !c->barrier_pending &&
+	    (c->ready_term != term)) {
+		c->barrier.data = c;
+		c->barrier_term = term;
+		if (raft_barrier(&c->raft, &c->barrier, barrier_cb) == 0) {
+			c->barrier_pending = true;
+		}
+	}
+}
+
+static void
+close_cb(struct raft *r)
+{
+	tlc *c = r->data;
+
+	raft_uv_close(&c->io);
+	raft_uv_tcp_close(&c->tr);
+}
+
+static void
+async_cb(uv_async_t *a)
+{
+	tlc *c = a->data;
+	bool stop;
+
+	pthread_mutex_lock(&c->mtx);
+	stop = c->stop;
+	if (stop) {
+		c->closed = true; /* no more uv_async_send */
+		c->is_leader = false;
+	}
+	pthread_mutex_unlock(&c->mtx);
+	propose_all(c); /* after stop: every one answers TL_ENOTLEADER */
+	if (stop) {
+		uv_timer_stop(&c->tick);
+		uv_close((uv_handle_t *) &c->tick, NULL);
+		uv_close((uv_handle_t *) &c->async, NULL);
+		raft_close(&c->raft, close_cb);
+	}
+}
+
+/* ---- start and stop ---- */
+
+static int
+bootstrap(tlc *c)
+{
+	const tlb_conf *cf = &c->b->conf;
+	struct raft_configuration conf;
+	int rv = 0;
+
+	raft_configuration_init(&conf);
+	for (int i = 0; i < cf->nnodes && rv == 0; i++) {
+		rv = raft_configuration_add(
+		    &conf, cf->nodes[i].id, cf->nodes[i].raft, RAFT_VOTER);
+	}
+	if (rv == 0) {
+		rv = raft_bootstrap(&c->raft, &conf);
+	}
+	raft_configuration_close(&conf);
+	return rv == RAFT_CANTBOOTSTRAP ? 0 : rv; /* a restart */
+}
+
+/* Everything up to raft_start, on the raft thread. */
+static int
+node_open(tlc *c)
+{
+	const tlb_conf *cf = &c->b->conf;
+	const tlb_node *me = &cf->nodes[cf->self];
+	unsigned n = (unsigned) cf->cluster_snapshot_entries;
+	int rv;
+
+	if (mkdir(c->raft_dir, 0755) != 0 && errno != EEXIST) {
+		tlb_log(TLB_ERROR, "R007", "cannot create %s: %s", c->raft_dir,
+		    strerror(errno));
+		return -1;
+	}
+	if ((rv = raft_uv_tcp_init(&c->tr, &c->loop)) != 0) {
+		tlb_log(
+		    TLB_ERROR, "R007", "Raft transport: %s", raft_strerror(rv));
+		return -1;
+	}
+	if ((rv = raft_uv_init(&c->io, &c->loop, c->raft_dir, &c->tr)) != 0) {
+		tlb_log(TLB_ERROR, "R007", "Raft log in %s: %s (%s)",
+		    c->raft_dir, raft_strerror(rv), c->io.errmsg);
+		raft_uv_tcp_close(&c->tr);
+		return -1;
+	}
+	raft_uv_set_connect_retry_delay(&c->io, 100);
+	c->fsm.version = 1;
+	c->fsm.data = c;
+	c->fsm.apply = fsm_apply;
+	c->fsm.snapshot = fsm_snapshot;
+	c->fsm.restore = fsm_restore;
+	if ((rv = raft_init(&c->raft, &c->io, &c->fsm, me->id, me->raft)) !=
+	    0) {
+		tlb_log(TLB_ERROR, "R007", "Raft node: %s", raft_strerror(rv));
+		raft_uv_close(&c->io);
+		raft_uv_tcp_close(&c->tr);
+		return -1;
+	}
+	c->raft.data = c;
+	raft_set_election_timeout(&c->raft, (unsigned) cf->cluster_election_ms);
+	raft_set_heartbeat_timeout(
+	    &c->raft, (unsigned) cf->cluster_heartbeat_ms);
+	raft_set_pre_vote(&c->raft, true);
+	raft_set_snapshot_threshold(&c->raft, n);
+	raft_set_snapshot_trailing(&c->raft, n);
+	raft_set_install_snapshot_timeout(&c->raft, 3000);
+	if ((rv = bootstrap(c)) != 0 || (rv = raft_start(&c->raft)) != 0) {
+		tlb_log(TLB_ERROR, "R007",
+		    "cannot start the Raft node %llu (%s) in %s: %s (%s)",
+		    (unsigned long long) me->id, me->raft, c->raft_dir,
+		    raft_strerror(rv), raft_errmsg(&c->raft));
+		raft_close(&c->raft, close_cb);
+		return -1;
+	}
+	uv_async_init(&c->loop, &c->async, async_cb);
+	c->async.data = c;
+	uv_timer_init(&c->loop, &c->tick);
+	c->tick.data = c;
+	uv_timer_start(&c->tick, tick_cb, 0, 5);
+	tlb_log(TLB_INFO, "R000",
+	    "Raft node %llu of %d at %s (log %s, election timeout %lld ms)",
+	    (unsigned long long) me->id, cf->nnodes, me->raft, c->raft_dir,
+	    (long long) cf->cluster_election_ms);
+	return 0;
+}
+
+static void *
+raft_main(void *arg)
+{
+	tlc *c = arg;
+	int rv;
+
+	pthread_setname_np(pthread_self(), "tl-raft");
+	uv_loop_init(&c->loop);
+	rv = node_open(c);
+	pthread_mutex_lock(&c->mtx);
+	c->start_rv = rv;
+	c->started = true;
+	if (rv != 0) {
+		c->closed = true;
+	}
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mtx);
+	uv_run(&c->loop, UV_RUN_DEFAULT);
+	uv_loop_close(&c->loop);
+	/* whatever arrived after the close answers TL_ENOTLEADER */
+	pthread_mutex_lock(&c->mtx);
+	c->closed = true;
+	c->is_leader = false;
+	for (prop *p = take_queue(c); p != NULL; p = p->next) {
+		p->rv = TL_ENOTLEADER;
+		p->done = true;
+	}
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mtx);
+	return NULL;
+}
+
+/* Take over as leader: reload the store (the writer's caches), create the
+ * configured topics, then serve. */
+static void
+take_over(tlc *c, uint64_t term)
+{
+	int rv = tli_store_reload(c->b->store);
+
+	if (rv != TL_OK) {
+		tlb_log(TLB_ERROR, "R011",
+		    "leader of term %llu but the store did not reload: %s",
+		    (unsigned long long) term, tl_strerror(rv));
+		return;
+	}
+	if (tlb_create_topics(c->b) != 0) {
+		tlb_log(TLB_WARN, "R011",
+		    "leader of term %llu but the configured topics could not "
+		    "be created; not serving",
+		    (unsigned long long) term);
+		return;
+	}
+	pthread_mutex_lock(&c->mtx);
+	if (c->is_leader && c->ready_term == term && !c->stop) {
+		atomic_store(&c->serving, true);
+		tlb_log(TLB_INFO, "R001",
+		    "leader elected: this node serves (term %llu)",
+		    (unsigned long long) term);
+	}
+	pthread_mutex_unlock(&c->mtx);
+}
+
+static void *
+role_main(void *arg)
+{
+	tlc *c = arg;
+
+	pthread_setname_np(pthread_self(), "tl-raft-role");
+	pthread_mutex_lock(&c->mtx);
+	for (;;) {
+		bool serving = atomic_load(&c->serving);
+		bool lost = serving &&
+		    (!c->is_leader || c->ready_term == 0 ||
+		        c->ready_term != c->tried_term);
+		bool won = c->is_leader && c->ready_term != 0 &&
+		    c->ready_term != c->tried_term;
+
+		if (c->stop) {
+			break;
+		}
+		if (lost) {
+			/* stop serving first, then drop the subscribers: their
+			 * consumers reconnect and are redirected */
+			atomic_store(&c->serving, false);
+			pthread_mutex_unlock(&c->mtx);
+			tlb_log(TLB_INFO, "R002",
+			    "stepped down: no longer the leader (term %llu)",
+			    (unsigned long long) c->tried_term);
+			tlb_dsp_close_subscribers(c->b);
+			pthread_mutex_lock(&c->mtx);
+			continue;
+		}
+		if (won) {
+			uint64_t term = c->ready_term;
+
+			c->tried_term = term;
+			pthread_mutex_unlock(&c->mtx);
+			take_over(c, term);
+			pthread_mutex_lock(&c->mtx);
+			continue;
+		}
+		pthread_cond_wait(&c->cv, &c->mtx);
+	}
+	atomic_store(&c->serving, false);
+	pthread_mutex_unlock(&c->mtx);
+	return NULL;
+}
+
+int
+tlc_start(tlb_broker *b)
+{
+	tlc *c = tli_zalloc(sizeof(*c));
+	int rv;
+
+	if (c == NULL) {
+		return -1;
+	}
+	c->b = b;
+	snprintf(c->raft_dir, sizeof(c->raft_dir), "%s/raft", b->conf.data_dir);
+	snprintf(c->snap_dir, sizeof(c->snap_dir), "%s/snapshot.tmp",
+	    b->conf.data_dir);
+	snprintf(c->restore_dir, sizeof(c->restore_dir), "%s/restore.tmp",
+	    b->conf.data_dir);
+	c->q_tail = &c->q_head;
+	c->state = RAFT_UNAVAILABLE;
+	pthread_mutex_init(&c->mtx, NULL);
+	pthread_cond_init(&c->cv, NULL);
+	if (pthread_create(&c->th, NULL, raft_main, c) != 0) {
+		pthread_cond_destroy(&c->cv);
+		pthread_mutex_destroy(&c->mtx);
+		tli_free(c);
+		return -1;
+	}
+	pthread_mutex_lock(&c->mtx);
+	while (!c->started) {
+		pthread_cond_wait(&c->cv, &c->mtx);
+	}
+	rv = c->start_rv;
+	pthread_mutex_unlock(&c->mtx);
+	b->cluster = c;
+	if (rv == 0 && pthread_create(&c->role_th, NULL, role_main, c) == 0) {
+		c->role_started = true;
+		return 0;
+	}
+	tlc_stop(b);
+	return -1;
+}
+
+void
+tlc_free(tlb_broker *b)
+{
+	tlc *c = b->cluster;
+
+	if (c == NULL) {
+		return;
+	}
+	b->cluster = NULL;
+	pthread_cond_destroy(&c->cv);
+	pthread_mutex_destroy(&c->mtx);
+	tli_free(c);
+}
+
+void
+tlc_stop(tlb_broker *b)
+{
+	tlc *c = b->cluster;
+
+	if (c == NULL) {
+		return;
+	}
+	pthread_mutex_lock(&c->mtx);
+	if (c->stop) {
+		pthread_mutex_unlock(&c->mtx);
+		return; /* stopped already */
+	}
+	c->stop = true;
+	if (!c->closed) {
+		uv_async_send(&c->async);
+	}
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mtx);
+	pthread_join(c->th, NULL);
+	if (c->role_started) {
+		pthread_join(c->role_th, NULL);
+		c->role_started = false;
+	}
+}
+
+bool
+tlc_serving(const tlc *c)
+{
+	return atomic_load(&c->serving);
+}
+
+void
+tlc_leader_url(tlc *c, char *out, size_t cap)
+{
+	pthread_mutex_lock(&c->mtx);
+	snprintf(out, cap, "%s", c->leader_url);
+	pthread_mutex_unlock(&c->mtx);
+}
+
+void
+tlc_get_stats(tlc *c, tlc_stats *st)
+{
+	pthread_mutex_lock(&c->mtx);
+	st->role = state_name(c->state);
+	st->serving = atomic_load(&c->serving);
+	st->term = c->term;
+	st->commit_index = c->commit_index;
+	st->applied_index = c->applied_index;
+	st->leader_id = c->leader_id;
+	st->elections = c->elections;
+	st->proposed = c->proposed;
+	st->proposed_bytes = c->proposed_bytes;
+	st->snapshots_taken = c->snaps_taken;
+	st->snapshots_installed = c->snaps_installed;
+	pthread_mutex_unlock(&c->mtx);
+}

@@ -1,0 +1,69 @@
+/*
+ * The replicated broker (docs/cluster.md): one Raft node (libraft 0.15 on
+ * libuv) inside timelined, started when the configuration has cluster_node
+ * lines. Every node applies the committed entries (the store writer's
+ * batches) to its store; only the elected leader serves requests.
+ *
+ * Threads: the raft thread owns the uv loop and is the only one that
+ * touches libraft: it proposes the writer's entries (handed over through a
+ * queue and a uv_async), runs the state machine (apply into the store,
+ * snapshots, restores) and polls the Raft state every 5 ms. The role
+ * thread does what a change of leadership needs and may wait for the store
+ * (a new leader's reload and topic creation; closing the subscribers'
+ * sessions of a leader that stepped down). The store's writer thread calls
+ * tlc_replicate and blocks until its entry is applied here. Lock order:
+ * the cluster's lock is a leaf.
+ */
+#ifndef TL_BROKER_CLUSTER_H
+#define TL_BROKER_CLUSTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct tlb_broker tlb_broker;
+typedef struct tlc tlc;
+
+/* The store's directory in cluster mode (DATA/store), into out. */
+void tlc_store_path(const tlb_broker *b, char *out, size_t cap);
+
+/* Start the Raft node of b->conf (the store is open): bootstrap a fresh
+ * raft directory with the configured nodes, load the log (committed
+ * entries are applied to the store) and start both threads. 0, or -1
+ * logged. */
+int tlc_start(tlb_broker *b);
+/* Stop both threads and close the node; later tlc_replicate calls answer
+ * TL_ENOTLEADER. Accepts a broker without a cluster, and a second call. */
+void tlc_stop(tlb_broker *b);
+/* Free it once the store is closed (no replicate call can run). */
+void tlc_free(tlb_broker *b);
+
+/* Whether this node is the leader and serves requests (after its
+ * barrier, the store reload and the configured topics). */
+bool tlc_serving(const tlc *c);
+/* The known leader's client URL into out ("" when none is known). */
+void tlc_leader_url(tlc *c, char *out, size_t cap);
+
+/* The store's replicate hook (writer thread), arg the broker: propose entry as
+ * one Raft entry and wait until it is applied here. TL_OK; TL_ENOTLEADER
+ * (nothing proposed); TL_ELEADERLOST (proposed, leadership lost: outcome
+ * unknown). */
+int tlc_replicate(void *arg, const void *entry, size_t len);
+
+/* The figures of /metrics. */
+typedef struct tlc_stats {
+	const char *role; /* follower, candidate, leader, unavailable */
+	bool serving;
+	uint64_t term;
+	uint64_t commit_index;
+	uint64_t applied_index;
+	uint64_t leader_id; /* 0: none known */
+	uint64_t elections; /* terms seen with a leader */
+	uint64_t proposed;  /* entries proposed by this node */
+	uint64_t proposed_bytes;
+	uint64_t snapshots_taken;
+	uint64_t snapshots_installed;
+} tlc_stats;
+void tlc_get_stats(tlc *c, tlc_stats *st);
+
+#endif
