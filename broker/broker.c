@@ -150,6 +150,8 @@ open_store(tlb_broker *b)
 		}
 		tlc_store_path(b, path, sizeof(path));
 		so.path = path;
+		so.replicate = tlc_replicate;
+		so.replicate_arg = b;
 	}
 	so.sync_mode = b->conf.sync_mode;
 	so.sync_interval_ms = b->conf.sync_interval_ms;

@@ -27,7 +27,6 @@
 #include "broker.h"
 #include "cluster.h"
 #include "dispatch.h"
-#include "store_shim.h"
 
 /* An entry the writer waits for. */
 typedef struct prop {
