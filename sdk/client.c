@@ -191,10 +191,8 @@ req_idem(const tli_req *q)
 	}
 }
 
-/* A client that knows more than one address (a cluster) waits for the
- * next connection rather than failing requests with TL_ECONN. */
-static bool
-client_failover(const tl_client *c)
+bool
+tli_client_failover(const tl_client *c)
 {
 	return c->nurls > 1;
 }
@@ -338,11 +336,15 @@ tli_submit(tl_client *c, tli_req **qs, size_t n)
 	size_t done = 0;
 	size_t outq_len;
 
-	bool park;
+	bool park, no_park = false;
 
+	for (size_t i = 0; i < n; i++) {
+		no_park = no_park || qs[i]->no_park;
+	}
 	pthread_mutex_lock(&c->mtx);
 	outq_len = c->outq.len;
-	park = c->draining || (c->state != TLI_UP && client_failover(c));
+	park = !no_park &&
+	    (c->draining || (c->state != TLI_UP && tli_client_failover(c)));
 	if (c->closing) {
 		rv = TL_ECLOSED;
 	} else if (c->state != TLI_UP && !park) {
@@ -448,6 +450,9 @@ tli_call(tl_client *c, tli_buf *frame, uint8_t op, tli_dec_fn dec, void *arg)
 	tli_buf_init(frame);
 	k.q.op = op;
 	k.q.on_reply = call_reply;
+	/* a session that is gone, or a follower, holds no subscription: an
+	 * UNSUBSCRIBE has nothing to wait for */
+	k.q.no_park = op == TLP_OP_UNSUBSCRIBE;
 	k.dec = dec;
 	k.arg = arg;
 	tli_waiter_init(&k.w);
@@ -1032,7 +1037,7 @@ conn_down(tl_client *c, nng_stream *s, int why)
 		cv_wait_until(&c->cv, &c->mtx, tli_mono_ms() + 10);
 	}
 	reqs = table_expire(c, 0, true);
-	if (!c->closing && client_failover(c)) {
+	if (!c->closing && tli_client_failover(c)) {
 		/* what may be sent twice goes to the next node */
 		int64_t now = tli_mono_ms();
 		for (tli_req **pp = &reqs; *pp != NULL;) {
@@ -1049,7 +1054,9 @@ conn_down(tl_client *c, nng_stream *s, int why)
 		}
 	}
 	c->draining = false;
-	tli_consumer_expire(c, 0, true, &lops);
+	/* lease operations not sent yet wait for the next node too */
+	tli_consumer_expire(
+	    c, tli_mono_ms(), c->closing || !tli_client_failover(c), &lops);
 	tli_buf_reset(&c->outq);
 	pthread_mutex_unlock(&c->mtx);
 	reqs_fail(reqs, err);

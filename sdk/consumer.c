@@ -481,7 +481,7 @@ lop_queue_locked(tl_client *c, tl_consumer *k, int kind, tli_lop *op)
 	if (c->closing || k->closing) {
 		return TL_ECLOSED;
 	}
-	if (c->state != TLI_UP) {
+	if (c->state != TLI_UP && !tli_client_failover(c)) {
 		return TL_ECONN;
 	}
 	op->next = NULL;

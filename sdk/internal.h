@@ -100,8 +100,9 @@ struct tli_req {
 	 * (TL_ELEADERLOST, a lost connection to a cluster) it is sent again
 	 * on the new leader. Set by the encoder; reads are known by op. */
 	bool idem;
-	/* Never parked: completed with TL_ENOTLEADER at once (the SUBSCRIBEs
-	 * of a reconnect, which the next connection sends anyway). */
+	/* Never parked: completed with TL_ENOTLEADER at once, and with
+	 * TL_ECONN at once while disconnected (the SUBSCRIBEs of a reconnect,
+	 * which the next connection sends anyway; an UNSUBSCRIBE). */
 	bool no_park;
 	/* Why it waits on the parked list (TL_ENOTLEADER, TL_ELEADERLOST,
 	 * TL_ECONN): its error when the deadline passes there. */
@@ -269,6 +270,11 @@ struct tl_client {
 	int64_t next_ping; /* monotonic ms */
 	uint64_t session_id;
 };
+
+/* A client that knows more than one address (a cluster) waits for the
+ * next connection rather than failing requests and lease operations with
+ * TL_ECONN. Under c->mtx or on the connection thread. */
+bool tli_client_failover(const tl_client *c);
 
 /* logging (never prints; only the user's callback) */
 void tli_client_log(tl_client *c, tl_log_level lvl, const char *fmt, ...)

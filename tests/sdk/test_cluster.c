@@ -4,95 +4,64 @@
  * produces through a kill -9 of the leader and sees no error but the
  * documented outcome of a resent create (TL_EEXISTS), and a consumer keeps
  * receiving: every message produced, before and after the kill, reaches
- * it.
+ * it. Create batches in flight at the kill are sent again and stored once;
+ * a lease operation made while there is no leader waits for the next one.
+ * The nodes come from the cluster suites' launcher (cluster_util.h).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "sdk_util.h"
-#include "testutil.h"
 #include "tltest.h"
 
-#define NODES 3
+#include "cluster_util.h"
+#include "sdk_util.h"
 
-static char *dir;
-static tt_proc node[NODES];
-static char urls[NODES][64];
+static tc_cluster TC;
 
 static void
 teardown(void)
 {
-	for (int i = 0; i < NODES; i++) {
-		tt_proc_check_log(&node[i]);
-		tt_proc_fini(&node[i]);
-	}
-	if (dir != NULL) {
-		tt_rmtree(dir);
-		free(dir);
-		dir = NULL;
+	if (TC.dir != NULL) {
+		tc_fini(&TC);
 	}
 }
 
 TestSuite(cluster, .fini = teardown, .timeout = 90);
 
-static void
+/* Three nodes (topic "t") and their leader. */
+static int
 cluster_start(void)
 {
-	int cport[NODES], rport[NODES];
-	char lines[1024] = "";
+	int leader;
 
-	dir = tt_mkdtemp("sdk-cluster");
-	for (int i = 0; i < NODES; i++) {
-		cport[i] = tt_free_port();
-		rport[i] = tt_free_port();
-		cr_assert(cport[i] > 0 && rport[i] > 0);
-		snprintf(
-		    urls[i], sizeof(urls[i]), "tcp://127.0.0.1:%d", cport[i]);
-	}
-	for (int i = 0; i < NODES; i++) {
-		size_t n = strlen(lines);
-		snprintf(lines + n, sizeof(lines) - n,
-		    "cluster_node = %d 127.0.0.1:%d %s\n", i + 1, rport[i],
-		    urls[i]);
-	}
-	for (int i = 0; i < NODES; i++) {
-		char name[16], data[TT_PATH];
-		snprintf(name, sizeof(name), "node%d", i + 1);
-		snprintf(data, sizeof(data), "%s/%s", dir, name);
-		tt_proc_timelined(&node[i], dir, name);
-		tt_proc_args(&node[i], "--data", data, "--listen", urls[i],
-		    "--topic", "fo", "--metrics", "off", NULL);
-		tt_proc_set(&node[i], "cluster_id", "%d", i + 1);
-		tt_proc_set(&node[i], "cluster_election_ms", "500");
-		tt_proc_set(&node[i], "cluster_heartbeat_ms", "50");
-		tt_proc_conf_text(&node[i], lines);
-		tt_proc_spawn(&node[i]);
-	}
-	for (int i = 0; i < NODES; i++) {
-		tt_proc_wait_ready(&node[i]);
-	}
+	tc_init(&TC, 3, "sdk-cluster");
+	tc_start_all(&TC);
+	leader = tc_leader(&TC, 10000);
+	cr_assert(leader >= 0, "no leader elected");
+	return leader;
 }
 
-/* The node that logged its election (R001) and is alive; -1 if none
- * within timeout_ms. Only the first leader is looked for this way. */
-static int
-cluster_leader(int timeout_ms)
+/* A client given the three URLs. */
+static tl_client *
+cluster_client(tl_log_fn log)
 {
-	int64_t deadline = tli_mono_ms() + timeout_ms;
+	char all[256];
+	tl_opts *o = NULL;
+	tl_client *c = NULL;
 
-	do {
-		for (int i = 0; i < NODES; i++) {
-			if (tt_proc_alive(&node[i]) &&
-			    tt_proc_log_wait(&node[i], "R001", 0)) {
-				return i;
-			}
-		}
-		tt_nap_ms(20);
-	} while (tli_mono_ms() < deadline);
-	return -1;
+	snprintf(all, sizeof(all), "%s,%s,%s", TC.url[0], TC.url[1], TC.url[2]);
+	TL_PASS(tl_opts_alloc(&o));
+	TL_PASS(tl_opts_set_url(o, all));
+	TL_PASS(tl_opts_set_timeout(o, 10000));
+	TL_PASS(tl_opts_set_reconnect(o, 20, 200));
+	TL_PASS(tl_opts_set_log(o, log, NULL));
+	TL_PASS(tl_client_open(&c, o));
+	tl_opts_free(o);
+	return c;
 }
 
 typedef struct seen {
@@ -129,11 +98,9 @@ drain(tl_consumer *k, seen *s, int wait_ms)
 Test(cluster, produce_and_consume_through_a_leader_kill)
 {
 	enum { TOTAL = 300, KILL_AT = 100 };
-	char all[256];
-	tl_opts *o = NULL;
 	tl_client *c = NULL;
 	tl_consumer *k = NULL;
-	tl_consumer_conf conf = {.topic = "fo",
+	tl_consumer_conf conf = {.topic = "t",
 	    .consumer_id = "survivor",
 	    .lease_ms = 3000,
 	    .credit = 64};
@@ -142,16 +109,8 @@ Test(cluster, produce_and_consume_through_a_leader_kill)
 	size_t exists = 0;
 	int leader;
 
-	cluster_start();
-	leader = cluster_leader(10000);
-	cr_assert(leader >= 0, "no leader elected");
-	snprintf(all, sizeof(all), "%s,%s,%s", urls[0], urls[1], urls[2]);
-	TL_PASS(tl_opts_alloc(&o));
-	TL_PASS(tl_opts_set_url(o, all));
-	TL_PASS(tl_opts_set_timeout(o, 10000));
-	TL_PASS(tl_opts_set_reconnect(o, 20, 200));
-	TL_PASS(tl_client_open(&c, o));
-	tl_opts_free(o);
+	leader = cluster_start();
+	c = cluster_client(NULL);
 	TL_PASS(tl_consumer_open(&k, c, &conf));
 
 	memset(&s, 0, sizeof(s));
@@ -161,11 +120,11 @@ Test(cluster, produce_and_consume_through_a_leader_kill)
 		int rv;
 
 		if (i == KILL_AT) {
-			tt_proc_kill(&node[leader]);
+			tt_proc_kill(&TC.p[leader]);
 			t_kill = t0;
 		}
 		snprintf(id, sizeof(id), "m%03d", i);
-		rv = tl_put_in(c, "fo", "p", id, 0, id, strlen(id), NULL);
+		rv = tl_put_in(c, "t", "p", id, 0, id, strlen(id), NULL);
 		if (rv == TL_EEXISTS) {
 			exists++; /* a resent create whose first try landed */
 		} else {
@@ -192,7 +151,7 @@ Test(cluster, produce_and_consume_through_a_leader_kill)
 	cr_assert_eq(s.distinct, TOTAL, "the consumer received %zu of %d",
 	    s.distinct, TOTAL);
 	/* a new leader serves, and it is not the killed node */
-	cr_assert(!tt_proc_alive(&node[leader]));
+	cr_assert(!tt_proc_alive(&TC.p[leader]));
 	tl_consumer_close(k);
 	tl_client_close(c);
 }
@@ -226,8 +185,6 @@ Test(cluster, batches_in_flight_at_the_kill_are_resent)
 	enum { BATCHES = 40, PER = 25 };
 	static tl_put puts[BATCHES][PER];
 	static char ids[BATCHES][PER][16];
-	char all[256];
-	tl_opts *o = NULL;
 	tl_client *c = NULL;
 	inflight f = {
 	    PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, TL_OK};
@@ -235,16 +192,8 @@ Test(cluster, batches_in_flight_at_the_kill_are_resent)
 	size_t exists = 0;
 	int leader, at_kill = 0;
 
-	cluster_start();
-	leader = cluster_leader(10000);
-	cr_assert(leader >= 0, "no leader elected");
-	snprintf(all, sizeof(all), "%s,%s,%s", urls[0], urls[1], urls[2]);
-	TL_PASS(tl_opts_alloc(&o));
-	TL_PASS(tl_opts_set_url(o, all));
-	TL_PASS(tl_opts_set_timeout(o, 10000));
-	TL_PASS(tl_opts_set_reconnect(o, 20, 200));
-	TL_PASS(tl_client_open(&c, o));
-	tl_opts_free(o);
+	leader = cluster_start();
+	c = cluster_client(NULL);
 	memset(puts, 0, sizeof(puts));
 	for (int b = 0; b < BATCHES; b++) {
 		for (int i = 0; i < PER; i++) {
@@ -262,9 +211,9 @@ Test(cluster, batches_in_flight_at_the_kill_are_resent)
 		f.pending++;
 		pthread_mutex_unlock(&f.mtx);
 		TL_PASS(tl_put_batch_async(
-		    c, "fo", "p", puts[b], PER, batch_done, &f));
+		    c, "t", "p", puts[b], PER, batch_done, &f));
 		if (b == BATCHES / 2) {
-			tt_proc_kill(&node[leader]);
+			tt_proc_kill(&TC.p[leader]);
 			pthread_mutex_lock(&f.mtx);
 			at_kill = f.pending;
 			pthread_mutex_unlock(&f.mtx);
@@ -290,8 +239,55 @@ Test(cluster, batches_in_flight_at_the_kill_are_resent)
 	    "%zu TL_EEXISTS of %d messages\n",
 	    at_kill, BATCHES / 2 + 1, exists, BATCHES * PER);
 	cr_assert_gt(at_kill, 0, "some batches were in flight at the kill");
-	TL_PASS(tl_count(c, "fo", 0, TL_TS_MAX, &cnt));
+	TL_PASS(tl_count(c, "t", 0, TL_TS_MAX, &cnt));
 	cr_assert_eq(cnt.available + cnt.waiting + cnt.processing,
 	    (uint64_t) BATCHES * PER, "each message stored once");
+	tl_client_close(c);
+}
+
+static atomic_bool lost_seen;
+
+static void
+watch_log(void *arg, tl_log_level lvl, const char *msg)
+{
+	(void) arg;
+	(void) lvl;
+	if (strstr(msg, "lost") != NULL) {
+		atomic_store(&lost_seen, true);
+	}
+}
+
+/* A lease operation made while the client has no leader waits for the
+ * next one, where the lease (replicated with the store) is still valid. */
+Test(cluster, a_lease_op_during_the_failover_lands_on_the_new_leader)
+{
+	tl_client *c = NULL;
+	tl_consumer *k = NULL;
+	tl_consumer_conf conf = {
+	    .topic = "t", .consumer_id = "holder", .lease_ms = 30000};
+	tl_lease *l = NULL;
+	tl_counts cnt;
+	int leader;
+
+	leader = cluster_start();
+	c = cluster_client(watch_log);
+	TL_PASS(tl_consumer_open(&k, c, &conf));
+	TL_PASS(tl_put_in(c, "t", "p", "job", 0, "x", 1, NULL));
+	cr_assert_eq(sb_poll_n(k, &l, 1, 5000), 1);
+
+	atomic_store(&lost_seen, false);
+	tt_proc_kill(&TC.p[leader]);
+	for (int64_t deadline = tli_mono_ms() + 5000;
+	     !atomic_load(&lost_seen) && tli_mono_ms() < deadline;) {
+		tt_nap_ms(5);
+	}
+	cr_assert(atomic_load(&lost_seen), "the client saw the loss");
+	/* no leader yet (an election takes >= 500 ms): it waits for one */
+	TL_PASS(tl_lease_extend(l, 30000), "extend during the failover");
+	TL_PASS(tl_lease_delete(l), "delete after the failover");
+	tl_lease_free(l);
+	TL_PASS(tl_count(c, "t", 0, TL_TS_MAX, &cnt));
+	cr_assert_eq(cnt.available + cnt.waiting + cnt.processing, 0);
+	tl_consumer_close(k);
 	tl_client_close(c);
 }

@@ -114,8 +114,9 @@ typedef struct tl_client tl_client;
  * the request's timeout passes first. While it switches, and with more
  * than one URL while it is disconnected, new requests wait for the next
  * connection (up to their timeout, then TL_ECONN) instead of failing at
- * once. After an unknown outcome (TL_ELEADERLOST, or a connection lost
- * with more than one URL) only requests that cannot apply twice are sent
+ * once; so do lease operations, also those queued but not sent when the
+ * connection broke. After an unknown outcome (TL_ELEADERLOST, or a connection
+ * lost with more than one URL) only requests that cannot apply twice are sent
  * again: reads, and creates whose every message has its own id (a repeat
  * of one that had landed answers TL_EEXISTS in its tl_put.err); the others
  * fail with TL_ELEADERLOST / TL_ECONN. docs/sdk.md has the details. */
