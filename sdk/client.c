@@ -670,7 +670,7 @@ send_main(void *arg)
 		}
 		if (c->state == TLI_UP) {
 			if (now >= c->next_ping) {
-				c->next_ping = now + TLI_PING_MS;
+				c->next_ping = now + c->ping_ms;
 				ping_queue(c);
 			}
 			tli_consumer_flush(c);
@@ -791,7 +791,7 @@ conn_dial(tl_client *c, nng_aio *aio, nng_stream_dialer *d, nng_stream **out)
 {
 	int rv;
 
-	nng_aio_set_timeout(aio, c->opts.timeout_ms);
+	nng_aio_set_timeout(aio, c->hello_ms);
 	nng_stream_dialer_dial(d, aio);
 	nng_aio_wait(aio);
 	if ((rv = nng_aio_result(aio)) != 0) {
@@ -827,15 +827,15 @@ conn_hello(tl_client *c, nng_stream *s, nng_aio *aio, rd_buf *r)
 	tlp_frame_begin(&b, &w, TLP_OP_HELLO, 0, 1);
 	tlp_enc_hello(&w, &m);
 	if ((rv = tlp_frame_end(&b, 0)) == TL_OK) {
-		rv = stream_xfer(
-		    NULL, s, aio, b.data, b.len, true, c->opts.timeout_ms);
+		rv =
+		    stream_xfer(NULL, s, aio, b.data, b.len, true, c->hello_ms);
 	}
 	tli_buf_fini(&b);
 	if (rv != TL_OK) {
 		return rv == TL_ECLOSED ? TL_ECONN : rv;
 	}
 	do {
-		rv = rd_frame(s, aio, r, c->opts.timeout_ms, &h, &body, &blen);
+		rv = rd_frame(s, aio, r, c->hello_ms, &h, &body, &blen);
 	} while (rv == TL_OK && (h.flags & TLP_F_REPLY) == 0);
 	if (rv != TL_OK) {
 		return rv == TL_ECLOSED ? TL_ECONN : rv;
@@ -1116,7 +1116,7 @@ conn_up(tl_client *c, nng_stream *s, rd_buf *r, bool first)
 	r->gate = c;
 	c->state = TLI_UP;
 	c->gen++;
-	c->next_ping = tli_mono_ms() + TLI_PING_MS;
+	c->next_ping = tli_mono_ms() + c->ping_ms;
 	if (!first) {
 		tli_client_log(
 		    c, TL_LOG_INFO, "reconnected to %s", c->urls[c->cur].url);
@@ -1139,9 +1139,9 @@ conn_read(tl_client *c, nng_stream *s, nng_aio *aio, rd_buf *r, bool *drained)
 	size_t blen;
 	int rv;
 
-	/* The broker answers a ping every TLI_PING_MS: a longer silence
-	 * means the connection is dead. */
-	while ((rv = rd_frame(s, aio, r, c->draining ? 1000 : TLI_IDLE_MS, &h,
+	/* The broker answers a ping every ping_ms: a longer silence means
+	 * the connection is dead. */
+	while ((rv = rd_frame(s, aio, r, c->draining ? 1000 : c->idle_ms, &h,
 	            &body, &blen)) == TL_OK) {
 		conn_dispatch(c, &h, body, blen);
 		if (c->draining) {
@@ -1157,13 +1157,15 @@ conn_read(tl_client *c, nng_stream *s, nng_aio *aio, rd_buf *r, bool *drained)
 	return rv;
 }
 
-/* After leaving a session: where to dial next and how long to wait
- * first. A redirect goes at once to the named leader; a follower that
- * named none sends the client to the next URL after a pause that grows
- * while no node acts as the leader; a lost connection starts again with
- * the same URL (the last good one) after the reconnect backoff. */
+/* After leaving a session (why: its error): where to dial next and how
+ * long to wait first. A redirect goes at once to the named leader; a
+ * follower that named none sends the client to the next URL after a pause
+ * that grows while no node acts as the leader; a lost connection starts
+ * again with the same URL (the last good one) after the reconnect backoff,
+ * unless that node went silent (paused, cut off), which a cluster's list
+ * passes over at once. */
 static int
-conn_next(tl_client *c, size_t idx, bool drained, int backoff)
+conn_next(tl_client *c, size_t idx, bool drained, int why, int backoff)
 {
 	int target;
 
@@ -1172,6 +1174,10 @@ conn_next(tl_client *c, size_t idx, bool drained, int backoff)
 	c->redirect = -1;
 	pthread_mutex_unlock(&c->mtx);
 	if (!drained) {
+		if (why == TL_ETIMEDOUT && tli_client_failover(c)) {
+			c->cur = (idx + 1) % c->nurls;
+			return 0;
+		}
 		return backoff;
 	}
 	if (target >= 0) {
@@ -1250,7 +1256,7 @@ conn_main(void *arg)
 		drained = false;
 		rv = conn_read(c, s, aio, &r, &drained);
 		conn_down(c, s, rv);
-		conn_backoff(c, conn_next(c, idx, drained, backoff));
+		conn_backoff(c, conn_next(c, idx, drained, rv, backoff));
 	}
 	tli_free(r.buf);
 	pthread_mutex_lock(&c->mtx);
@@ -1416,6 +1422,16 @@ client_urls(tl_client *c)
 		}
 	}
 	c->ngiven = c->nurls;
+	c->ping_ms = TLI_PING_MS;
+	c->idle_ms = TLI_IDLE_MS;
+	c->hello_ms = c->opts.timeout_ms;
+	if (c->nurls > 1) {
+		c->ping_ms = TLI_CLUSTER_PING_MS;
+		c->idle_ms = TLI_CLUSTER_IDLE_MS;
+		if (c->hello_ms > TLI_CLUSTER_IDLE_MS) {
+			c->hello_ms = TLI_CLUSTER_IDLE_MS;
+		}
+	}
 	return c->nurls > 0 ? TL_OK : TL_EINVAL;
 }
 

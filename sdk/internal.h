@@ -48,6 +48,11 @@
  * whose peer was killed. */
 #define TLI_STALL_MS 3000
 #define TLI_IDLE_MS (3 * TLI_PING_MS)
+/* With a cluster's URLs a paused or cut-off node must be left quickly for
+ * the new leader: pings every second, a connection silent for 3 s is dead,
+ * and a node that does not answer HELLO within 3 s is passed over. */
+#define TLI_CLUSTER_PING_MS 1000
+#define TLI_CLUSTER_IDLE_MS (3 * TLI_CLUSTER_PING_MS)
 #define TLI_TABLE_SIZE 1024u
 /* URLs in a list given to tl_opts_set_url, and the room for leader URLs a
  * cluster names that are not in it. */
@@ -237,6 +242,9 @@ struct tl_client {
 	bool draining;
 	int redirect;
 	int noleader_ms; /* the pause after a reply that named no leader */
+	/* TLI_PING_MS, TLI_IDLE_MS and the request timeout for one URL; the
+	 * TLI_CLUSTER_ ones (HELLO within at most the idle time) for a list */
+	int ping_ms, idle_ms, hello_ms;
 	/* Requests waiting for a connection to the leader, oldest first:
 	 * sent as soon as one is up, failed at their deadline. */
 	tli_req *park_head, *park_tail;

@@ -291,3 +291,29 @@ Test(cluster, a_lease_op_during_the_failover_lands_on_the_new_leader)
 	tl_consumer_close(k);
 	tl_client_close(c);
 }
+
+/* A leader that hangs (SIGSTOP) rather than dies: the client notices the
+ * silence within a few seconds, leaves it for the new leader and the
+ * request (its own id: safe to send again) succeeds within its timeout. */
+Test(cluster, a_paused_leader_is_left_for_the_new_one)
+{
+	tl_client *c;
+	tl_counts cnt;
+	int64_t t0, took;
+	int leader;
+
+	leader = cluster_start();
+	c = cluster_client(NULL);
+	TL_PASS(tl_put_in(c, "t", "p", "before", 3600000, "", 0, NULL));
+	tc_pause(&TC, leader);
+	t0 = tli_mono_ms();
+	TL_PASS(tl_put_in(c, "t", "p", "during", 3600000, "", 0, NULL),
+	    "put while the leader hangs");
+	took = tli_mono_ms() - t0;
+	fprintf(stderr, "cluster paused leader: the put took %lld ms\n",
+	    (long long) took);
+	TL_PASS(tl_count(c, "t", 0, TL_TS_MAX, &cnt));
+	cr_assert_eq(cnt.waiting, 2);
+	tl_client_close(c);
+	tc_resume(&TC, leader);
+}
