@@ -1001,6 +1001,7 @@ conn_dispatch(tl_client *c, const tlp_hdr *h, const uint8_t *body, size_t blen)
 		err = req_sticky(q, err);
 	} else if (q->op != TLP_OP_PING) {
 		c->noleader_ms = 0; /* a node that acts as the leader */
+		c->redirects = 0;
 	}
 	if (err != TL_OK) {
 		tli_client_log(c, TL_LOG_DEBUG, "%s failed: %s (%.*s)",
@@ -1180,11 +1181,12 @@ conn_next(tl_client *c, size_t idx, bool drained, int why, int backoff)
 		}
 		return backoff;
 	}
-	if (target >= 0) {
-		c->cur = (size_t) target;
-		return 0;
+	c->cur = target >= 0 ? (size_t) target : (idx + 1) % c->nurls;
+	if (target >= 0 && c->redirects++ == 0) {
+		return 0; /* straight to the leader named */
 	}
-	c->cur = (idx + 1) % c->nurls;
+	/* no leader named, or the named one sent the client on again (nodes
+	 * that disagree during an election): pause, longer each time */
 	c->noleader_ms =
 	    c->noleader_ms == 0 ? c->opts.backoff_min_ms : c->noleader_ms * 2;
 	if (c->noleader_ms > TLI_NOLEADER_MAX_MS) {

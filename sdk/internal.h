@@ -242,6 +242,7 @@ struct tl_client {
 	bool draining;
 	int redirect;
 	int noleader_ms; /* the pause after a reply that named no leader */
+	int redirects;   /* redirects since a node last acted as the leader */
 	/* TLI_PING_MS, TLI_IDLE_MS and the request timeout for one URL; the
 	 * TLI_CLUSTER_ ones (HELLO within at most the idle time) for a list */
 	int ping_ms, idle_ms, hello_ms;

@@ -44,10 +44,15 @@ typedef struct mock_follower {
 	pthread_t thr[MF_MAX_CONNS];
 	int nconn;
 	atomic_bool stop;
+	bool running;
 } mock_follower;
 
-static mock_follower MF;
-static bool mf_running;
+typedef struct mf_arg {
+	mock_follower *m;
+	int fd;
+} mf_arg;
+
+static mock_follower MF, MF2;
 
 static bool
 mf_reply(int fd, const tlp_hdr *h, int what, const mock_follower *m)
@@ -78,10 +83,12 @@ mf_reply(int fd, const tlp_hdr *h, int what, const mock_follower *m)
 static void *
 mf_conn(void *arg)
 {
-	mock_follower *m = &MF;
-	int fd = (int) (intptr_t) arg;
+	mf_arg *a = arg;
+	mock_follower *m = a->m;
+	int fd = a->fd;
 	uint8_t *buf = NULL;
 
+	free(a);
 	for (;;) {
 		uint8_t len[TLP_LEN_BYTES];
 		uint32_t flen;
@@ -126,9 +133,12 @@ mf_accept(void *arg)
 		if (m->nconn == MF_MAX_CONNS || atomic_load(&m->stop)) {
 			close(fd);
 		} else {
+			mf_arg *a = malloc(sizeof(*a));
+			cr_assert_not_null(a);
+			a->m = m;
+			a->fd = fd;
 			m->fds[m->nconn] = fd;
-			pthread_create(&m->thr[m->nconn], NULL, mf_conn,
-			    (void *) (intptr_t) fd);
+			pthread_create(&m->thr[m->nconn], NULL, mf_conn, a);
 			m->nconn++;
 		}
 		pthread_mutex_unlock(&m->mtx);
@@ -136,11 +146,10 @@ mf_accept(void *arg)
 	return NULL;
 }
 
-/* Start the mock on a free port of 127.0.0.1, naming leader ("" none). */
+/* Start a mock on a free port of 127.0.0.1, naming leader ("" none). */
 static void
-mf_start(const char *leader)
+mf_start_on(mock_follower *m, const char *leader)
 {
-	mock_follower *m = &MF;
 	struct sockaddr_in sa;
 	socklen_t sl = sizeof(sa);
 	int one = 1;
@@ -160,18 +169,22 @@ mf_start(const char *leader)
 	m->port = ntohs(sa.sin_port);
 	snprintf(m->url, sizeof(m->url), "tcp://127.0.0.1:%d", m->port);
 	pthread_create(&m->acc, NULL, mf_accept, m);
-	mf_running = true;
+	m->running = true;
 }
 
 static void
-mf_stop(void)
+mf_start(const char *leader)
 {
-	mock_follower *m = &MF;
+	mf_start_on(&MF, leader);
+}
 
-	if (!mf_running) {
+static void
+mf_stop(mock_follower *m)
+{
+	if (!m->running) {
 		return;
 	}
-	mf_running = false;
+	m->running = false;
 	atomic_store(&m->stop, true);
 	shutdown(m->lfd, SHUT_RDWR);
 	pthread_join(m->acc, NULL);
@@ -189,7 +202,8 @@ mf_stop(void)
 static void
 teardown(void)
 {
-	mf_stop();
+	mf_stop(&MF);
+	mf_stop(&MF2);
 	if (A.dir != NULL) {
 		sb_stop(&A);
 	}
@@ -424,4 +438,30 @@ Test(failover, leader_lost_retries_only_explicit_ids)
 	cr_assert_eq(atomic_load(&MF.n_leaderlost), 2);
 	tl_client_close(c);
 	tl_client_close(ca);
+}
+
+/* Two nodes that name each other as the leader (they disagree during an
+ * election): the client goes back and forth with a growing pause, not in
+ * a tight loop, and the request ends with TL_ENOTLEADER at its timeout. */
+Test(failover, nodes_that_name_each_other_are_not_hammered)
+{
+	tl_opts *o = NULL;
+	tl_client *c = NULL;
+	tl_topic_conf tc = {.name = "fo"};
+	int hellos;
+
+	mf_start_on(&MF, "");
+	mf_start_on(&MF2, MF.url);
+	snprintf(MF.leader, sizeof(MF.leader), "%s", MF2.url);
+	TL_PASS(tl_opts_alloc(&o));
+	TL_PASS(tl_opts_set_url(o, MF.url));
+	TL_PASS(tl_opts_set_timeout(o, 1500));
+	TL_PASS(tl_opts_set_reconnect(o, 20, 100));
+	TL_PASS(tl_client_open(&c, o));
+	tl_opts_free(o);
+	TL_FAIL(tl_topic_create(c, &tc), TL_ENOTLEADER);
+	tl_client_close(c);
+	hellos = atomic_load(&MF.n_hello) + atomic_load(&MF2.n_hello);
+	/* pauses of 20, 40, 80 ... 1000 ms: a handful of sessions */
+	cr_assert(hellos >= 3 && hellos <= 12, "%d sessions in 1.5 s", hellos);
 }
