@@ -437,11 +437,14 @@ replicate_batch(tli_store *s, tli_repl_kind kind)
 	s->entry[3] = 0;
 	memcpy(s->entry + TLI_REPL_HEADER, data, n);
 	t0 = tli_mono_ns();
+	atomic_store(&s->in_replicate, true);
 	rv = s->opts.replicate(s->opts.replicate_arg, s->entry, len);
+	atomic_store(&s->in_replicate, false);
 	sync_note(s, tli_mono_ns() - t0);
-	if (rv != TL_OK) {
+	if (rv != TL_OK && rv != TL_ENOTLEADER) {
 		/* The entry may still be committed and applied later
-		 * (TL_ELEADERLOST): no cached record is trusted any more. */
+		 * (TL_ELEADERLOST): no cached record is trusted any more.
+		 * TL_ENOTLEADER: nothing was proposed. */
 		uint64_t gen = atomic_load(&s->commit_gen) + 1;
 		tli_overlay_forget(s->ov, gen);
 		atomic_store(&s->commit_gen, gen);
@@ -1503,6 +1506,34 @@ store_err(tli_store *s, int rv, const char *fmt, ...)
 	return rv;
 }
 
+/* Take db_lock for writing (reload, restore: the writer must be idle).
+ * A writer inside replicate holds the read lock and may be waiting for
+ * the very thread that calls this (a Raft node's): that is refused with
+ * TL_EBUSY instead of waiting for ever. */
+#define WRLOCK_SLICE_MS 20
+
+static int
+db_wrlock(tli_store *s)
+{
+	for (;;) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += WRLOCK_SLICE_MS * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		if (pthread_rwlock_timedwrlock(&s->db_lock, &ts) == 0) {
+			return TL_OK;
+		}
+		if (atomic_load(&s->in_replicate)) {
+			return store_err(s, TL_EBUSY,
+			    "the writer is replicating a batch (it must be "
+			    "idle)");
+		}
+	}
+}
+
 /* With db_lock held for writing: the topic registry and the next topic id
  * from RocksDB, every cached record and read hint forgotten. */
 static int
@@ -1548,9 +1579,10 @@ tli_store_reload(tli_store *s)
 		return TL_EINVAL;
 	}
 	pthread_mutex_lock(&s->apply_lock);
-	pthread_rwlock_wrlock(&s->db_lock);
-	rv = s->db != NULL ? registry_reload(s) : TL_ESTORAGE;
-	pthread_rwlock_unlock(&s->db_lock);
+	if ((rv = db_wrlock(s)) == TL_OK) {
+		rv = s->db != NULL ? registry_reload(s) : TL_ESTORAGE;
+		pthread_rwlock_unlock(&s->db_lock);
+	}
 	pthread_mutex_unlock(&s->apply_lock);
 	return rv;
 }
@@ -1698,7 +1730,11 @@ tli_store_restore(tli_store *s, const char *dir)
 	memcpy(old, s->path, plen);
 	memcpy(old + plen, ".old", sizeof(".old"));
 	pthread_mutex_lock(&s->apply_lock);
-	pthread_rwlock_wrlock(&s->db_lock);
+	if ((rv = db_wrlock(s)) != TL_OK) {
+		pthread_mutex_unlock(&s->apply_lock);
+		tli_free(old);
+		return rv;
+	}
 	db_close(s);
 	if (!rmtree(old)) { /* left by an interrupted restore */
 		rv = store_err(s, TL_ESTORAGE, "restore: removing %s: %s", old,

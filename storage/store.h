@@ -423,11 +423,13 @@ uint64_t tli_store_applied_index(tli_store *s);
  * counters and the next topic id; drop every cached record and read hint
  * (the commit generation moves on). For a node whose database changed
  * under its writer (applied entries it did not build, a topic created or
- * deleted by another node) before it serves. Precondition: the writer is
- * idle (no submission in flight); it waits for a batch in progress, so it
- * must not be called from a thread that batch's replicate waits for.
- * Errors: TL_ESTORAGE, TL_ECORRUPT, TL_ENOMEM (then the registry is the
- * one from before). */
+ * deleted by another node) before it serves, and after a replicate that
+ * failed with an entry that may still be applied (TL_ELEADERLOST), before
+ * the writer takes writes again. Precondition: the writer is idle (no
+ * submission in flight). It waits for a batch in progress, but answers
+ * TL_EBUSY while the writer is inside replicate (which may be waiting
+ * for the caller's thread). Errors: TL_EBUSY, TL_ESTORAGE, TL_ECORRUPT,
+ * TL_ENOMEM (then the registry is the one from before). */
 int tli_store_reload(tli_store *s);
 
 /* Create a RocksDB checkpoint of the store at dir (which must not exist;
@@ -442,7 +444,8 @@ int tli_store_checkpoint(tli_store *s, const char *dir, uint64_t *index);
  * directory aside (path + ".old"), move dir to path, reopen with the same
  * options, reload (as tli_store_reload) and remove the old directory. The
  * tli_store pointer stays valid; readers wait for the swap (they never
- * see a closed database). Precondition: the writer is idle (a follower).
+ * see a closed database). Precondition: the writer is idle (a follower;
+ * TL_EBUSY while it is inside replicate, as for tli_store_reload).
  * On failure the old database is put back and reopened (the store goes on
  * as before) and the error is returned: TL_EFORMAT, TL_ESTORAGE... with
  * tli_store_last_error. Should even that fail, every later call answers

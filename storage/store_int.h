@@ -172,6 +172,7 @@ struct tli_store {
 	_Atomic uint64_t applied;   /* the applied index, as stored under 'A' */
 	rocksdb_writeoptions_t *apply_wopts; /* no sync: Raft's log is */
 	uint32_t cf_ids[CF_COUNT]; /* RocksDB's ids of the column families */
+	_Atomic bool in_replicate; /* the writer is inside replicate */
 	uint8_t *entry;            /* writer: the entry being replicated */
 	size_t entry_cap;
 

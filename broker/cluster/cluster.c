@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -203,9 +204,19 @@ static void
 apply_cb(struct raft_apply *req, int status, void *result)
 {
 	prop *p = req->data;
+	tlc *c = p->c;
 
 	(void) result;
-	prop_finish(p->c, p, status == 0 ? TL_OK : TL_ELEADERLOST);
+	if (status != 0) {
+		/* the entry may still commit under another leader: the store
+		 * must reload before its writer serves again, so this node
+		 * takes over afresh if it still leads */
+		pthread_mutex_lock(&c->mtx);
+		c->tried_term = 0;
+		pthread_cond_broadcast(&c->cv);
+		pthread_mutex_unlock(&c->mtx);
+	}
+	prop_finish(c, p, status == 0 ? TL_OK : TL_ELEADERLOST);
 }
 
 /* Take the queued proposals; the caller holds the lock. */
@@ -796,10 +807,32 @@ raft_main(void *arg)
 
 /* Take over as leader: reload the store (the writer's caches), create the
  * configured topics, then serve. */
+/* Whether this node still leads term `term` and is not stopping. */
+static bool
+still_leader(tlc *c, uint64_t term)
+{
+	bool yes;
+
+	pthread_mutex_lock(&c->mtx);
+	yes = c->is_leader && c->ready_term == term && !c->stop;
+	pthread_mutex_unlock(&c->mtx);
+	return yes;
+}
+
 static void
 take_over(tlc *c, uint64_t term)
 {
 	int rv = tli_store_reload(c->b->store);
+
+	/* TL_EBUSY: the writer is still inside a replicate of the past
+	 * (answered soon, as that entry commits or fails) */
+	for (int i = 0; rv == TL_EBUSY && i < 1000 && still_leader(c, term);
+	     i++) {
+		struct timespec ts = {0, 5 * 1000 * 1000};
+
+		nanosleep(&ts, NULL);
+		rv = tli_store_reload(c->b->store);
+	}
 
 	if (rv != TL_OK) {
 		tlb_log(TLB_ERROR, "R011",
@@ -845,11 +878,14 @@ role_main(void *arg)
 		if (lost) {
 			/* stop serving first, then drop the subscribers: their
 			 * consumers reconnect and are redirected */
+			uint64_t term = c->term;
+
 			atomic_store(&c->serving, false);
 			pthread_mutex_unlock(&c->mtx);
 			tlb_log(TLB_INFO, "R002",
-			    "stepped down: no longer the leader (term %llu)",
-			    (unsigned long long) c->tried_term);
+			    "stepped down: not serving as the leader any more "
+			    "(term %llu)",
+			    (unsigned long long) term);
 			tlb_dsp_close_subscribers(c->b);
 			pthread_mutex_lock(&c->mtx);
 			continue;

@@ -93,6 +93,7 @@ Test(cluster, leader_serves_followers_redirect_everyone_has_the_acks)
 	fc = rc_open(C.url[follower], "tester");
 	TL_FAIL(tc_create(fc, "x", url, sizeof(url)), TL_ENOTLEADER);
 	cr_assert_str_eq(url, C.url[leader]);
+	TL_FAIL(rc_subscribe(fc, "t", "c1", 30000, 10), TL_ENOTLEADER);
 	rc_close(fc);
 
 	lc = rc_open(C.url[leader], "tester");

@@ -88,7 +88,7 @@ Test(faults, paused_leader_is_replaced_and_gives_no_false_ack)
 	int leader, next;
 	late L = {0};
 	pthread_t th;
-	rc_client *nc;
+	rc_client *nc, *sub;
 	tlp_msg m;
 	rc_frame *f = NULL;
 	int64_t t0;
@@ -99,6 +99,8 @@ Test(faults, paused_leader_is_replaced_and_gives_no_false_ack)
 	cr_assert(leader >= 0, "no leader within 10 s");
 	L.c = rc_open(C.url[leader], "tester");
 	TL_PASS(tc_create(L.c, "before", NULL, 0));
+	sub = rc_open(C.url[leader], "consumer");
+	TL_PASS(rc_subscribe(sub, "t", "c1", 30000, 10));
 
 	tc_pause(&C, leader);
 	/* a create the paused leader reads only after it resumes */
@@ -126,6 +128,10 @@ Test(faults, paused_leader_is_replaced_and_gives_no_false_ack)
 	}
 	cr_assert_eq(tc_metric(&C, leader, "timeline_cluster_serving"), 0);
 	cr_assert(tt_proc_log_wait(&C.p[leader], "R002 stepped down", 5000));
+	/* its subscriber is sent away, to reconnect to the new leader */
+	cr_assert(
+	    rc_wait_eof(sub, 5000), "the subscriber's session stayed open");
+	rc_close(sub);
 	cr_assert(tc_converged(&C, next, 10000));
 	TL_PASS(rc_get(nc, "t", "on-new-leader", &m, &f));
 	rc_frame_free(f);

@@ -47,6 +47,7 @@ typedef struct node {
 	tli_store *s;
 	struct node *peer; /* a follower this node's writer feeds */
 	_Atomic int fail;  /* replicate answers this when not TL_OK */
+	bool lost;         /* ... after the entry is applied all the same */
 } node;
 
 static tt_clock clk;
@@ -58,7 +59,7 @@ feed(void *arg, const void *e, size_t len)
 	uint64_t index;
 	int rv;
 
-	if (atomic_load(&n->fail) != TL_OK) {
+	if (atomic_load(&n->fail) != TL_OK && !n->lost) {
 		return atomic_load(&n->fail);
 	}
 	rlog = realloc(rlog, (rlog_n + 1) * sizeof(*rlog));
@@ -71,7 +72,11 @@ feed(void *arg, const void *e, size_t len)
 	    (rv = tli_store_apply_entry(n->peer->s, index, e, len)) != TL_OK) {
 		return rv;
 	}
-	return tli_store_apply_entry(n->s, index, e, len);
+	if ((rv = tli_store_apply_entry(n->s, index, e, len)) != TL_OK) {
+		return rv;
+	}
+	/* committed, but the leader could not tell (TL_ELEADERLOST) */
+	return n->lost ? atomic_load(&n->fail) : TL_OK;
 }
 
 static void
@@ -671,10 +676,6 @@ Test(replica, follower_takes_over)
 	TL_PASS(tli_store_owner_count(a.s, "o", 1, &oc_a));
 
 	switch_leader(&a, &b);
-	/* A is a follower now: its writer takes nothing */
-	TL_FAIL(tt_create(a.s, "t0", "nope", "o", START_MS, "b", &op),
-	    TL_ENOTLEADER);
-	TL_FAIL(tli_store_topic_delete(a.s, "t0"), TL_ENOTLEADER);
 	/* B serves what A wrote */
 	TL_PASS(tli_store_owner_count(b.s, "o", 1, &oc_b));
 	cr_assert_eq(oc_a, oc_b);
@@ -710,6 +711,10 @@ Test(replica, follower_takes_over)
 	/* back to A, whose record cache is from before B's writes */
 	switch_leader(&b, &a);
 	steps(a.s, 4242, 250);
+	/* B is a follower now: its writer takes nothing */
+	TL_FAIL(tt_create(b.s, "t0", "nope", "o", START_MS, "b", &op),
+	    TL_ENOTLEADER);
+	TL_FAIL(tli_store_topic_delete(b.s, "t0"), TL_ENOTLEADER);
 	TL_PASS(tli_store_reload(b.s));
 	assert_same(a.s, b.s);
 	cr_assert_eq(tt_check(a.s), 0);
@@ -948,4 +953,117 @@ Test(replica, restore_failure_keeps_store)
 	free(d1);
 	node_fini(&b);
 	tt_rmtree_free(&tmp);
+}
+
+/* A replicate that waits for the test's word, as one waiting for a Raft
+ * thread would. */
+static _Atomic int gate; /* 0 open, 1 closed, 2 a batch waits at it */
+
+static int
+gated(void *arg, const void *e, size_t len)
+{
+	int one = 1;
+
+	if (atomic_compare_exchange_strong(&gate, &one, 2)) {
+		while (atomic_load(&gate) == 2) {
+			usleep(1000);
+		}
+	}
+	return feed(arg, e, len);
+}
+
+static void *
+create_main(void *arg)
+{
+	tli_op op;
+
+	return (void *) (intptr_t) tt_create(
+	    arg, "t0", "g", "o", START_MS, "g", &op);
+}
+
+/* Reload and restore while the writer is inside replicate: refused with
+ * TL_EBUSY rather than waiting for a writer that may wait for them. */
+Test(replica, busy_writer_refuses_swap, .timeout = 30)
+{
+	node a;
+	tli_store_opts o;
+	pthread_t th;
+	void *res;
+	char *tmp = tt_mkdtemp("repl-cp"), cp[512];
+	uint64_t index;
+
+	memset(&a, 0, sizeof(a));
+	a.dir = tt_mkdtemp("repl-a");
+	tli_store_opts_init(&o);
+	o.path = a.dir;
+	o.clock = tt_clock_as_tli(&clk);
+	o.replicate = gated;
+	o.replicate_arg = &a;
+	TL_PASS(tli_store_open(&a.s, &o));
+	tt_topic(a.s, "t0", 0);
+	snprintf(cp, sizeof(cp), "%s/cp", tmp);
+	TL_PASS(tli_store_checkpoint(a.s, cp, &index));
+
+	atomic_store(&gate, 1);
+	cr_assert_eq(pthread_create(&th, NULL, create_main, a.s), 0);
+	while (atomic_load(&gate) != 2) {
+		usleep(1000);
+	}
+	TL_FAIL(tli_store_reload(a.s), TL_EBUSY);
+	TL_FAIL(tli_store_restore(a.s, cp), TL_EBUSY);
+	cr_assert_eq(access(cp, F_OK), 0); /* untouched */
+	atomic_store(&gate, 0);
+	pthread_join(th, &res);
+	TL_CODE_EQ((int) (intptr_t) res, TL_OK);
+	TL_PASS(tli_store_reload(a.s));
+	{
+		tli_msg m;
+		TL_PASS(tli_store_get(a.s, "t0", "g", 1, &m));
+		tli_msg_fini(&m);
+	}
+	node_fini(&a);
+	tt_rmtree_free(&tmp);
+}
+
+/* A batch whose outcome the leader could not learn (TL_ELEADERLOST) but
+ * which was committed: once reloaded, the store has it, like the
+ * follower, and every count agrees. */
+Test(replica, leadership_lost_but_applied)
+{
+	node a, b;
+	tli_op op, ops[3];
+	tli_msg m;
+
+	node_init(&a, "repl-a");
+	node_init(&b, "repl-b");
+	a.peer = &b;
+	base_topics(a.s);
+	steps(a.s, 606, 100);
+	TL_PASS(tt_create(a.s, "t0", "x", "o", now_ms() - 5, "bx", &op));
+	atomic_store(&a.fail, TL_ELEADERLOST);
+	a.lost = true;
+	ops[0] = tt_mkop(TLI_OP_LEASE, "t0", "x", "c", 5000, 0);
+	ops[0].ts_mode = TLI_TS_REL;
+	ops[1] = tt_mkop(TLI_OP_CREATE, "t0", "y", "o", now_ms(), 0);
+	ops[1].body = "by";
+	ops[1].body_len = 2;
+	ops[2] = tt_mkop(TLI_OP_DELETE_OWNED, "t1", "m1", "o", 0, 0);
+	TL_PASS(tli_store_apply(a.s, ops, 3));
+	TL_CODE_EQ(ops[0].err, TL_ELEADERLOST);
+	TL_CODE_EQ(ops[1].err, TL_ELEADERLOST);
+	atomic_store(&a.fail, TL_OK);
+	a.lost = false;
+	TL_PASS(tli_store_reload(a.s));
+	TL_PASS(tli_store_get(a.s, "t0", "x", 1, &m));
+	cr_assert_eq(m.consumer_len, 1);
+	tli_msg_fini(&m);
+	TL_PASS(tli_store_get(a.s, "t0", "y", 1, &m));
+	tli_msg_fini(&m);
+	steps(a.s, 607, 100);
+	TL_PASS(tli_store_reload(b.s));
+	assert_same(a.s, b.s);
+	cr_assert_eq(tt_check(a.s), 0);
+	cr_assert_eq(tt_check(b.s), 0);
+	node_fini(&a);
+	node_fini(&b);
 }

@@ -5,6 +5,27 @@
 #include "tltest.h"
 #include "cluster_util.h"
 
+/* A free port that none of the cluster's nodes (up to node i) has yet:
+ * two calls in a row may well get the same one from the kernel. */
+static int
+free_port(const tc_cluster *c, int i)
+{
+	for (int tries = 0; tries < 100; tries++) {
+		int p = tt_free_port();
+		bool taken = p <= 0;
+
+		for (int j = 0; j <= i && !taken; j++) {
+			taken = c->raft_port[j] == p ||
+			    c->client_port[j] == p || c->metrics_port[j] == p;
+		}
+		if (!taken) {
+			return p;
+		}
+	}
+	cr_assert_fail("no free port");
+	return -1;
+}
+
 void
 tc_init(tc_cluster *c, int n, const char *tag)
 {
@@ -15,11 +36,9 @@ tc_init(tc_cluster *c, int n, const char *tag)
 	for (int i = 0; i < n; i++) {
 		char name[16];
 
-		c->raft_port[i] = tt_free_port();
-		c->client_port[i] = tt_free_port();
-		c->metrics_port[i] = tt_free_port();
-		cr_assert(c->raft_port[i] > 0 && c->client_port[i] > 0 &&
-		    c->metrics_port[i] > 0);
+		c->raft_port[i] = free_port(c, i);
+		c->client_port[i] = free_port(c, i);
+		c->metrics_port[i] = free_port(c, i);
 		snprintf(c->url[i], sizeof(c->url[i]), "tcp://127.0.0.1:%d",
 		    c->client_port[i]);
 		snprintf(
