@@ -8,7 +8,10 @@
  * by its reply (connection thread), by its deadline (send thread), by a
  * connection loss (TL_ECONN) or by close (TL_ECLOSED). The request leaves
  * the table under the lock before on_reply runs, so only one of these can
- * win.
+ * win. A request may also leave the table for the parked list (a
+ * TL_ENOTLEADER reply, or an unknown outcome of a request that may be sent
+ * twice, with a cluster's URLs): it is then in exactly one of the two,
+ * keeps its frame, and gets a fresh id when it is sent again.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -148,6 +151,15 @@ table_expire(tl_client *c, int64_t now, bool all)
 	return out;
 }
 
+/* Complete q: its frame goes, then its owner's callback (which may free
+ * q). */
+static void
+req_done(tli_req *q, int err, tlp_r *r)
+{
+	tli_buf_fini(&q->frame);
+	q->on_reply(q, err, r);
+}
+
 static void
 reqs_fail(tli_req *list, int err)
 {
@@ -155,7 +167,85 @@ reqs_fail(tli_req *list, int err)
 		tli_req *q = list;
 		list = q->next;
 		q->next = NULL;
-		q->on_reply(q, err, NULL);
+		req_done(q, err, NULL);
+	}
+}
+
+/* Whether sending q twice cannot apply it twice. */
+static bool
+req_idem(const tli_req *q)
+{
+	switch (q->op) {
+	case TLP_OP_PING:
+	case TLP_OP_TOPIC_GET:
+	case TLP_OP_TOPIC_LIST:
+	case TLP_OP_GET:
+	case TLP_OP_LIST:
+	case TLP_OP_COUNT:
+	case TLP_OP_DLQ_LIST:
+	/* a new session subscribes anew (as a reconnect does) */
+	case TLP_OP_SUBSCRIBE:
+		return true;
+	default:
+		return q->idem;
+	}
+}
+
+bool
+tli_client_failover(const tl_client *c)
+{
+	return c->nurls > 1;
+}
+
+/* ---- parked requests ---- */
+
+static void
+park_locked(tl_client *c, tli_req *q, int why)
+{
+	TLI_ASSERT_LOCKED(&c->mtx);
+	q->park_err = why;
+	q->next = NULL;
+	if (c->park_tail != NULL) {
+		c->park_tail->next = q;
+	} else {
+		c->park_head = q;
+	}
+	c->park_tail = q;
+	c->nparked++;
+}
+
+/* Take out the parked requests whose deadline passed (all: every one),
+ * as a list linked through next. */
+static tli_req *
+park_expire(tl_client *c, int64_t now, bool all)
+{
+	tli_req *out = NULL, **pp = &c->park_head, *last = NULL;
+
+	while (*pp != NULL) {
+		tli_req *q = *pp;
+		if (all || q->deadline <= now) {
+			*pp = q->next;
+			c->nparked--;
+			q->next = out;
+			out = q;
+		} else {
+			last = q;
+			pp = &q->next;
+		}
+	}
+	c->park_tail = last;
+	return out;
+}
+
+/* Fail a list of parked requests, each with the error that parked it. */
+static void
+park_fail(tli_req *list, int err)
+{
+	while (list != NULL) {
+		tli_req *q = list;
+		list = q->next;
+		q->next = NULL;
+		req_done(q, err != TL_OK ? err : q->park_err, NULL);
 	}
 }
 
@@ -168,30 +258,75 @@ tli_frame_start(tli_buf *b, tlp_w *w, uint8_t op)
 	tlp_frame_begin(b, w, op, 0, 0);
 }
 
+/* Give q (its frame finished) a fresh id and queue it on the current
+ * connection. The frame stays q's. */
+static int
+req_send_locked(tl_client *c, tli_req *q)
+{
+	TLI_ASSERT_LOCKED(&c->mtx);
+	do {
+		c->next_id++;
+	} while (c->next_id == 0 || table_find(c, c->next_id, false) != NULL);
+	q->id = c->next_id;
+	tli_put_be32(q->frame.data + TLP_LEN_BYTES + 4, q->id);
+	if (tli_buf_append(&c->outq, q->frame.data, q->frame.len) != TL_OK) {
+		c->outq.oom = false;
+		return TL_ENOMEM;
+	}
+	table_insert(c, q);
+	return TL_OK;
+}
+
+/* Finish q's frame and set its deadline; on failure the frame is gone. */
+static int
+req_prepare(tl_client *c, tli_req *q)
+{
+	int rv;
+
+	if ((rv = tlp_frame_end(&q->frame, 0)) != TL_OK) {
+		tli_buf_fini(&q->frame);
+		return rv;
+	}
+	q->c = c;
+	q->park_err = TL_OK;
+	q->deadline = tli_mono_ms() + c->opts.timeout_ms;
+	return TL_OK;
+}
+
 int
 tli_submit_locked(tl_client *c, tli_req *q)
 {
 	int rv;
 
 	TLI_ASSERT_LOCKED(&c->mtx);
-	if ((rv = tlp_frame_end(&q->frame, 0)) != TL_OK) {
-		tli_buf_fini(&q->frame);
+	if ((rv = req_prepare(c, q)) != TL_OK) {
 		return rv;
 	}
-	do {
-		c->next_id++;
-	} while (c->next_id == 0 || table_find(c, c->next_id, false) != NULL);
-	q->id = c->next_id;
-	q->c = c;
-	tli_put_be32(q->frame.data + TLP_LEN_BYTES + 4, q->id);
-	rv = tli_buf_append(&c->outq, q->frame.data, q->frame.len);
-	tli_buf_fini(&q->frame);
-	if (rv != TL_OK) {
-		return TL_ENOMEM;
+	if ((rv = req_send_locked(c, q)) != TL_OK) {
+		tli_buf_fini(&q->frame);
 	}
-	q->deadline = tli_mono_ms() + c->opts.timeout_ms;
-	table_insert(c, q);
-	return TL_OK;
+	return rv;
+}
+
+/* Send the parked requests on the connection that just came up; those
+ * that cannot be queued go to *failed. */
+static void
+park_flush_locked(tl_client *c, tli_req **failed)
+{
+	tli_req *q = c->park_head;
+
+	c->park_head = c->park_tail = NULL;
+	c->nparked = 0;
+	while (q != NULL) {
+		tli_req *nx = q->next;
+		q->next = NULL;
+		if (req_send_locked(c, q) != TL_OK) {
+			q->park_err = TL_ENOMEM;
+			q->next = *failed;
+			*failed = q;
+		}
+		q = nx;
+	}
 }
 
 int
@@ -201,15 +336,27 @@ tli_submit(tl_client *c, tli_req **qs, size_t n)
 	size_t done = 0;
 	size_t outq_len;
 
+	bool park, no_park = false;
+
+	for (size_t i = 0; i < n; i++) {
+		no_park = no_park || qs[i]->no_park;
+	}
 	pthread_mutex_lock(&c->mtx);
 	outq_len = c->outq.len;
+	park = !no_park &&
+	    (c->draining || (c->state != TLI_UP && tli_client_failover(c)));
 	if (c->closing) {
 		rv = TL_ECLOSED;
-	} else if (c->state != TLI_UP) {
+	} else if (c->state != TLI_UP && !park) {
 		rv = TL_ECONN;
 	}
+	for (size_t i = 0; rv == TL_OK && i < n; i++) {
+		rv = req_prepare(c, qs[i]);
+	}
 	for (; rv == TL_OK && done < n; done++) {
-		if ((rv = tli_submit_locked(c, qs[done])) != TL_OK) {
+		if (park) {
+			park_locked(c, qs[done], TL_ECONN);
+		} else if ((rv = req_send_locked(c, qs[done])) != TL_OK) {
 			break;
 		}
 	}
@@ -224,8 +371,10 @@ tli_submit(tl_client *c, tli_req **qs, size_t n)
 		pthread_cond_broadcast(&c->cv);
 	}
 	pthread_mutex_unlock(&c->mtx);
-	for (size_t i = done; i < n; i++) {
-		tli_buf_fini(&qs[i]->frame);
+	if (rv != TL_OK) {
+		for (size_t i = 0; i < n; i++) {
+			tli_buf_fini(&qs[i]->frame);
+		}
 	}
 	return rv;
 }
@@ -301,6 +450,9 @@ tli_call(tl_client *c, tli_buf *frame, uint8_t op, tli_dec_fn dec, void *arg)
 	tli_buf_init(frame);
 	k.q.op = op;
 	k.q.on_reply = call_reply;
+	/* a session that is gone, or a follower, holds no subscription: an
+	 * UNSUBSCRIBE has nothing to wait for */
+	k.q.no_park = op == TLP_OP_UNSUBSCRIBE;
 	k.dec = dec;
 	k.arg = arg;
 	tli_waiter_init(&k.w);
@@ -503,12 +655,14 @@ send_main(void *arg)
 
 		if (now >= next_sweep) {
 			tli_req *late = table_expire(c, now, false);
+			tli_req *plate = park_expire(c, now, false);
 			tli_lop *llate = NULL;
 			tli_consumer_expire(c, now, false, &llate);
 			next_sweep = now + 50;
-			if (late != NULL || llate != NULL) {
+			if (late != NULL || plate != NULL || llate != NULL) {
 				pthread_mutex_unlock(&c->mtx);
 				reqs_fail(late, TL_ETIMEDOUT);
+				park_fail(plate, TL_OK);
 				tli_lops_finish(c, llate, TL_ETIMEDOUT);
 				pthread_mutex_lock(&c->mtx);
 				continue;
@@ -516,7 +670,7 @@ send_main(void *arg)
 		}
 		if (c->state == TLI_UP) {
 			if (now >= c->next_ping) {
-				c->next_ping = now + TLI_PING_MS;
+				c->next_ping = now + c->ping_ms;
 				ping_queue(c);
 			}
 			tli_consumer_flush(c);
@@ -549,7 +703,8 @@ send_main(void *arg)
 			continue;
 		}
 		/* sweep for deadlines only while something can expire */
-		wake = c->inflight > 0 ? next_sweep : now + 1000;
+		wake =
+		    c->inflight > 0 || c->nparked > 0 ? next_sweep : now + 1000;
 		if (c->state == TLI_UP && c->next_ping < wake) {
 			wake = c->next_ping;
 		}
@@ -632,12 +787,12 @@ rd_frame(nng_stream *s, nng_aio *aio, rd_buf *r, int timeout_ms, tlp_hdr *h,
 }
 
 static int
-conn_dial(tl_client *c, nng_aio *aio, nng_stream **out)
+conn_dial(tl_client *c, nng_aio *aio, nng_stream_dialer *d, nng_stream **out)
 {
 	int rv;
 
-	nng_aio_set_timeout(aio, c->opts.timeout_ms);
-	nng_stream_dialer_dial(c->dialer, aio);
+	nng_aio_set_timeout(aio, c->hello_ms);
+	nng_stream_dialer_dial(d, aio);
 	nng_aio_wait(aio);
 	if ((rv = nng_aio_result(aio)) != 0) {
 		return client_nng_err(rv) == TL_ETIMEDOUT ? TL_ETIMEDOUT
@@ -672,15 +827,15 @@ conn_hello(tl_client *c, nng_stream *s, nng_aio *aio, rd_buf *r)
 	tlp_frame_begin(&b, &w, TLP_OP_HELLO, 0, 1);
 	tlp_enc_hello(&w, &m);
 	if ((rv = tlp_frame_end(&b, 0)) == TL_OK) {
-		rv = stream_xfer(
-		    NULL, s, aio, b.data, b.len, true, c->opts.timeout_ms);
+		rv =
+		    stream_xfer(NULL, s, aio, b.data, b.len, true, c->hello_ms);
 	}
 	tli_buf_fini(&b);
 	if (rv != TL_OK) {
 		return rv == TL_ECLOSED ? TL_ECONN : rv;
 	}
 	do {
-		rv = rd_frame(s, aio, r, c->opts.timeout_ms, &h, &body, &blen);
+		rv = rd_frame(s, aio, r, c->hello_ms, &h, &body, &blen);
 	} while (rv == TL_OK && (h.flags & TLP_F_REPLY) == 0);
 	if (rv != TL_OK) {
 		return rv == TL_ECLOSED ? TL_ECONN : rv;
@@ -712,6 +867,102 @@ conn_hello(tl_client *c, nng_stream *s, nng_aio *aio, rd_buf *r)
 	return TL_OK;
 }
 
+/* ---- following the cluster's leader ---- */
+
+static int url_add(tl_client *c, const char *url, size_t n, size_t *idx);
+
+static bool
+url_find(const tl_client *c, const char *url, size_t n, size_t *idx)
+{
+	for (size_t i = 0; i < c->nurls; i++) {
+		if (strlen(c->urls[i].url) == n &&
+		    memcmp(c->urls[i].url, url, n) == 0) {
+			*idx = i;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* The index of the leader a TL_ENOTLEADER reply names, added to the list
+ * when it is not in it; -1 when it names none (or one the client cannot
+ * dial, or the node that answered). */
+static int
+conn_leader(tl_client *c, tlp_r *r)
+{
+	tlp_str u = {NULL, 0};
+	size_t idx;
+	int rv;
+
+	if (tlp_dec_error_leader(r, &u) != TL_OK || u.n == 0) {
+		return -1;
+	}
+	if (!url_find(c, u.p, u.n, &idx)) {
+		if (!tli_url_scheme_ok(u.p, u.n) ||
+		    (rv = url_add(c, u.p, u.n, &idx)) != TL_OK) {
+			tli_client_log(c, TL_LOG_WARN,
+			    "the cluster names %.*s as its leader, which "
+			    "cannot be dialled; trying the next URL",
+			    (int) u.n, u.p);
+			return -1;
+		}
+		tli_client_log(c, TL_LOG_INFO,
+		    "the cluster names %s as its leader (added to the URLs)",
+		    c->urls[idx].url);
+	}
+	return idx == c->cur ? -1 : (int) idx;
+}
+
+/* The error a parked request reports: a request whose first answer left
+ * its outcome unknown (TL_ELEADERLOST, a lost connection) keeps that
+ * answer, whatever a follower said later. */
+static int
+req_sticky(const tli_req *q, int err)
+{
+	if (err == TL_ENOTLEADER &&
+	    (q->park_err == TL_ELEADERLOST || q->park_err == TL_ECONN)) {
+		return q->park_err;
+	}
+	return err;
+}
+
+/* A reply that sends q to the leader: TL_ENOTLEADER (nothing was applied),
+ * or TL_ELEADERLOST for a request that may be sent twice. q is parked to
+ * be sent again (a TL_ELEADERLOST at once on this connection, whose node
+ * then names the new leader) and a TL_ENOTLEADER starts leaving this
+ * connection for the leader it names, or the next URL. Returns false when
+ * q is to be completed as it is: its deadline passed, it is never parked,
+ * or the client closes. Connection thread. */
+static bool
+conn_redirect(tl_client *c, tli_req *q, int err, tlp_r *r)
+{
+	int target = err == TL_ENOTLEADER ? conn_leader(c, r) : -1;
+	bool parked = false;
+
+	pthread_mutex_lock(&c->mtx);
+	if (err == TL_ENOTLEADER && !c->draining) {
+		c->draining = true;
+		c->redirect = target;
+		tli_client_log(c, TL_LOG_INFO,
+		    "%s is not the cluster leader; moving to %s",
+		    c->urls[c->cur].url,
+		    target >= 0 ? c->urls[target].url : "the next URL");
+	}
+	if (!c->closing && !q->no_park && q->deadline > tli_mono_ms()) {
+		int why = req_sticky(q, err);
+		if (err == TL_ELEADERLOST && !c->draining &&
+		    req_send_locked(c, q) == TL_OK) {
+			q->park_err = why;
+			pthread_cond_broadcast(&c->cv);
+		} else {
+			park_locked(c, q, why);
+		}
+		parked = true;
+	}
+	pthread_mutex_unlock(&c->mtx);
+	return parked;
+}
+
 static void
 conn_dispatch(tl_client *c, const tlp_hdr *h, const uint8_t *body, size_t blen)
 {
@@ -740,8 +991,17 @@ conn_dispatch(tl_client *c, const tlp_hdr *h, const uint8_t *body, size_t blen)
 	}
 	tlp_r_init(&r, body, blen);
 	if (tlp_dec_reply_head(&r, &err, &detail, &nf) != TL_OK) {
-		q->on_reply(q, TL_EPROTO, NULL);
+		req_done(q, TL_EPROTO, NULL);
 		return;
+	}
+	if (err == TL_ENOTLEADER || (err == TL_ELEADERLOST && req_idem(q))) {
+		if (conn_redirect(c, q, err, &r)) {
+			return;
+		}
+		err = req_sticky(q, err);
+	} else if (q->op != TLP_OP_PING) {
+		c->noleader_ms = 0; /* a node that acts as the leader */
+		c->redirects = 0;
 	}
 	if (err != TL_OK) {
 		tli_client_log(c, TL_LOG_DEBUG, "%s failed: %s (%.*s)",
@@ -750,7 +1010,7 @@ conn_dispatch(tl_client *c, const tlp_hdr *h, const uint8_t *body, size_t blen)
 		    detail.p != NULL ? detail.p : "");
 	}
 	/* A failed reply may carry fields after its detail (LOCK's until). */
-	q->on_reply(q, err, &r);
+	req_done(q, err, &r);
 }
 
 /* The connection s is gone: fail what was in flight and forget it. */
@@ -765,9 +1025,9 @@ conn_down(tl_client *c, nng_stream *s, int why)
 	c->stream_dead = true;
 	nng_stream_close(s);
 	err = c->closing ? TL_ECLOSED : TL_ECONN;
-	if (!c->closing) {
+	if (!c->closing && !c->draining) {
 		tli_client_log(c, TL_LOG_WARN, "connection to %s lost: %s",
-		    c->opts.url, tl_strerror(why));
+		    c->urls[c->cur].url, tl_strerror(why));
 	}
 	c->state = c->closing ? TLI_CLOSING : TLI_DOWN;
 	c->stream = NULL;
@@ -778,7 +1038,26 @@ conn_down(tl_client *c, nng_stream *s, int why)
 		cv_wait_until(&c->cv, &c->mtx, tli_mono_ms() + 10);
 	}
 	reqs = table_expire(c, 0, true);
-	tli_consumer_expire(c, 0, true, &lops);
+	if (!c->closing && tli_client_failover(c)) {
+		/* what may be sent twice goes to the next node */
+		int64_t now = tli_mono_ms();
+		for (tli_req **pp = &reqs; *pp != NULL;) {
+			tli_req *q = *pp;
+			if (req_idem(q) && !q->no_park && q->deadline > now) {
+				*pp = q->next;
+				park_locked(c, q,
+				    q->park_err == TL_ELEADERLOST
+				        ? TL_ELEADERLOST
+				        : TL_ECONN);
+			} else {
+				pp = &q->next;
+			}
+		}
+	}
+	c->draining = false;
+	/* lease operations not sent yet wait for the next node too */
+	tli_consumer_expire(
+	    c, tli_mono_ms(), c->closing || !tli_client_failover(c), &lops);
 	tli_buf_reset(&c->outq);
 	pthread_mutex_unlock(&c->mtx);
 	reqs_fail(reqs, err);
@@ -798,6 +1077,124 @@ conn_backoff(tl_client *c, int ms)
 	pthread_mutex_unlock(&c->mtx);
 }
 
+/* Dial urls[idx] and open a session; *out is its stream. */
+static int
+conn_open(tl_client *c, size_t idx, nng_aio *aio, rd_buf *r, nng_stream **out)
+{
+	int rv;
+
+	r->len = r->off = 0;
+	r->gate = NULL;
+	if ((rv = conn_dial(c, aio, c->urls[idx].d, out)) == TL_OK &&
+	    (rv = conn_hello(c, *out, aio, r)) != TL_OK) {
+		nng_stream_free(*out);
+	}
+	return rv;
+}
+
+/* What tl_client_open reports when no URL gave a session: a broker's
+ * refusal (TL_ENOTAUTH, TL_ENOTSUP) says more than an unreachable node. */
+static int
+conn_open_err(int have, int rv)
+{
+	if (have != TL_OK && have != TL_ECONN && have != TL_ETIMEDOUT) {
+		return have;
+	}
+	return rv;
+}
+
+/* Publish s as the client's session: requests flow again, consumers are
+ * re-subscribed (not on the first connection) and the parked requests are
+ * sent. */
+static void
+conn_up(tl_client *c, nng_stream *s, rd_buf *r, bool first)
+{
+	tli_req *failed = NULL;
+
+	pthread_mutex_lock(&c->mtx);
+	c->stream = s;
+	c->stream_dead = false;
+	r->gate = c;
+	c->state = TLI_UP;
+	c->gen++;
+	c->next_ping = tli_mono_ms() + c->ping_ms;
+	if (!first) {
+		tli_client_log(
+		    c, TL_LOG_INFO, "reconnected to %s", c->urls[c->cur].url);
+		tli_consumer_resubscribe(c);
+	}
+	park_flush_locked(c, &failed);
+	c->first_err = TL_OK;
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mtx);
+	park_fail(failed, TL_OK);
+}
+
+/* Read the session's frames until it fails or, after a TL_ENOTLEADER,
+ * the replies in flight are in (*drained then). */
+static int
+conn_read(tl_client *c, nng_stream *s, nng_aio *aio, rd_buf *r, bool *drained)
+{
+	tlp_hdr h;
+	const uint8_t *body;
+	size_t blen;
+	int rv;
+
+	/* The broker answers a ping every ping_ms: a longer silence means
+	 * the connection is dead. */
+	while ((rv = rd_frame(s, aio, r, c->draining ? 1000 : c->idle_ms, &h,
+	            &body, &blen)) == TL_OK) {
+		conn_dispatch(c, &h, body, blen);
+		if (c->draining) {
+			pthread_mutex_lock(&c->mtx);
+			*drained = c->inflight == 0;
+			pthread_mutex_unlock(&c->mtx);
+			if (*drained) {
+				return TL_ENOTLEADER;
+			}
+		}
+	}
+	*drained = c->draining;
+	return rv;
+}
+
+/* After leaving a session (why: its error): where to dial next and how
+ * long to wait first. A redirect goes at once to the named leader; a
+ * follower that named none sends the client to the next URL after a pause
+ * that grows while no node acts as the leader; a lost connection starts
+ * again with the same URL (the last good one) after the reconnect backoff,
+ * unless that node went silent (paused, cut off), which a cluster's list
+ * passes over at once. */
+static int
+conn_next(tl_client *c, size_t idx, bool drained, int why, int backoff)
+{
+	int target;
+
+	pthread_mutex_lock(&c->mtx);
+	target = c->redirect;
+	c->redirect = -1;
+	pthread_mutex_unlock(&c->mtx);
+	if (!drained) {
+		if (why == TL_ETIMEDOUT && tli_client_failover(c)) {
+			c->cur = (idx + 1) % c->nurls;
+			return 0;
+		}
+		return backoff;
+	}
+	c->cur = target >= 0 ? (size_t) target : (idx + 1) % c->nurls;
+	if (target >= 0 && c->redirects++ == 0) {
+		return 0; /* straight to the leader named */
+	}
+	/* no leader named, or the named one sent the client on again (nodes
+	 * that disagree during an election): pause, longer each time */
+	c->noleader_ms =
+	    c->noleader_ms == 0 ? c->opts.backoff_min_ms : c->noleader_ms * 2;
+	if (c->noleader_ms > TLI_NOLEADER_MAX_MS) {
+		c->noleader_ms = TLI_NOLEADER_MAX_MS;
+	}
+	return c->noleader_ms;
+}
+
 static void *
 conn_main(void *arg)
 {
@@ -805,15 +1202,14 @@ conn_main(void *arg)
 	nng_aio *aio = c->raio;
 	rd_buf r = {0};
 	int backoff = c->opts.backoff_min_ms;
-	bool first = true;
-	int rv;
+	bool first = true, drained;
+	size_t fails = 0;
+	int rv, open_err = TL_OK;
 
 	for (;;) {
 		nng_stream *s = NULL;
+		size_t idx = c->cur;
 		bool closing;
-		tlp_hdr h;
-		const uint8_t *body;
-		size_t blen;
 
 		pthread_mutex_lock(&c->mtx);
 		closing = c->closing;
@@ -821,59 +1217,48 @@ conn_main(void *arg)
 		if (closing) {
 			break;
 		}
-		r.len = r.off = 0;
-		r.gate = NULL;
-		if ((rv = conn_dial(c, aio, &s)) == TL_OK &&
-		    (rv = conn_hello(c, s, aio, &r)) != TL_OK) {
-			nng_stream_free(s);
-		}
-		if (rv != TL_OK) {
+		if ((rv = conn_open(c, idx, aio, &r, &s)) != TL_OK) {
+			c->cur = (idx + 1) % c->nurls;
+			fails++;
 			if (first) {
+				/* one round over the URLs, then give up */
+				open_err = conn_open_err(open_err, rv);
+				if (fails < c->nurls) {
+					continue;
+				}
 				pthread_mutex_lock(&c->mtx);
-				c->first_err = rv;
+				c->first_err = open_err;
 				pthread_cond_broadcast(&c->cv);
 				pthread_mutex_unlock(&c->mtx);
 				break;
 			}
 			tli_client_log(c, TL_LOG_DEBUG,
-			    "reconnect to %s failed: %s", c->opts.url,
+			    "reconnect to %s failed: %s", c->urls[idx].url,
 			    tl_strerror(rv));
-			conn_backoff(c, backoff);
-			backoff = backoff * 2 > c->opts.backoff_max_ms
-			    ? c->opts.backoff_max_ms
-			    : backoff * 2;
+			if (fails % c->nurls == 0) {
+				/* a whole round failed */
+				conn_backoff(c, backoff);
+				backoff = backoff * 2 > c->opts.backoff_max_ms
+				    ? c->opts.backoff_max_ms
+				    : backoff * 2;
+			}
 			continue;
 		}
 		pthread_mutex_lock(&c->mtx);
-		if (c->closing) {
-			pthread_mutex_unlock(&c->mtx);
+		closing = c->closing;
+		pthread_mutex_unlock(&c->mtx);
+		if (closing) {
 			nng_stream_free(s);
 			break;
 		}
-		c->stream = s;
-		c->stream_dead = false;
-		r.gate = c;
-		c->state = TLI_UP;
-		c->gen++;
-		c->next_ping = tli_mono_ms() + TLI_PING_MS;
-		if (!first) {
-			tli_client_log(
-			    c, TL_LOG_INFO, "reconnected to %s", c->opts.url);
-			tli_consumer_resubscribe(c);
-		}
+		fails = 0;
+		conn_up(c, s, &r, first);
 		first = false;
-		c->first_err = TL_OK;
-		pthread_cond_broadcast(&c->cv);
-		pthread_mutex_unlock(&c->mtx);
 		backoff = c->opts.backoff_min_ms;
-		/* The broker answers a ping every TLI_PING_MS: a longer
-		 * silence means the connection is dead. */
-		while ((rv = rd_frame(s, aio, &r, TLI_IDLE_MS, &h, &body,
-		            &blen)) == TL_OK) {
-			conn_dispatch(c, &h, body, blen);
-		}
+		drained = false;
+		rv = conn_read(c, s, aio, &r, &drained);
 		conn_down(c, s, rv);
-		conn_backoff(c, backoff);
+		conn_backoff(c, conn_next(c, idx, drained, rv, backoff));
 	}
 	tli_free(r.buf);
 	pthread_mutex_lock(&c->mtx);
@@ -888,8 +1273,9 @@ conn_main(void *arg)
 static void
 client_free(tl_client *c)
 {
-	if (c->dialer != NULL) {
-		nng_stream_dialer_free(c->dialer);
+	for (size_t i = 0; i < c->nurls; i++) {
+		nng_stream_dialer_free(c->urls[i].d);
+		tli_free(c->urls[i].url);
 	}
 	if (c->raio != NULL) {
 		nng_aio_free(c->raio);
@@ -923,18 +1309,18 @@ read_pem(tl_client *c, const char *path)
  * the CA file and the server name (default: the URL's host); a client
  * certificate is offered when one is set. */
 static int
-client_tls(tl_client *c)
+client_tls(tl_client *c, const tli_url *u)
 {
 	nng_tls_config *cfg = NULL;
 	char host[256], *cert = NULL, *key = NULL;
-	const char *h = c->opts.url + 10, *colon;
+	const char *h = u->url + 10, *colon;
 	int rv = TL_EINVAL, nrv;
 
 	if (c->opts.tls_ca == NULL) {
 		tli_client_log(c, TL_LOG_ERROR,
 		    "%s needs a CA file (tl_opts_set_tls_ca or "
 		    "TIMELINE_TLS_CA) to verify the broker",
-		    c->opts.url);
+		    u->url);
 		return TL_EINVAL;
 	}
 	colon = strrchr(h, ':');
@@ -971,8 +1357,7 @@ client_tls(tl_client *c)
 			goto out;
 		}
 	}
-	if (nng_stream_dialer_set_ptr(c->dialer, NNG_OPT_TLS_CONFIG, cfg) ==
-	    0) {
+	if (nng_stream_dialer_set_ptr(u->d, NNG_OPT_TLS_CONFIG, cfg) == 0) {
 		rv = TL_OK;
 	}
 out:
@@ -983,6 +1368,73 @@ out:
 	tli_free(cert);
 	nng_tls_config_free(cfg);
 	return rv;
+}
+
+/* Add url[0..n) with its dialer (TLS and no Nagle delay as its scheme
+ * asks); its index in *idx. Errors: TL_EINVAL (a URL nng refuses, TLS
+ * settings that cannot be used), TL_ENOMEM (also when the list is full). */
+static int
+url_add(tl_client *c, const char *url, size_t n, size_t *idx)
+{
+	tli_url u = {NULL, NULL};
+	int rv;
+
+	if (c->nurls == TLI_MAX_URLS + TLI_MAX_LEARNED) {
+		return TL_ENOMEM;
+	}
+	if ((u.url = tli_strndup(url, n)) == NULL) {
+		return TL_ENOMEM;
+	}
+	if ((rv = nng_stream_dialer_alloc(&u.d, u.url)) != 0) {
+		tli_free(u.url);
+		return rv == NNG_ENOMEM ? TL_ENOMEM : TL_EINVAL;
+	}
+	if (strncmp(u.url, "tls+tcp://", 10) == 0 &&
+	    (rv = client_tls(c, &u)) != TL_OK) {
+		nng_stream_dialer_free(u.d);
+		tli_free(u.url);
+		return rv;
+	}
+	/* Requests are coalesced into frames already: no Nagle delay on top
+	 * (nng's stream dialer leaves it on). */
+	if (strncmp(u.url, "ipc://", 6) != 0) {
+		nng_stream_dialer_set_bool(u.d, NNG_OPT_TCP_NODELAY, true);
+	}
+	pthread_mutex_lock(&c->mtx);
+	*idx = c->nurls;
+	c->urls[c->nurls++] = u;
+	pthread_mutex_unlock(&c->mtx);
+	return TL_OK;
+}
+
+/* The URLs of the options: one, or a comma-separated list. */
+static int
+client_urls(tl_client *c)
+{
+	const char *p = c->opts.url, *item;
+	size_t n, idx;
+	int rv;
+
+	while (tli_url_next(&p, &item, &n)) {
+		if (n == 0 || c->nurls == TLI_MAX_URLS) {
+			return TL_EINVAL;
+		}
+		if ((rv = url_add(c, item, n, &idx)) != TL_OK) {
+			return rv;
+		}
+	}
+	c->ngiven = c->nurls;
+	c->ping_ms = TLI_PING_MS;
+	c->idle_ms = TLI_IDLE_MS;
+	c->hello_ms = c->opts.timeout_ms;
+	if (c->nurls > 1) {
+		c->ping_ms = TLI_CLUSTER_PING_MS;
+		c->idle_ms = TLI_CLUSTER_IDLE_MS;
+		if (c->hello_ms > TLI_CLUSTER_IDLE_MS) {
+			c->hello_ms = TLI_CLUSTER_IDLE_MS;
+		}
+	}
+	return c->nurls > 0 ? TL_OK : TL_EINVAL;
 }
 
 /* Tell a library thread to stop (its flag, under the lock, and a wake-up)
@@ -1040,6 +1492,9 @@ stream_abort_wait(tl_client *c)
 static void
 client_stop(tl_client *c)
 {
+	tli_req *parked;
+	size_t n;
+
 	pthread_mutex_lock(&c->mtx);
 	c->closing = true;
 	if (c->stream != NULL) {
@@ -1047,11 +1502,18 @@ client_stop(tl_client *c)
 		nng_stream_close(c->stream);
 	}
 	pthread_cond_broadcast(&c->cv);
+	n = c->nurls;
 	pthread_mutex_unlock(&c->mtx);
-	nng_stream_dialer_close(c->dialer);
+	for (size_t i = 0; i < n; i++) {
+		nng_stream_dialer_close(c->urls[i].d);
+	}
 	stream_abort_wait(c);
 	pthread_join(c->conn_thr, NULL);
 	pthread_join(c->send_thr, NULL);
+	pthread_mutex_lock(&c->mtx);
+	parked = park_expire(c, 0, true);
+	pthread_mutex_unlock(&c->mtx);
+	park_fail(parked, TL_ECLOSED);
 	thread_stop(c, &c->cb_stop, &c->cb_cv, c->cb_thr);
 }
 
@@ -1097,21 +1559,9 @@ tl_client_open(tl_client **out, const tl_opts *o)
 		rv = TL_ENOMEM;
 		goto fail;
 	}
-	if ((rv = nng_stream_dialer_alloc(&c->dialer, c->opts.url)) != 0) {
-		c->dialer = NULL;
-		rv = rv == NNG_ENOMEM ? TL_ENOMEM : TL_EINVAL;
+	c->redirect = -1;
+	if ((rv = client_urls(c)) != TL_OK) {
 		goto fail;
-	}
-	if (strncmp(c->opts.url, "tls+tcp://", 10) == 0 &&
-	    (rv = client_tls(c)) != TL_OK) {
-		goto fail;
-	}
-	/* Requests are coalesced into frames already: no Nagle delay on top
-	 * (nng's stream dialer leaves it on). */
-	if (strncmp(c->opts.url, "tcp://", 6) == 0 ||
-	    strncmp(c->opts.url, "tls+tcp://", 10) == 0) {
-		nng_stream_dialer_set_bool(
-		    c->dialer, NNG_OPT_TCP_NODELAY, true);
 	}
 	if ((rv = client_threads(c)) != TL_OK) {
 		goto fail;

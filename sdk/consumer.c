@@ -481,7 +481,7 @@ lop_queue_locked(tl_client *c, tl_consumer *k, int kind, tli_lop *op)
 	if (c->closing || k->closing) {
 		return TL_ECLOSED;
 	}
-	if (c->state != TLI_UP) {
+	if (c->state != TLI_UP && !tli_client_failover(c)) {
 		return TL_ECONN;
 	}
 	op->next = NULL;
@@ -767,7 +767,11 @@ resub_reply(tli_req *q, int err, tlp_r *r)
 {
 	resub *s = (resub *) q;
 
-	if (err != TL_OK) {
+	if (err == TL_ENOTLEADER) {
+		/* the client moves to the leader and subscribes there */
+		tli_client_log(q->c, TL_LOG_INFO,
+		    "re-subscribing %s: not the leader", s->what);
+	} else if (err != TL_OK) {
 		tli_client_log(q->c, TL_LOG_ERROR,
 		    "re-subscribing %s failed: %s", s->what, tl_strerror(err));
 	}
@@ -779,13 +783,17 @@ tli_consumer_resubscribe(tl_client *c)
 {
 	for (tl_consumer *k = c->consumers; k != NULL; k = k->next) {
 		resub *s;
-		if (k->closing || k->lock ||
+		/* an opening consumer's own SUBSCRIBE is sent again by the
+		 * client when it was not answered: once is enough (a second
+		 * one would take the first one's leases over) */
+		if (k->closing || k->lock || k->opening ||
 		    (s = tli_zalloc(sizeof(*s))) == NULL) {
 			continue;
 		}
 		snprintf(s->what, sizeof(s->what), "%s/%s", k->topic, k->id);
 		s->q.op = TLP_OP_SUBSCRIBE;
 		s->q.on_reply = resub_reply;
+		s->q.no_park = true;
 		tli_sub_encode(&s->q.frame, TLP_OP_SUBSCRIBE, k);
 		if (tli_submit_locked(c, &s->q) != TL_OK) {
 			tli_free(s);
@@ -935,11 +943,15 @@ tl_consumer_open(tl_consumer **out, tl_client *c, const tl_consumer_conf *conf)
 	pthread_mutex_lock(&c->mtx);
 	k->next = c->consumers;
 	c->consumers = k;
+	k->opening = true;
 	pthread_mutex_unlock(&c->mtx);
 	if ((rv = tli_sub_encode(&b, TLP_OP_SUBSCRIBE, k)) == TL_OK) {
 		rv = tli_call(c, &b, TLP_OP_SUBSCRIBE, NULL, NULL);
 	}
 	tli_buf_fini(&b);
+	pthread_mutex_lock(&c->mtx);
+	k->opening = false;
+	pthread_mutex_unlock(&c->mtx);
 	if (rv == TL_OK && k->on_message != NULL) {
 		if (pthread_create(&k->thr, NULL, consumer_main, k) != 0) {
 			rv = TL_ENOMEM;

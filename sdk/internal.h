@@ -7,7 +7,11 @@
  * DESIGN. A client runs three threads. The connection thread dials, says
  * HELLO, re-subscribes the open consumers and then reads frames, completing
  * requests and queueing deliveries; on a read error it fails every request
- * in flight with TL_ECONN and reconnects with backoff. The send thread
+ * in flight with TL_ECONN and reconnects with backoff. Given several URLs
+ * (a cluster) it goes round them; a TL_ENOTLEADER reply parks its request
+ * and makes it leave for the leader named (or the next URL) once the
+ * replies in flight are in, and parked requests are sent again on the next
+ * session (see "following the cluster's leader" in client.c). The send thread
  * writes the send queue (many frames per nng_stream_send), builds the
  * coalesced lease-op batches, sends PINGs and times requests out. The
  * callback thread runs user completion callbacks (tl_put_batch_async, the
@@ -44,7 +48,20 @@
  * whose peer was killed. */
 #define TLI_STALL_MS 3000
 #define TLI_IDLE_MS (3 * TLI_PING_MS)
+/* With a cluster's URLs a paused or cut-off node must be left quickly for
+ * the new leader: pings every second, a connection silent for 3 s is dead,
+ * and a node that does not answer HELLO within 3 s is passed over. */
+#define TLI_CLUSTER_PING_MS 1000
+#define TLI_CLUSTER_IDLE_MS (3 * TLI_CLUSTER_PING_MS)
 #define TLI_TABLE_SIZE 1024u
+/* URLs in a list given to tl_opts_set_url, and the room for leader URLs a
+ * cluster names that are not in it. */
+#define TLI_MAX_URLS 16
+#define TLI_MAX_LEARNED 8
+/* The pause before trying the next URL when a node answers TL_ENOTLEADER
+ * without naming a leader (an election): doubles from the reconnect
+ * backoff's minimum up to this. */
+#define TLI_NOLEADER_MAX_MS 1000
 /* A send is cut into batches of bodies below this many bytes. */
 #define TLI_BATCH_BYTES (24u * 1024u * 1024u)
 
@@ -78,10 +95,23 @@ struct tli_req {
 	uint8_t op;
 	int64_t deadline; /* monotonic ms */
 	tli_hnode hn;     /* in the request table, by id */
-	tli_req *next;    /* a list of expired or failed requests */
-	tli_buf frame;    /* the encoded frame until it is queued */
+	tli_req *next;    /* a list of expired, failed or parked requests */
+	tli_buf frame;    /* the encoded frame, kept until completion so
+	                   * the request can be sent again */
 	tli_reply_fn on_reply;
 	void *arg;
+	/* Sending it twice cannot apply it twice (a read, or a create whose
+	 * every message carries its own id): after an unknown outcome
+	 * (TL_ELEADERLOST, a lost connection to a cluster) it is sent again
+	 * on the new leader. Set by the encoder; reads are known by op. */
+	bool idem;
+	/* Never parked: completed with TL_ENOTLEADER at once, and with
+	 * TL_ECONN at once while disconnected (the SUBSCRIBEs of a reconnect,
+	 * which the next connection sends anyway; an UNSUBSCRIBE). */
+	bool no_park;
+	/* Why it waits on the parked list (TL_ENOTLEADER, TL_ELEADERLOST,
+	 * TL_ECONN): its error when the deadline passes there. */
+	int park_err;
 };
 
 /* A blocking caller's completion. The caller sleeps on its own condition
@@ -164,6 +194,9 @@ struct tl_consumer {
 	 * the topic, the consumer id and the pending lease ops, and is never
 	 * subscribed nor given deliveries. */
 	bool lock;
+	/* tl_consumer_open waits for its SUBSCRIBE: a reconnect leaves it
+	 * to that request (which the client sends again) */
+	bool opening;
 	char *topic;
 	char *id;
 	int64_t lease_ms;
@@ -190,8 +223,33 @@ struct tl_consumer {
 	tl_consumer *dnext; /* the client's dirty list */
 };
 
+/* One address of the broker (or of a cluster's node) with its dialer. */
+typedef struct tli_url {
+	char *url;
+	nng_stream_dialer *d;
+} tli_url;
+
 struct tl_client {
 	tl_opts opts;
+	/* The URLs given (ngiven of them), then leader URLs learned from
+	 * TL_ENOTLEADER replies; cur is the one in use (or to dial next).
+	 * Appended to by the connection thread only, under mtx. */
+	tli_url urls[TLI_MAX_URLS + TLI_MAX_LEARNED];
+	size_t nurls, ngiven, cur;
+	/* The connection is being left for another node (a TL_ENOTLEADER):
+	 * new requests are parked, the reader waits for the replies in
+	 * flight, then reconnects to redirect (-1: the next URL). */
+	bool draining;
+	int redirect;
+	int noleader_ms; /* the pause after a reply that named no leader */
+	int redirects;   /* redirects since a node last acted as the leader */
+	/* TLI_PING_MS, TLI_IDLE_MS and the request timeout for one URL; the
+	 * TLI_CLUSTER_ ones (HELLO within at most the idle time) for a list */
+	int ping_ms, idle_ms, hello_ms;
+	/* Requests waiting for a connection to the leader, oldest first:
+	 * sent as soon as one is up, failed at their deadline. */
+	tli_req *park_head, *park_tail;
+	size_t nparked;
 	pthread_mutex_t mtx;
 	pthread_cond_t cv;    /* state changes, sender work, waiters */
 	pthread_cond_t cb_cv; /* callback queue */
@@ -200,7 +258,6 @@ struct tl_client {
 	bool sending;  /* the send thread uses the stream */
 	uint64_t gen;  /* connection generation */
 	int first_err; /* the first connect's outcome, -1 pending */
-	nng_stream_dialer *dialer;
 	nng_stream *stream;
 	bool stream_dead; /* stream was closed: start no I/O on it */
 	pthread_t conn_thr, send_thr, cb_thr;
@@ -223,11 +280,21 @@ struct tl_client {
 	uint64_t session_id;
 };
 
+/* A client that knows more than one address (a cluster) waits for the
+ * next connection rather than failing requests and lease operations with
+ * TL_ECONN. Under c->mtx or on the connection thread. */
+bool tli_client_failover(const tl_client *c);
+
 /* logging (never prints; only the user's callback) */
 void tli_client_log(tl_client *c, tl_log_level lvl, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* options */
+/* Whether url[0..n) starts with a scheme the client dials. */
+bool tli_url_scheme_ok(const char *url, size_t n);
+/* The next element of a comma-separated URL list at *p (spaces around it
+ * trimmed): 1 with *item, *n set and *p advanced, 0 at the end. */
+int tli_url_next(const char **p, const char **item, size_t *n);
 int tli_opts_copy(tl_opts *dst, const tl_opts *src);
 void tli_opts_fini(tl_opts *o);
 void tli_opts_defaults(tl_opts *o);

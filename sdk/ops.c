@@ -394,6 +394,13 @@ ppart_make(
 	bt.n = n;
 	p->q.op = TLP_OP_CREATE;
 	p->q.on_reply = ppart_reply;
+	/* Sent again after an unknown outcome only when no message gets a
+	 * generated id: a repeat then answers TL_EEXISTS rather than making a
+	 * second message. */
+	p->q.idem = true;
+	for (size_t i = 0; i < n; i++) {
+		p->q.idem = p->q.idem && items[i].id.n > 0;
+	}
 	p->pb = pb;
 	p->first = first;
 	p->n = n;

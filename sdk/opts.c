@@ -1,5 +1,6 @@
 /*
- * Client options (tl_opts): the broker's address, the client's name and
+ * Client options (tl_opts): the broker's address (one URL or a cluster's
+ * comma-separated list), the client's name and
  * credential, the request timeout, the reconnect backoff and the log
  * callback, the TLS settings of tls+tcp:// URLs. Defaults come from the
  * environment (TIMELINE_URL, TIMELINE_TOKEN, TIMELINE_TLS_CA) when set.
@@ -24,13 +25,60 @@ opts_set_str(char **dst, const char *s)
 	return TL_OK;
 }
 
+bool
+tli_url_scheme_ok(const char *url, size_t n)
+{
+	static const char *const schemes[] = {
+	    "tcp://", "ipc://", "tls+tcp://", "tcp4://", "tcp6://"};
+
+	for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++) {
+		size_t k = strlen(schemes[i]);
+		if (n > k && strncmp(url, schemes[i], k) == 0) {
+			return true;
+		}
+	}
+	return false;
+}
+
+int
+tli_url_next(const char **p, const char **item, size_t *n)
+{
+	const char *s = *p, *e;
+
+	while (*s == ' ') {
+		s++;
+	}
+	if (*s == '\0') {
+		return 0;
+	}
+	e = strchr(s, ',');
+	*item = s;
+	*n = e != NULL ? (size_t) (e - s) : strlen(s);
+	while (*n > 0 && s[*n - 1] == ' ') {
+		(*n)--;
+	}
+	*p = e != NULL ? e + 1 : s + strlen(s);
+	return 1;
+}
+
+/* One URL or a list of up to TLI_MAX_URLS, each with a known scheme and
+ * no empty element ("a,,b" and a trailing comma are refused). */
 static bool
 opts_url_ok(const char *url)
 {
-	return strncmp(url, "tcp://", 6) == 0 ||
-	    strncmp(url, "ipc://", 6) == 0 ||
-	    strncmp(url, "tls+tcp://", 10) == 0 ||
-	    strncmp(url, "tcp4://", 7) == 0 || strncmp(url, "tcp6://", 7) == 0;
+	const char *p = url, *item;
+	size_t n, cnt = 0;
+	size_t len = strlen(url);
+
+	if (len == 0 || url[len - 1] == ',') {
+		return false;
+	}
+	while (tli_url_next(&p, &item, &n)) {
+		if (++cnt > TLI_MAX_URLS || !tli_url_scheme_ok(item, n)) {
+			return false;
+		}
+	}
+	return cnt > 0;
 }
 
 void

@@ -73,7 +73,8 @@ static const char usage_text[] =
     "  lock TOPIC ID --consumer ID [--lease DURATION] [--create GROUP]\n"
     "               [--timeout DURATION] [--hold DURATION]\n"
     "TIME: UTC ms or ISO-8601 (2026-11-22T10:00:00Z); DURATION: 300ms, 5s,\n"
-    "2m, 1h. URL defaults to $TIMELINE_URL or tcp://127.0.0.1:7400.\n";
+    "2m, 1h. URL defaults to $TIMELINE_URL or tcp://127.0.0.1:7400; a\n"
+    "cluster: its nodes' URLs separated by commas.\n";
 
 /* ---- time syntax ---- */
 
@@ -1149,7 +1150,8 @@ client_connect(args *a, tl_client **out)
 		fprintf(a->err,
 		    "tlctl: the URL '%s' is not usable: it must look "
 		    "like tcp://HOST:PORT, tls+tcp://HOST:PORT or "
-		    "ipc:///PATH.\n",
+		    "ipc:///PATH, or be a comma-separated list of such "
+		    "URLs (a cluster's nodes).\n",
 		    a->url);
 		return TLCTL_USAGE;
 	}

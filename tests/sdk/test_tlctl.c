@@ -261,3 +261,28 @@ Test(tlctl, put_every_for_and_times_shown_by_get)
 	    strstr(o, "occurrence: 1 of 4\ncatch_up: yes\n") != NULL, "%s", o);
 	free(o), free(e);
 }
+
+/* --url takes a cluster's list: a dead first node is skipped. */
+Test(tlctl, url_list_skips_a_dead_node)
+{
+	char *o = NULL, *e = NULL;
+	char urls[1400];
+
+	sb_start(&B, "sdk-ctl-list");
+	snprintf(urls, sizeof(urls), "ipc://%s/dead.sock,%s", B.dir, B.url);
+	const char *put[] = {"tlctl", "--url", urls, "put", "default", "x",
+	    "--in", "1h", "--id", "via-list", NULL};
+	const char *get[] = {
+	    "tlctl", "--url", urls, "get", "default", "via-list", NULL};
+	const char *bad[] = {
+	    "tlctl", "--url", "tcp://127.0.0.1:1,,", "count", "default", NULL};
+
+	cr_assert_eq(run(&o, &e, put), TLCTL_OK, "%s", e);
+	free(o), free(e);
+	cr_assert_eq(run(&o, &e, get), TLCTL_OK, "%s", e);
+	cr_assert(strstr(o, "via-list") != NULL, "output: %s", o);
+	free(o), free(e);
+	cr_assert_eq(run(&o, &e, bad), TLCTL_USAGE);
+	cr_assert(strstr(e, "comma-separated") != NULL, "%s", e);
+	free(o), free(e);
+}

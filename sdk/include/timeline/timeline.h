@@ -60,9 +60,12 @@ typedef void (*tl_log_fn)(void *arg, tl_log_level level, const char *msg);
 TL_API int tl_opts_alloc(tl_opts **out);
 TL_API void tl_opts_free(tl_opts *o);
 /* The broker's address: "tcp://host:port", "ipc:///path",
- * "tls+tcp://host:port" (see tl_opts_set_tls_ca). The
+ * "tls+tcp://host:port" (see tl_opts_set_tls_ca); or a cluster's nodes as
+ * a comma-separated list of up to 16 such URLs
+ * ("tcp://a:7400,tcp://b:7400,tcp://c:7400"), tried in order, the client
+ * then finding and following the leader (see tl_client_open). The
  * TIMELINE_URL environment variable, when set, is the default. Errors:
- * TL_EINVAL for NULL or an unsupported scheme. */
+ * TL_EINVAL for NULL, an unsupported scheme or an empty list element. */
 TL_API int tl_opts_set_url(tl_opts *o, const char *url);
 /* The client's name, shown in the broker's logs and metrics. */
 TL_API int tl_opts_set_name(tl_opts *o, const char *name);
@@ -98,7 +101,25 @@ typedef struct tl_client tl_client;
  * version), TL_ENOMEM. After a connection loss the client reconnects by
  * itself with backoff; requests in flight then fail with TL_ECONN (they may
  * or may not have been applied: retry idempotently, e.g. creates with
- * natural ids). */
+ * natural ids).
+ *
+ * With a list of URLs (a cluster) the client tries them in order, once
+ * each, and fails with the most telling error met (a refusal over
+ * TL_ECONN) when none answers; after a loss it starts again with the URL
+ * last used and goes round the list, backing off after each whole round.
+ * A node that answers TL_ENOTLEADER applied nothing: the client connects to
+ * the leader it names (added to the list when it is not in it) or, naming
+ * none, to the next URL after a short pause, re-subscribes its consumers
+ * there and sends the request again; the caller sees TL_ENOTLEADER only if
+ * the request's timeout passes first. While it switches, and with more
+ * than one URL while it is disconnected, new requests wait for the next
+ * connection (up to their timeout, then TL_ECONN) instead of failing at
+ * once; so do lease operations, also those queued but not sent when the
+ * connection broke. After an unknown outcome (TL_ELEADERLOST, or a connection
+ * lost with more than one URL) only requests that cannot apply twice are sent
+ * again: reads, and creates whose every message has its own id (a repeat
+ * of one that had landed answers TL_EEXISTS in its tl_put.err); the others
+ * fail with TL_ELEADERLOST / TL_ECONN. docs/sdk.md has the details. */
 TL_API int tl_client_open(tl_client **out, const tl_opts *o);
 /* Close the connection. Requests in flight fail with TL_ECLOSED; consumers
  * of this client must be closed first. */
