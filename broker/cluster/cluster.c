@@ -26,6 +26,7 @@
 
 #include "broker.h"
 #include "cluster.h"
+#include "clockwatch.h"
 #include "dispatch.h"
 #include "store_shim.h"
 
@@ -87,6 +88,12 @@ struct tlc {
 	uint64_t snaps_installed;
 
 	_Atomic bool serving;
+
+	/* the clock watch: a degraded node hands the leadership over */
+	tlc_clock *clock;
+	struct raft_transfer transfer;
+	bool transfer_pending; /* raft thread */
+	uint64_t refused_term; /* raft thread: handed over in this term */
 };
 
 /* The snapshot buffer: magic, applied index, file count, then per file
@@ -567,6 +574,38 @@ barrier_cb(struct raft_barrier *req, int status)
 }
 
 static void
+transfer_cb(struct raft_transfer *req)
+{
+	tlc *c = req->data;
+
+	c->transfer_pending = false;
+}
+
+/* A leader whose clock is off the majority's hands the leadership to
+ * another voter (once a term; the role thread does not serve meanwhile). */
+static void
+refuse_leadership(tlc *c, uint64_t term)
+{
+	bool known = false;
+	int64_t off = tlc_clock_majority_offset(c->clock, &known);
+	int rv;
+
+	if (c->transfer_pending || c->refused_term == term) {
+		return;
+	}
+	c->refused_term = term;
+	c->transfer.data = c;
+	rv = raft_transfer(&c->raft, &c->transfer, 0, transfer_cb);
+	c->transfer_pending = rv == 0;
+	tlb_log(TLB_WARN, "R014",
+	    "elected leader (term %llu) with a clock %lld ms off the "
+	    "majority's: not serving; %s",
+	    (unsigned long long) term, (long long) -off,
+	    rv == 0 ? "handing the leadership over"
+	            : "no other voter to hand it to");
+}
+
+static void
 tick_cb(uv_timer_t *t)
 {
 	tlc *c = t->data;
@@ -605,10 +644,15 @@ tick_cb(uv_timer_t *t)
 	c->term = term;
 	c->commit_index = c->raft.commit_index;
 	c->applied_index = raft_last_applied(&c->raft);
-	if (changed) {
+	if (changed ||
+	    (c->is_leader && tlc_clock_degraded(c->clock) &&
+	        atomic_load(&c->serving))) {
 		pthread_cond_broadcast(&c->cv);
 	}
 	pthread_mutex_unlock(&c->mtx);
+	if (st == RAFT_LEADER && tlc_clock_degraded(c->clock)) {
+		refuse_leadership(c, term);
+	}
 	/* a new leader serves once an entry of its term has applied: every
 	 * entry committed before is then in its store */
 	if (st == RAFT_LEADER && !c->barrier_pending &&
@@ -792,7 +836,8 @@ take_over(tlc *c, uint64_t term)
 		return;
 	}
 	pthread_mutex_lock(&c->mtx);
-	if (c->is_leader && c->ready_term == term && !c->stop) {
+	if (c->is_leader && c->ready_term == term && !c->stop &&
+	    !tlc_clock_degraded(c->clock)) {
 		atomic_store(&c->serving, true);
 		tlb_log(TLB_INFO, "R001",
 		    "leader elected: this node serves (term %llu)",
@@ -810,11 +855,12 @@ role_main(void *arg)
 	pthread_mutex_lock(&c->mtx);
 	for (;;) {
 		bool serving = atomic_load(&c->serving);
+		bool skewed = tlc_clock_degraded(c->clock);
 		bool lost = serving &&
 		    (!c->is_leader || c->ready_term == 0 ||
-		        c->ready_term != c->tried_term);
+		        c->ready_term != c->tried_term || skewed);
 		bool won = c->is_leader && c->ready_term != 0 &&
-		    c->ready_term != c->tried_term;
+		    c->ready_term != c->tried_term && !skewed;
 
 		if (c->stop) {
 			break;
@@ -881,6 +927,9 @@ tlc_start(tlb_broker *b)
 	b->cluster = c;
 	if (rv == 0 && pthread_create(&c->role_th, NULL, role_main, c) == 0) {
 		c->role_started = true;
+		if (b->conf.nnodes > 1) {
+			c->clock = tlc_clock_start(b);
+		}
 		return 0;
 	}
 	tlc_stop(b);
@@ -906,6 +955,7 @@ tlc_stop(tlb_broker *b)
 	if (c->role_started) {
 		pthread_join(c->role_th, NULL);
 	}
+	tlc_clock_stop(c->clock); /* nothing reads it any more */
 	b->cluster = NULL;
 	pthread_cond_destroy(&c->cv);
 	pthread_mutex_destroy(&c->mtx);
@@ -942,4 +992,10 @@ tlc_get_stats(tlc *c, tlc_stats *st)
 	st->snapshots_taken = c->snaps_taken;
 	st->snapshots_installed = c->snaps_installed;
 	pthread_mutex_unlock(&c->mtx);
+}
+
+void
+tlc_clock_render(tlc *c, tli_buf *o)
+{
+	tlc_clock_metrics(c->clock, o);
 }

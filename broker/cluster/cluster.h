@@ -62,5 +62,8 @@ typedef struct tlc_stats {
 	uint64_t snapshots_installed;
 } tlc_stats;
 void tlc_get_stats(tlc *c, tlc_stats *st);
+/* The clock watch's rows of /metrics (clockwatch.h). */
+struct tli_buf;
+void tlc_clock_render(tlc *c, struct tli_buf *o);
 
 #endif
