@@ -589,7 +589,10 @@ enc_results(tlp_w *w, const void *arg)
 	enc_list_begin(w, 2, p->n);
 	for (size_t i = 0; i < p->n; i++) {
 		const tli_op *o = &p->ops[i];
-		tlp_w_array(w, 6);
+		/* tlp_result's layout; seq is optional (proto/msgs.c, "Records
+		 * grow at the end"): left out when 0, so a client of the first
+		 * layout reads the result of any non-recurring message */
+		tlp_w_array(w, o->seq != 0 ? 6 : 5);
 		tlp_w_uint(w, (uint64_t) o->err);
 		if (o->gen_id[0] != '\0') {
 			tlp_w_str(w, o->gen_id, TL_GEN_ID_LEN);
@@ -599,7 +602,9 @@ enc_results(tlp_w *w, const void *arg)
 		tlp_w_uint(w, o->new_version);
 		tlp_w_int(w, o->new_ts);
 		tlp_w_uint(w, o->deliveries);
-		tlp_w_uint(w, o->seq);
+		if (o->seq != 0) {
+			tlp_w_uint(w, o->seq);
+		}
 	}
 }
 

@@ -30,21 +30,30 @@ typedef struct field {
 	uint16_t off;
 	uint16_t off2;
 	uint32_t max;
+	/* Added after the record's first layout (FIELD_OPT). A record's
+	 * optional fields all come after its first layout's, in the order
+	 * they were added; see "Records grow at the end" below. */
+	uint8_t opt;
 } field;
 
 /* A field of kind at member m of struct T; strings and bodies with their
  * limit, bodies with the member that holds their length. */
-#define FIELD(kind, T, m)                    \
-	{                                    \
-		(kind), offsetof(T, m), 0, 0 \
+#define FIELD(kind, T, m)                       \
+	{                                       \
+		(kind), offsetof(T, m), 0, 0, 0 \
 	}
-#define FSTR(kind, T, m, lim)                    \
-	{                                        \
-		(kind), offsetof(T, m), 0, (lim) \
+#define FSTR(kind, T, m, lim)                       \
+	{                                           \
+		(kind), offsetof(T, m), 0, (lim), 0 \
 	}
-#define FBODY(kind, T, m, len)                                            \
-	{                                                                 \
-		(kind), offsetof(T, m), offsetof(T, len), TL_MAX_BODY_LEN \
+#define FBODY(kind, T, m, len)                                               \
+	{                                                                    \
+		(kind), offsetof(T, m), offsetof(T, len), TL_MAX_BODY_LEN, 0 \
+	}
+/* An integer or bool field added to a record after its first layout. */
+#define FIELD_OPT(kind, T, m)                   \
+	{                                       \
+		(kind), offsetof(T, m), 0, 0, 1 \
 	}
 #define NF(tab) (sizeof(tab) / sizeof((tab)[0]))
 
@@ -72,22 +81,22 @@ static const field topic_f[] = {FSTR(F_STR, tlp_topic, name, NAME),
 static const field item_f[] = {FSTR(F_NSTR, tlp_item, id, ID),
     FIELD(F_U64, tlp_item, version), FIELD(F_I64, tlp_item, ts),
     FIELD(F_BOOL, tlp_item, rel), FBODY(F_NBIN, tlp_item, body, body_len),
-    FIELD(F_I64, tlp_item, every_ms), FIELD(F_U32, tlp_item, times),
-    FIELD(F_I64, tlp_item, until), FIELD(F_BOOL, tlp_item, catch_up)};
+    FIELD_OPT(F_I64, tlp_item, every_ms), FIELD_OPT(F_U32, tlp_item, times),
+    FIELD_OPT(F_I64, tlp_item, until), FIELD_OPT(F_BOOL, tlp_item, catch_up)};
 
 static const field result_f[] = {FIELD(F_ERR, tlp_result, err),
     FSTR(F_STR, tlp_result, id, ID), FIELD(F_U64, tlp_result, version),
     FIELD(F_I64, tlp_result, ts), FIELD(F_U32, tlp_result, deliveries),
-    FIELD(F_U32, tlp_result, seq)};
+    FIELD_OPT(F_U32, tlp_result, seq)};
 
 static const field msg_f[] = {FSTR(F_STR, tlp_msg, id, ID),
     FIELD(F_I64, tlp_msg, ts), FIELD(F_U32, tlp_msg, bucket),
     FSTR(F_STR, tlp_msg, owner, NAME), FSTR(F_STR, tlp_msg, consumer, NAME),
     FIELD(F_U64, tlp_msg, version), FIELD(F_U32, tlp_msg, deliveries),
     FIELD(F_I64, tlp_msg, created_at), FBODY(F_BIN, tlp_msg, body, body_len),
-    FIELD(F_I64, tlp_msg, every_ms), FIELD(F_I64, tlp_msg, start),
-    FIELD(F_U32, tlp_msg, seq), FIELD(F_U32, tlp_msg, last),
-    FIELD(F_BOOL, tlp_msg, catch_up)};
+    FIELD_OPT(F_I64, tlp_msg, every_ms), FIELD_OPT(F_I64, tlp_msg, start),
+    FIELD_OPT(F_U32, tlp_msg, seq), FIELD_OPT(F_U32, tlp_msg, last),
+    FIELD_OPT(F_BOOL, tlp_msg, catch_up)};
 
 /* LIST's head; the cursor that follows is a pair of nils or values. */
 static const field list_f[] = {FSTR(F_STR, tlp_list, topic, NAME),
@@ -107,9 +116,10 @@ static const field delivery_f[] = {FSTR(F_STR, tlp_delivery, id, ID),
     FIELD(F_U32, tlp_delivery, deliveries),
     FSTR(F_STR, tlp_delivery, owner, NAME),
     FBODY(F_BIN, tlp_delivery, body, body_len),
-    FIELD(F_I64, tlp_delivery, placed_at), FIELD(F_U32, tlp_delivery, seq),
-    FIELD(F_I64, tlp_delivery, every_ms), FIELD(F_I64, tlp_delivery, start),
-    FIELD(F_U32, tlp_delivery, last)};
+    FIELD(F_I64, tlp_delivery, placed_at), FIELD_OPT(F_U32, tlp_delivery, seq),
+    FIELD_OPT(F_I64, tlp_delivery, every_ms),
+    FIELD_OPT(F_I64, tlp_delivery, start),
+    FIELD_OPT(F_U32, tlp_delivery, last)};
 
 static const field lock_f[] = {FSTR(F_STR, tlp_lock, topic, NAME),
     FSTR(F_STR, tlp_lock, consumer, NAME), FSTR(F_STR, tlp_lock, id, ID),
@@ -210,10 +220,36 @@ w_fields(tlp_w *w, const field *f, size_t nf, const void *base)
 	}
 }
 
-/* [fields...] */
+/*
+ * Records grow at the end. A field added to a record after its first
+ * layout is optional (FIELD_OPT): a writer leaves out the optional fields
+ * at the end of a record that hold zero (false, 0), and a reader takes
+ * any record from the first layout's length up, zero for the fields it
+ * did not get, skipping the fields after the ones it knows. So a peer
+ * built before a field was added and one built after it understand each
+ * other, as long as the new field is not used (docs/protocol.md,
+ * "Compatibility").
+ */
+static bool
+field_zero(const field *f, const void *base)
+{
+	switch (f->kind) {
+	case F_BOOL:
+		return !*CAT(base, f->off, bool);
+	case F_I64:
+		return *CAT(base, f->off, int64_t) == 0;
+	default:
+		return field_uint(f, base) == 0;
+	}
+}
+
+/* [fields...], without the zero optional fields at its end. */
 static void
 w_record(tlp_w *w, const field *f, size_t nf, const void *base)
 {
+	while (nf > 0 && f[nf - 1].opt && field_zero(&f[nf - 1], base)) {
+		nf--;
+	}
 	tlp_w_array(w, nf);
 	w_fields(w, f, nf, base);
 }
@@ -346,12 +382,33 @@ r_tuple(tlp_r *r, size_t n)
 	return r->err;
 }
 
-/* [fields...] */
+/* The most elements a record may have: the fields we know and those a
+ * newer peer added after them (skipped). */
+#define RECORD_MAX 64
+
+/* [fields...]: from the first layout's fields (the ones before the first
+ * optional field) up to RECORD_MAX; fields not on the wire stay as the
+ * caller zeroed them, fields after nf are skipped. */
 static int
 r_record(tlp_r *r, const field *f, size_t nf, void *base)
 {
-	r_tuple(r, nf);
-	return r_fields(r, f, nf, base);
+	size_t got = 0, min = 0;
+
+	while (min < nf && !f[min].opt) {
+		min++;
+	}
+	if (tlp_r_array(r, RECORD_MAX, &got) != TL_OK) {
+		return r->err == TL_ETOOLARGE ? (r->err = TL_EPROTO) : r->err;
+	}
+	if (got < min) {
+		r->err = TL_EPROTO;
+		return r->err;
+	}
+	r_fields(r, f, got < nf ? got : nf, base);
+	for (size_t i = nf; i < got && r->err == TL_OK; i++) {
+		tlp_r_skip(r);
+	}
+	return r->err;
 }
 
 /* A request body that is one record and nothing else. */

@@ -104,6 +104,10 @@ typedef struct tlb_driver {
 	/* Lease, (extend,) delete until *cc->stop; 0, or -1 when the
 	 * connection failed. */
 	int (*consume)(tlb_conn *c, const tlb_consume *cc);
+	/* A replicated system only (NULL otherwise): SIGKILL the node that
+	 * leads now, leaving the others running; 0, or -1 when no leader
+	 * was found. restart then starts it again. */
+	int (*kill_leader)(tlb_server *s);
 } tlb_driver;
 
 /* Every driver, in the order of the tables (drivers.c). */
@@ -145,6 +149,10 @@ struct tlb_proc_kind {
 	/* The command line, NULL-terminated (at most TLB_PROC_ARGS
 	 * entries); strings it formats go to the proc's scratch. */
 	void (*args)(tlb_server *s, char **argv);
+	/* A server of several processes (a cluster): start every one that
+	 * is not running and wait until they accept, instead of args; 0 or
+	 * -1. NULL for one process. */
+	int (*spawn)(tlb_server *s);
 };
 
 #define TLB_PROC_ARGS 24

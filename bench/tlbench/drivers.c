@@ -9,11 +9,13 @@
 #include "driver.h"
 
 extern const tlb_driver tlb_drv_timeline;
+extern const tlb_driver tlb_drv_timeline_cluster3;
 extern const tlb_driver tlb_drv_beanstalkd;
 extern const tlb_driver tlb_drv_redis;
 
 const tlb_driver *const tlb_drivers[] = {
     &tlb_drv_timeline,
+    &tlb_drv_timeline_cluster3,
     &tlb_drv_beanstalkd,
     &tlb_drv_redis,
 };

@@ -56,7 +56,7 @@ bs_prepare(tlb_server *s, const tlb_server_conf *conf)
 }
 
 static const tlb_proc_kind bs_kind = {sizeof(tlb_server), "beanstalkd.log",
-    "binlog", TLB_BS_START_MS, 30000, bs_prepare, bs_args};
+    "binlog", TLB_BS_START_MS, 30000, bs_prepare, bs_args, NULL};
 
 static int
 bs_connect(tlb_server *s, tlb_conn **out)

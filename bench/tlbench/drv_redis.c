@@ -81,7 +81,7 @@ rd_prepare(tlb_server *s, const tlb_server_conf *conf)
 }
 
 static const tlb_proc_kind rd_kind = {sizeof(tlb_server), "redis.log", NULL,
-    TLB_RD_START_MS, 120000, rd_prepare, rd_args};
+    TLB_RD_START_MS, 120000, rd_prepare, rd_args, NULL};
 
 /* ---- RESP ---- */
 

@@ -12,12 +12,14 @@
  * coalesces the pending operations into batch frames.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "timeline/timeline.h"
 
@@ -30,12 +32,28 @@
 #define TLB_TL_START_MS 600000 /* a large backlog at restart */
 #define TLB_TL_TIMEOUT_MS 10000
 #define TLB_TL_DRAIN_MS 15000
+/* The line of a node's /metrics that says it is the leader. */
+#define TLB_TL_LEADER_METRIC "timeline_cluster_serving 1"
+
+#define TLB_TL_NODES 3
+
+/* A node of timeline-cluster3 (p.pid and p.port are node 0's). */
+typedef struct tl_node {
+	pid_t pid;
+	int raft_port;
+	int client_port;
+	int metrics_port;
+	char conf[PATH_MAX + 16];
+	char log[PATH_MAX + 16];
+} tl_node;
 
 struct tlb_server {
-	tlb_proc p; /* data: the store's directory */
+	tlb_proc p; /* data: the store's directory (a cluster: the nodes') */
 	char bin[PATH_MAX];
-	char url[PATH_MAX + 16]; /* what clients connect to */
-	char durability[32];     /* its --durability */
+	char url[3 * PATH_MAX]; /* what clients connect to: a cluster's list */
+	char durability[32];    /* its --durability */
+	int nnodes;             /* 0: one timelined */
+	tl_node node[TLB_TL_NODES];
 };
 
 /* What a consume loop shares with its callbacks; lives as long as the
@@ -89,7 +107,204 @@ tl_prepare(tlb_server *s, const tlb_server_conf *conf)
 }
 
 static const tlb_proc_kind tl_kind = {sizeof(tlb_server), "timelined.log",
-    "data", TLB_TL_START_MS, 120000, tl_prepare, tl_args};
+    "data", TLB_TL_START_MS, 120000, tl_prepare, tl_args, NULL};
+
+/* ---- timeline-cluster3: three timelined on loopback, one Raft group ----
+ *
+ * Each node has a configuration file of its own (its id, data directory,
+ * client and metrics ports, and the three cluster_node lines); clients get
+ * the three client URLs and follow the leader themselves. */
+
+static int
+cl_prepare(tlb_server *s, const tlb_server_conf *conf)
+{
+	char nodes[1024];
+	size_t off = 0;
+
+	tl_prepare(s, conf);
+	s->nnodes = TLB_TL_NODES;
+	s->url[0] = '\0';
+	for (int i = 0; i < TLB_TL_NODES; i++) {
+		tl_node *n = &s->node[i];
+
+		n->client_port = i == 0 ? s->p.port : tlb_free_port();
+		n->raft_port = tlb_free_port();
+		n->metrics_port = tlb_free_port();
+		if (n->client_port < 0 || n->raft_port < 0 ||
+		    n->metrics_port < 0) {
+			return -1;
+		}
+		off += (size_t) snprintf(nodes + off, sizeof(nodes) - off,
+		    "cluster_node = %d 127.0.0.1:%d tcp://127.0.0.1:%d\n",
+		    i + 1, n->raft_port, n->client_port);
+		snprintf(s->url + strlen(s->url),
+		    sizeof(s->url) - strlen(s->url), "%stcp://127.0.0.1:%d",
+		    i > 0 ? "," : "", n->client_port);
+	}
+	if (mkdir(s->p.data, 0755) != 0 && errno != EEXIST) {
+		return -1;
+	}
+	for (int i = 0; i < TLB_TL_NODES; i++) {
+		tl_node *n = &s->node[i];
+		FILE *f;
+
+		snprintf(n->conf, sizeof(n->conf), "%s/node%d.conf", s->p.dir,
+		    i + 1);
+		snprintf(
+		    n->log, sizeof(n->log), "%s/node%d.log", s->p.dir, i + 1);
+		if ((f = fopen(n->conf, "w")) == NULL) {
+			return -1;
+		}
+		fprintf(f,
+		    "data = %s/node%d\nlisten = tcp://127.0.0.1:%d\n"
+		    "metrics = 127.0.0.1:%d\ntopic = " TLB_TL_TOPIC ":16\n"
+		    "durability = %s\nlog_level = warn\ncluster_id = %d\n%s",
+		    s->p.data, i + 1, n->client_port, n->metrics_port,
+		    s->durability, i + 1, nodes);
+		fclose(f);
+	}
+	return 0;
+}
+
+/* Start every node that is not running, then wait until all accept. */
+static int
+cl_spawn(tlb_server *s)
+{
+	for (int i = 0; i < s->nnodes; i++) {
+		tl_node *n = &s->node[i];
+		char *argv[] = {s->bin, "-c", n->conf, NULL};
+
+		if (n->pid <= 0 && (n->pid = tlb_spawn(argv, n->log)) < 0) {
+			return -1;
+		}
+	}
+	for (int i = 0; i < s->nnodes; i++) {
+		tl_node *n = &s->node[i];
+
+		if (tlb_wait_port(n->client_port, n->pid, s->p.k->start_ms,
+		        n->log) != 0) {
+			return -1;
+		}
+	}
+	s->p.pid = s->node[0].pid;
+	return 0;
+}
+
+static void
+cl_signal_all(tlb_server *s, int sig, int deadline_ms, double *secs)
+{
+	double t = 0;
+
+	for (int i = 0; i < s->nnodes; i++) {
+		double d = tlb_stop_pid(s->node[i].pid, sig, deadline_ms);
+
+		t = d > t ? d : t;
+		s->node[i].pid = 0;
+	}
+	s->p.pid = 0;
+	if (secs != NULL) {
+		*secs = t;
+	}
+}
+
+static double
+cl_stop_only(tlb_server *s)
+{
+	double t;
+
+	cl_signal_all(s, SIGTERM, s->p.k->term_ms, &t);
+	return t;
+}
+
+static void
+cl_stop(tlb_server *s)
+{
+	if (s != NULL) {
+		cl_stop_only(s);
+		free(s);
+	}
+}
+
+/* Every node at once, as a power loss would. */
+static void
+cl_kill9(tlb_server *s)
+{
+	cl_signal_all(s, SIGKILL, 30000, NULL);
+}
+
+/* The leader's RSS (the node that holds the dispatcher and the writes). */
+static int
+cl_rss(tlb_server *s, uint64_t *kb)
+{
+	uint64_t best = 0;
+
+	for (int i = 0; i < s->nnodes; i++) {
+		uint64_t v = 0;
+
+		s->p.pid = s->node[i].pid;
+		if (s->p.pid > 0 && tlb_proc_rss(s, &v) == 0 && v > best) {
+			best = v;
+		}
+	}
+	s->p.pid = s->node[0].pid;
+	*kb = best;
+	return best > 0 ? 0 : -1;
+}
+
+/* Whether node i says, on its metrics page, that it leads. */
+static bool
+cl_is_leader(const tl_node *n)
+{
+	tlb_sock k;
+	char *line;
+	long len;
+	bool leader = false;
+
+	if (n->pid <= 0 || tlb_sock_open(&k, n->metrics_port, 2000) != 0) {
+		return false;
+	}
+	if (tlb_sock_printf(&k, "GET /metrics HTTP/1.0\r\n\r\n") != 0 ||
+	    tlb_sock_flush(&k) != 0) {
+		tlb_sock_close(&k);
+		return false;
+	}
+	while ((len = tlb_sock_line(&k, &line)) >= 0) {
+		if (strncmp(line, TLB_TL_LEADER_METRIC,
+		        strlen(TLB_TL_LEADER_METRIC)) == 0) {
+			leader = true;
+		}
+	}
+	tlb_sock_close(&k);
+	return leader;
+}
+
+static int
+cl_kill_leader(tlb_server *s)
+{
+	double end = tlb_bench_mono_s() + 10;
+
+	while (tlb_bench_mono_s() < end) {
+		for (int i = 0; i < s->nnodes; i++) {
+			if (cl_is_leader(&s->node[i])) {
+				tlb_stop_pid(s->node[i].pid, SIGKILL, 30000);
+				s->node[i].pid = 0;
+				return 0;
+			}
+		}
+		tlb_bench_sleep_ms(20);
+	}
+	fprintf(stderr, "timeline-cluster3: no node says it leads\n");
+	return -1;
+}
+
+static uint64_t
+cl_disk(tlb_server *s)
+{
+	return tlb_dir_bytes(s->p.data) / (uint64_t) s->nnodes;
+}
+
+static const tlb_proc_kind cl_kind = {sizeof(tlb_server), "node1.log", "data",
+    TLB_TL_START_MS, 120000, cl_prepare, tl_args, cl_spawn};
 
 static int
 tl_connect(tlb_server *s, tlb_conn **out)
@@ -375,4 +590,26 @@ const tlb_driver tlb_drv_timeline = {
     .scale_mode = 0,
     TLB_DRIVER_OPS(
         &tl_kind, tl_connect, tl_disconnect, tl_put_items, tl_consume),
+};
+
+const tlb_driver tlb_drv_timeline_cluster3 = {
+    .name = "timeline-cluster3",
+    .nmodes = 1,
+    .mode_name = {"raft"},
+    .mode_desc = {"three timelined on this machine, one Raft group: every "
+                  "create, extend and delete is on a majority's disk "
+                  "(Raft's log) before the reply"},
+    .scale_mode = 0,
+    .proc = &cl_kind,
+    .stop = cl_stop,
+    .kill9 = cl_kill9,
+    .restart = tlb_proc_restart,
+    .stop_only = cl_stop_only,
+    .rss_kb = cl_rss,
+    .disk_bytes = cl_disk,
+    .connect = tl_connect,
+    .disconnect = tl_disconnect,
+    .put = tl_put_items,
+    .consume = tl_consume,
+    .kill_leader = cl_kill_leader,
 };

@@ -102,6 +102,7 @@ static double f_first2(const tlb_result *r) { return r->first2_s; }
 static double f_acked_kill(const tlb_result *r) { return (double) r->acked_at_kill; }
 static double f_resurrected(const tlb_result *r) { return (double) r->resurrected; }
 static double f_undeleted(const tlb_result *r) { return (double) r->undeleted; }
+static double f_fo_late(const tlb_result *r) { return r->fo_lateness_max; }
 /* clang-format on */
 
 /* One column of a workload's table. */
@@ -142,6 +143,12 @@ static const wtable tables[TLB_NWORKLOADS] = {
             {"undel", f_undeleted, "%6.0f"}, {"first1 s", f_first1, "%9.2f"},
             {"first2 s", f_first2, "%9.2f"}},
         7, 5, "first1: < 1 is sooner"},
+    [TLB_W_FAILOVER] = {"failover (kill -9 of the leader during paced puts)",
+        {{"acked", f_acked_kill, "%8.0f"}, {"lost", f_lost, "%6.0f"},
+            {"early", f_early, "%6.0f"}, {"write s", f_first1, "%9.2f"},
+            {"deliver s", f_first2, "%10.2f"},
+            {"late max ms", f_fo_late, "%12.0f"}},
+        6, 3, "write s: < 1 is sooner"},
 };
 
 static bool
@@ -363,6 +370,18 @@ run_json(FILE *f, const tlb_report *rp, const tlb_result *r)
 		jnum(f, "disk_bytes_per_msg", r->disk_per_msg, ", ");
 		jnum(f, "stop_s", r->stop_s, ", ");
 		jnum(f, "restart_to_first_delivery_s", r->first_s, ", ");
+	}
+	if (r->w == TLB_W_FAILOVER) {
+		jnum(f, "kill_to_first_acknowledged_put_s", r->first1_s, ", ");
+		jnum(f, "kill_to_first_delivery_due_in_outage_s", r->first2_s,
+		    ", ");
+		jnum(f, "outage_lateness_max_ms", r->fo_lateness_max, ", ");
+		fprintf(f, "\"acks_per_s_every_%dms\": [", TLB_FO_TICK_MS);
+		for (int i = 0; r->series != NULL && i < r->nseries; i++) {
+			fprintf(f, "%s%.0f", i > 0 ? ", " : "", r->series[i]);
+		}
+		fprintf(f, "], \"kill_at_s\": %.1f, ",
+		    (double) r->kill_tick * TLB_FO_TICK_MS / 1000.0);
 	}
 	if (r->w == TLB_W_CRASH) {
 		fprintf(f,
@@ -655,6 +674,58 @@ cdf_plot(FILE *g, const tlb_report *rp, const char *dir, uint32_t rate_due)
 	fprintf(g, "unset xlabel\nunset logscale x\nunset grid\n");
 }
 
+/* Acknowledged puts per second over the failover run (the last run of
+ * each system that has one), the kill marked; false when none ran. */
+static bool
+failover_plot(FILE *g, const tlb_report *rp, const char *dir)
+{
+	char path[4096];
+	const char *sep = "plot ";
+	double kill_s = -1;
+
+	for (int s = 0; s < rp->nsys; s++) {
+		const tlb_result *r = NULL;
+		FILE *f;
+
+		for (int i = 0; i < rp->nres; i++) {
+			if (is_of(&rp->res[i], TLB_W_FAILOVER, s, 0) &&
+			    rp->res[i].series != NULL) {
+				r = &rp->res[i];
+			}
+		}
+		snprintf(path, sizeof(path), "%s/failover-%s.dat", dir,
+		    rp->sys[s].label);
+		if (r == NULL || (f = fopen(path, "w")) == NULL) {
+			continue;
+		}
+		for (int i = 0; i < r->nseries; i++) {
+			fprintf(f, "%.2f %.0f\n",
+			    (double) i * TLB_FO_TICK_MS / 1000.0, r->series[i]);
+		}
+		fclose(f);
+		kill_s = (double) r->kill_tick * TLB_FO_TICK_MS / 1000.0;
+		if (sep[0] == 'p') {
+			fprintf(g,
+			    "set output '%s/failover.png'\nset title "
+			    "'Acknowledged puts across a leader kill -9 (at "
+			    "%.1f s)'\nset xlabel 's from the first put'\n"
+			    "set ylabel 'acknowledged puts/s'\nunset logscale\n"
+			    "set style data lines\nset grid\nset key top "
+			    "right\n"
+			    "set arrow 1 from %.2f, graph 0 to %.2f, graph 1 "
+			    "nohead dt 2\n",
+			    dir, kill_s, kill_s, kill_s);
+		}
+		fprintf(g, "%s'%s' using 1:2 with lines lw 2 title '%s'", sep,
+		    path, rp->sys[s].label);
+		sep = ", ";
+	}
+	if (kill_s >= 0) {
+		fprintf(g, "\nunset arrow 1\nunset xlabel\nunset grid\n");
+	}
+	return kill_s >= 0;
+}
+
 /* The plots' data files go unless --keep. */
 static void
 dat_remove(const tlb_report *rp, const char *dir)
@@ -667,6 +738,11 @@ dat_remove(const tlb_report *rp, const char *dir)
 	unlink(path);
 	snprintf(path, sizeof(path), "%s/memory.dat", dir);
 	unlink(path);
+	for (int s = 0; s < rp->nsys; s++) {
+		snprintf(path, sizeof(path), "%s/failover-%s.dat", dir,
+		    rp->sys[s].label);
+		unlink(path);
+	}
 	for (int k = 0; k < nr; k++) {
 		for (int s = 0; s < rp->nsys; s++) {
 			cdf_path(rp, dir, s, rates[k], path, sizeof(path));
@@ -688,6 +764,7 @@ tlb_report_plots(const tlb_report *rp, const char *dir)
 	uint32_t rates[TLB_MAX_RATES];
 	FILE *g;
 	int st, nt, nm, nr;
+	bool fo;
 
 	mkdir(dir, 0755);
 	snprintf(path, sizeof(path), "%s/throughput.dat", dir);
@@ -713,6 +790,7 @@ tlb_report_plots(const tlb_report *rp, const char *dir)
 	    g, nt, dir, "throughput", "Throughput (median)", "per second");
 	bars_plot(g, nm, dir, "memory", "Per scheduled message (scale, median)",
 	    "bytes");
+	fo = failover_plot(g, rp, dir);
 	st = pclose(g);
 	if (!rp->cfg->com.keep) {
 		dat_remove(rp, dir);
@@ -721,8 +799,9 @@ tlb_report_plots(const tlb_report *rp, const char *dir)
 		fprintf(stderr, "gnuplot failed (status %d)\n", st);
 		return -1;
 	}
-	printf("plots in %s: lateness%s.png%s%s\n", dir,
+	printf("plots in %s: lateness%s.png%s%s%s\n", dir,
 	    nr > 1 || rates[0] > 0 ? "-RATE" : "",
-	    nt > 0 ? " throughput.png" : "", nm > 0 ? " memory.png" : "");
+	    nt > 0 ? " throughput.png" : "", nm > 0 ? " memory.png" : "",
+	    fo ? " failover.png" : "");
 	return 0;
 }

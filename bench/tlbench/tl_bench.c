@@ -19,6 +19,13 @@
  *                 middle of the deletes; after each restart, the time to
  *                 the first delivery; at the end every acknowledged
  *                 message must have been delivered and deleted.
+ *  - failover:    replicated systems only: paced puts, each message due a
+ *                 second after its put, consumers running; kill -9 of the
+ *                 leader a third of the way in; the time to the first
+ *                 acknowledged put after it, to the first delivery of a
+ *                 message that fell due in the outage, the throughput
+ *                 over time, and every acknowledged message delivered,
+ *                 none early.
  *
  * Runs are interleaved (for each workload, each repeat runs every system
  * once) so a noisy machine hurts every system alike; the table gives the
@@ -47,7 +54,7 @@
 #define TLB_STALL_S 60.0
 
 const char *const tlb_workload_names[TLB_NWORKLOADS] = {
-    "produce", "lateness", "lease-cycle", "scale", "crash"};
+    "produce", "lateness", "lease-cycle", "scale", "crash", "failover"};
 
 static const tlb_cfg *g_cfg;
 
@@ -62,6 +69,7 @@ typedef struct run_state {
 	_Atomic uint8_t *seen;
 	_Atomic uint8_t *deleted;
 	int64_t *late_us; /* of the first delivery */
+	int64_t *ack_us;  /* failover: wall time of the acknowledgement */
 	atomic_uint_fast64_t nacked, nseen, nseen_acked, ndeleted, ndel_acked;
 	atomic_uint_fast64_t ndel_fail;
 	atomic_uint_fast64_t ndup, nearly, nbad, nresurrected, ncreated_late;
@@ -93,6 +101,9 @@ on_ack(void *arg, uint64_t seq)
 	}
 	if (st->items[seq].due_ms * 1000 < tlb_bench_wall_us()) {
 		atomic_fetch_add(&st->ncreated_late, 1);
+	}
+	if (st->ack_us != NULL) {
+		st->ack_us[seq] = tlb_bench_wall_us();
 	}
 	atomic_store(&st->acked[seq], 1);
 	k = atomic_fetch_add(&st->nacked, 1) + 1;
@@ -770,8 +781,185 @@ w_crash(const tlb_system *sys, tlb_result *r)
 	return wl_end(&w);
 }
 
-static int (*const workload_fns[TLB_NWORKLOADS])(const tlb_system *,
-    tlb_result *) = {w_produce, w_lateness, w_cycle, w_scale, w_crash};
+/* ---- failover ---- */
+
+typedef struct fo_killer {
+	pthread_t t;
+	tlb_server *srv;
+	const tlb_driver *d;
+	int64_t at_us; /* wall time to kill at */
+	int64_t killed_us;
+	int rv;
+} fo_killer;
+
+static void *
+fo_kill_main(void *arg)
+{
+	fo_killer *k = arg;
+	int64_t wait = k->at_us - tlb_bench_wall_us();
+
+	if (wait > 0) {
+		tlb_bench_sleep_ms(wait / 1000);
+	}
+	k->rv = k->d->kill_leader(k->srv);
+	k->killed_us = tlb_bench_wall_us();
+	return NULL;
+}
+
+/* Paced puts on one connection: chunk i at t0 + i * 10 ms (a put blocks
+ * while the cluster elects; the next ones then catch up). A put that
+ * fails is an unknown outcome across a failover: its messages are not
+ * counted as acknowledged, and the connection is opened again. */
+static void
+fo_produce(sut *u, run_state *st, int64_t t0_us, uint32_t per_tick)
+{
+	const tlb_driver *d = u->sys->d;
+	tlb_conn *c = NULL;
+	uint64_t i = 0;
+
+	while (i < st->n) {
+		uint64_t k = i / per_tick;
+		int64_t at = t0_us + (int64_t) k * 10000;
+		size_t n =
+		    st->n - i < per_tick ? (size_t) (st->n - i) : per_tick;
+		int64_t now = tlb_bench_wall_us();
+
+		if (at > now) {
+			tlb_bench_sleep_ms((at - now) / 1000);
+		}
+		if (c == NULL && d->connect(u->srv, &c) != 0) {
+			c = NULL;
+			tlb_bench_sleep_ms(100);
+			continue;
+		}
+		if (d->put(c, st->items + i, n, g_cfg->body, on_ack, st) != 0) {
+			d->disconnect(c);
+			c = NULL;
+		}
+		i += n;
+	}
+	if (c != NULL) {
+		d->disconnect(c);
+	}
+}
+
+static int
+w_failover(const tlb_system *sys, tlb_result *r)
+{
+	const tlb_cfg *cfg = g_cfg;
+	uint32_t per_tick =
+	    cfg->failover_rate / 100 > 0 ? cfg->failover_rate / 100 : 1;
+	uint64_t n = (uint64_t) cfg->failover_rate * cfg->failover_s;
+	int64_t t0_us, kill_ms, first_ack = 0, first_del = 0;
+	int64_t outage_end_ms;
+	fo_killer k;
+	cons_set cs;
+	wl w;
+	run_state *st = &w.st;
+
+	if (wl_up(&w, sys, n, 0, 0, 0, false, cfg->crash_lease_ms) != 0) {
+		return -1;
+	}
+	if ((st->ack_us = calloc(n, sizeof(int64_t))) == NULL) {
+		return wl_end(&w), -1;
+	}
+	/* message i is put at t0 + (i / per_tick) * 10 ms, due 1 s later */
+	t0_us = tlb_bench_wall_us() + 500000;
+	for (uint64_t i = 0; i < n; i++) {
+		w.items[i].due_ms =
+		    t0_us / 1000 + (int64_t) (i / per_tick) * 10 + 1000;
+	}
+	cons_start(&cs, &w.u, st, false, cfg->crash_lease_ms, cfg->credit);
+	memset(&k, 0, sizeof(k));
+	k.srv = w.u.srv;
+	k.d = sys->d;
+	k.at_us = t0_us + (int64_t) cfg->failover_s * 1000000 / 3;
+	if (pthread_create(&k.t, NULL, fo_kill_main, &k) != 0) {
+		cons_stop(&cs);
+		free(st->ack_us);
+		st->ack_us = NULL;
+		return wl_end(&w), -1;
+	}
+	fo_produce(&w.u, st, t0_us, per_tick);
+	pthread_join(k.t, NULL);
+	kill_ms = k.killed_us / 1000;
+	/* every acknowledged message delivered: the leases that the dead
+	 * leader handed out run out first */
+	wait_count(&st->nseen_acked, atomic_load(&st->nacked),
+	    tlb_bench_mono_s() + 30 + (double) cfg->crash_lease_ms / 250.0,
+	    &cs.gone, NULL);
+	cons_stop(&cs);
+	wl_count(&w, r, false);
+	r->lost = r->acked - atomic_load(&st->nseen_acked);
+	late_stats(st, r);
+
+	/* the outage: from the kill to the first acknowledgement after it */
+	for (uint64_t i = 0; i < n; i++) {
+		if (atomic_load(&st->acked[i]) && st->ack_us[i] > k.killed_us &&
+		    (first_ack == 0 || st->ack_us[i] < first_ack)) {
+			first_ack = st->ack_us[i];
+		}
+	}
+	outage_end_ms = first_ack > 0 ? first_ack / 1000 : kill_ms;
+	r->fo_lateness_max = 0;
+	for (uint64_t i = 0; i < n; i++) {
+		int64_t due = w.items[i].due_ms;
+		int64_t at;
+
+		if (!atomic_load(&st->seen[i]) || due <= kill_ms ||
+		    due > outage_end_ms) {
+			continue;
+		}
+		at = due * 1000 + st->late_us[i];
+		if (first_del == 0 || at < first_del) {
+			first_del = at;
+		}
+		if ((double) st->late_us[i] / 1000.0 > r->fo_lateness_max) {
+			r->fo_lateness_max = (double) st->late_us[i] / 1000.0;
+		}
+	}
+	r->first1_s =
+	    first_ack > 0 ? (double) (first_ack - k.killed_us) / 1e6 : NAN;
+	r->first2_s =
+	    first_del > 0 ? (double) (first_del - k.killed_us) / 1e6 : NAN;
+	r->rate = (double) r->acked / cfg->failover_s;
+
+	/* acknowledgements over time */
+	r->nseries = (int) (cfg->failover_s * 1000 / TLB_FO_TICK_MS) +
+	    (int) (30000 / TLB_FO_TICK_MS);
+	r->kill_tick = (int) ((k.killed_us - t0_us) / 1000 / TLB_FO_TICK_MS);
+	if ((r->series = calloc((size_t) r->nseries, sizeof(float))) != NULL) {
+		for (uint64_t i = 0; i < n; i++) {
+			int64_t t;
+
+			if (!atomic_load(&st->acked[i])) {
+				continue;
+			}
+			t = (st->ack_us[i] - t0_us) / 1000 / TLB_FO_TICK_MS;
+			if (t >= 0 && t < r->nseries) {
+				r->series[t] += 1000.0f / TLB_FO_TICK_MS;
+			}
+		}
+	}
+	if (k.rv != 0) {
+		r->failed++;
+	}
+	printf("  %-20s failover: %" PRIu64 "/%" PRIu64 " puts acknowledged "
+	       "(%u/s paced); leader killed at %.2f s; first acknowledged "
+	       "put %.2f s after, first delivery of a message due in the "
+	       "outage %.2f s after (lateness up to %.0f ms); lost %" PRIu64
+	       ", early %" PRIu64,
+	    sys->label, r->acked, n, cfg->failover_rate,
+	    (double) (k.killed_us - t0_us) / 1e6, r->first1_s, r->first2_s,
+	    r->fo_lateness_max, r->lost, r->early);
+	free(st->ack_us);
+	st->ack_us = NULL;
+	return wl_end(&w);
+}
+
+static int (*const workload_fns[TLB_NWORKLOADS])(
+    const tlb_system *, tlb_result *) = {
+    w_produce, w_lateness, w_cycle, w_scale, w_crash, w_failover};
 
 /* ---- options ---- */
 
@@ -780,7 +968,8 @@ usage(FILE *f)
 {
 	fprintf(f,
 	    "usage: tl-bench [options] [WORKLOAD,...|all]\n"
-	    "workloads: produce lateness lease-cycle scale crash (all)\n"
+	    "workloads: produce lateness lease-cycle scale crash failover "
+	    "(all)\n"
 	    "  --quick             small counts: a correctness smoke test "
 	    "(< 2 min)\n"
 	    "  --systems LIST      labels or driver names, comma separated "
@@ -820,7 +1009,10 @@ usage(FILE *f)
 	    "  --cycle-n N         lease-cycle: messages (20000)\n"
 	    "  --scale-n N         scale: messages an hour ahead (1000000)\n"
 	    "  --crash-n N         crash: messages (20000)\n"
-	    "  --crash-lease MS    crash: lease / TTR (2000)\n"
+	    "  --crash-lease MS    crash and failover: lease / TTR (2000)\n"
+	    "  --failover-rate R   failover: puts per second, paced (5000)\n"
+	    "  --failover-s S      failover: seconds of puts; the leader is "
+	    "killed at S/3 (6)\n"
 	    "Every system in turn; the exit status is 1 when any message was "
 	    "lost or early,\nor an operation failed (a crash loss by a mode "
 	    "that replies before its fsync,\nbeanstalkd-default or "
@@ -855,6 +1047,8 @@ enum {
 	OPT_IPC,
 	OPT_RATES,
 	OPT_TL_DURABILITY,
+	OPT_FO_RATE,
+	OPT_FO_S,
 };
 
 static const struct option long_opts[] = {
@@ -884,6 +1078,8 @@ static const struct option long_opts[] = {
     {"timeline-ipc", no_argument, NULL, OPT_IPC},
     {"rates", required_argument, NULL, OPT_RATES},
     {"timeline-durability", required_argument, NULL, OPT_TL_DURABILITY},
+    {"failover-rate", required_argument, NULL, OPT_FO_RATE},
+    {"failover-s", required_argument, NULL, OPT_FO_S},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -969,6 +1165,8 @@ quick_defaults(tlb_cfg *cfg)
 	cfg->cycle_n = 1000;
 	cfg->scale_n = 20000;
 	cfg->crash_n = 2000;
+	cfg->failover_rate = 1000;
+	cfg->failover_s = 3;
 }
 
 static int
@@ -1082,6 +1280,15 @@ parse_args(int argc, char **argv, tlb_cfg *cfg)
 			        : c == OPT_LEAD        ? &cfg->lead_ms
 			                        : &cfg->grace_ms) = (int64_t) v;
 			break;
+		case OPT_FO_RATE:
+		case OPT_FO_S:
+			if (!num(name, optarg, 1,
+			        c == OPT_FO_RATE ? 1000000 : 3600, &v)) {
+				return -1;
+			}
+			*(c == OPT_FO_RATE ? &cfg->failover_rate
+			                   : &cfg->failover_s) = (uint32_t) v;
+			break;
 		case OPT_PRODUCE_N:
 		case OPT_LATE_N:
 		case OPT_CYCLE_N:
@@ -1163,6 +1370,7 @@ run_one(tlb_report *rp, tlb_workload w, int s, int run, uint32_t rate)
 	bool bad;
 
 	if ((w == TLB_W_SCALE && sys->mode != sys->d->scale_mode) ||
+	    (w == TLB_W_FAILOVER && sys->d->kill_leader == NULL) ||
 	    rp->nres == TLB_MAX_RESULTS) {
 		return 0;
 	}
@@ -1212,6 +1420,8 @@ main(int argc, char **argv)
 	    .scale_n = 1000000,
 	    .crash_n = 20000,
 	    .crash_lease_ms = 2000,
+	    .failover_rate = 5000,
+	    .failover_s = 6,
 	};
 	tlb_report rp = {.cfg = &cfg, .sys = sys, .res = res};
 	char *def = NULL;
@@ -1272,6 +1482,7 @@ main(int argc, char **argv)
 	}
 	for (int i = 0; i < rp.nres; i++) {
 		free(res[i].cdf);
+		free(res[i].series);
 	}
 	free(def);
 	if (bad > 0) {

@@ -226,6 +226,9 @@ tlb_proc_restart(tlb_server *s)
 	tlb_proc *p = proc_of(s);
 	char *argv[TLB_PROC_ARGS];
 
+	if (p->k->spawn != NULL) {
+		return p->k->spawn(s);
+	}
 	p->k->args(s, argv);
 	if ((p->pid = tlb_spawn(argv, p->log)) < 0) {
 		return -1;

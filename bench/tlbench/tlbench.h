@@ -24,6 +24,7 @@ typedef enum tlb_workload {
 	TLB_W_CYCLE,
 	TLB_W_SCALE,
 	TLB_W_CRASH,
+	TLB_W_FAILOVER,
 	TLB_NWORKLOADS,
 } tlb_workload;
 
@@ -57,6 +58,8 @@ typedef struct tlb_cfg {
 	uint64_t scale_n;
 	uint64_t crash_n;
 	int64_t crash_lease_ms;
+	uint32_t failover_rate; /* puts per second, paced */
+	uint32_t failover_s;    /* seconds of puts; the kill at a third */
 } tlb_cfg;
 
 /* A system under test: a driver in one of its modes. */
@@ -95,7 +98,15 @@ typedef struct tlb_result {
 	uint64_t acked_at_kill, deleted_at_kill;
 	uint64_t undeleted; /* crash: delivered, never deleted */
 	float *cdf; /* lateness: TLB_CDF_POINTS quantiles (ms) or NULL */
+	/* failover: acknowledged puts per TLB_FO_TICK_MS from the first put
+	 * (nseries ticks), and the kill's tick */
+	float *series;
+	int nseries;
+	int kill_tick;
+	double fo_lateness_max; /* ms, of the messages due in the outage */
 } tlb_result;
+
+#define TLB_FO_TICK_MS 100
 
 typedef struct tlb_report {
 	const tlb_cfg *cfg;
