@@ -66,6 +66,7 @@ typedef struct tlb_conf {
 	int64_t cluster_snapshot_entries;
 	int64_t cluster_snapshot_max;
 	int64_t cluster_clock_bound_ms; /* clockwatch.h */
+	bool cluster_join;              /* a fresh node waits to be added */
 	int64_t clock_offset_ms;        /* tests: the broker clock's offset */
 	tlb_node nodes[TLB_MAX_NODES];  /* parsed from cluster_nodes */
 	int nnodes;

@@ -400,6 +400,25 @@ tlc_clock_majority_offset(tlc_clock *k, bool *known)
 	return v;
 }
 
+bool
+tlc_clock_peer(tlc_clock *k, uint64_t id, int64_t *offset_ms)
+{
+	bool known = false;
+
+	if (k == NULL) {
+		return false;
+	}
+	pthread_mutex_lock(&k->mtx);
+	for (int i = 0; i < k->npeers; i++) {
+		if (k->peers[i].id == id && k->peers[i].known) {
+			known = true;
+			*offset_ms = k->peers[i].offset_ms;
+		}
+	}
+	pthread_mutex_unlock(&k->mtx);
+	return known;
+}
+
 void
 tlc_clock_metrics(tlc_clock *k, tli_buf *o)
 {

@@ -41,6 +41,10 @@ bool tlc_clock_degraded(tlc_clock *k);
  * ours), and whether a majority is known. */
 int64_t tlc_clock_majority_offset(tlc_clock *k, bool *known);
 
+/* The last measured offset of node id (its clock minus ours, ms): false
+ * when it did not answer (or k is NULL). */
+bool tlc_clock_peer(tlc_clock *k, uint64_t id, int64_t *offset_ms);
+
 /* The clock rows of /metrics. */
 void tlc_clock_metrics(tlc_clock *k, tli_buf *o);
 
