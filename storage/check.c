@@ -500,8 +500,9 @@ check_owners(chk *c)
 	tli_owner_deltas_free(d);
 }
 
-int
-tli_store_check(
+/* With db_lock held for reading. */
+static int
+locked_check(
     tli_store *s, tli_check_report_fn report, void *arg, uint64_t *problems)
 {
 	const rocksdb_snapshot_t *snap;
@@ -534,4 +535,17 @@ tli_store_check(
 	tli_free(c.topics);
 	*problems = c.problems;
 	return TL_OK;
+}
+
+int
+tli_store_check(
+    tli_store *s, tli_check_report_fn report, void *arg, uint64_t *problems)
+{
+	int rv = tli_db_rdlock(s);
+
+	if (rv == TL_OK) {
+		rv = locked_check(s, report, arg, problems);
+		tli_db_unlock(s);
+	}
+	return rv;
 }

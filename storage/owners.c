@@ -176,8 +176,9 @@ tli_owner_stage(tli_store *s, struct owner_deltas *d)
 	return TL_OK;
 }
 
-int
-tli_store_owner_count_topic(tli_store *s, const char *topic, const char *owner,
+/* With db_lock held for reading. */
+static int
+locked_owner_count_topic(tli_store *s, const char *topic, const char *owner,
     size_t olen, uint64_t *out)
 {
 	uint8_t k[5 + TL_MAX_NAME_LEN];
@@ -195,8 +196,21 @@ tli_store_owner_count_topic(tli_store *s, const char *topic, const char *owner,
 }
 
 int
-tli_store_owner_count(
-    tli_store *s, const char *owner, size_t olen, uint64_t *out)
+tli_store_owner_count_topic(tli_store *s, const char *topic, const char *owner,
+    size_t olen, uint64_t *out)
+{
+	int rv = tli_db_rdlock(s);
+
+	if (rv == TL_OK) {
+		rv = locked_owner_count_topic(s, topic, owner, olen, out);
+		tli_db_unlock(s);
+	}
+	return rv;
+}
+
+/* With db_lock held for reading. */
+static int
+locked_owner_count(tli_store *s, const char *owner, size_t olen, uint64_t *out)
 {
 	uint8_t k[5 + TL_MAX_NAME_LEN];
 	uint32_t *ids;
@@ -226,6 +240,19 @@ tli_store_owner_count(
 	tli_free(ids);
 	if (rv == TL_OK) {
 		*out = sum;
+	}
+	return rv;
+}
+
+int
+tli_store_owner_count(
+    tli_store *s, const char *owner, size_t olen, uint64_t *out)
+{
+	int rv = tli_db_rdlock(s);
+
+	if (rv == TL_OK) {
+		rv = locked_owner_count(s, owner, olen, out);
+		tli_db_unlock(s);
 	}
 	return rv;
 }

@@ -136,10 +136,10 @@ check_name(const char *p, size_t len)
 	return len > TL_MAX_NAME_LEN ? TL_ETOOLARGE : TL_OK;
 }
 
-int
-tli_store_scan_due(tli_store *s, const char *topic, uint32_t bucket,
-    int64_t up_to, const tli_cursor *after, tli_entry *out, size_t max,
-    size_t *n, bool *more)
+/* With db_lock held for reading. */
+static int
+locked_scan_due(tli_store *s, const char *topic, uint32_t bucket, int64_t up_to,
+    const tli_cursor *after, tli_entry *out, size_t max, size_t *n, bool *more)
 {
 	tli_topic_conf conf;
 	uint32_t tid;
@@ -202,6 +202,21 @@ tli_store_scan_due(tli_store *s, const char *topic, uint32_t bucket,
 	}
 }
 
+int
+tli_store_scan_due(tli_store *s, const char *topic, uint32_t bucket,
+    int64_t up_to, const tli_cursor *after, tli_entry *out, size_t max,
+    size_t *n, bool *more)
+{
+	int rv = tli_db_rdlock(s);
+
+	if (rv == TL_OK) {
+		rv = locked_scan_due(
+		    s, topic, bucket, up_to, after, out, max, n, more);
+		tli_db_unlock(s);
+	}
+	return rv;
+}
+
 /* The entries of a scan whose keys are prefix + id and whose values are
  * ts(8) version(8): the consumer and the dead-letter indexes. Closes the
  * scan. */
@@ -242,8 +257,9 @@ scan_id_entries(tli_store *s, scan *sc, size_t pre, uint32_t buckets,
 	return rv != TL_OK ? rv : rv2;
 }
 
-int
-tli_store_scan_consumer(tli_store *s, const char *topic, const char *consumer,
+/* With db_lock held for reading. */
+static int
+locked_scan_consumer(tli_store *s, const char *topic, const char *consumer,
     size_t consumer_len, const tli_cursor *after, tli_entry *out, size_t max,
     size_t *n, bool *more)
 {
@@ -274,11 +290,27 @@ tli_store_scan_consumer(tli_store *s, const char *topic, const char *consumer,
 	    s, &sc, pre, conf.buckets, true, out, max, n, more);
 }
 
+int
+tli_store_scan_consumer(tli_store *s, const char *topic, const char *consumer,
+    size_t consumer_len, const tli_cursor *after, tli_entry *out, size_t max,
+    size_t *n, bool *more)
+{
+	int rv = tli_db_rdlock(s);
+
+	if (rv == TL_OK) {
+		rv = locked_scan_consumer(
+		    s, topic, consumer, consumer_len, after, out, max, n, more);
+		tli_db_unlock(s);
+	}
+	return rv;
+}
+
 /* The owner index is keyed by where the producer placed each message
  * (sched) and has no value: the version and lock come from the record, read
  * at the same snapshot as the index. */
-int
-tli_store_scan_owner(tli_store *s, const char *topic, const char *owner,
+/* With db_lock held for reading. */
+static int
+locked_scan_owner(tli_store *s, const char *topic, const char *owner,
     size_t owner_len, const tli_cursor *after, tli_entry *out, size_t max,
     size_t *n, bool *more)
 {
@@ -360,7 +392,23 @@ tli_store_scan_owner(tli_store *s, const char *topic, const char *owner,
 }
 
 int
-tli_store_scan_dead(tli_store *s, const char *topic, const tli_cursor *after,
+tli_store_scan_owner(tli_store *s, const char *topic, const char *owner,
+    size_t owner_len, const tli_cursor *after, tli_entry *out, size_t max,
+    size_t *n, bool *more)
+{
+	int rv = tli_db_rdlock(s);
+
+	if (rv == TL_OK) {
+		rv = locked_scan_owner(
+		    s, topic, owner, owner_len, after, out, max, n, more);
+		tli_db_unlock(s);
+	}
+	return rv;
+}
+
+/* With db_lock held for reading. */
+static int
+locked_scan_dead(tli_store *s, const char *topic, const tli_cursor *after,
     tli_entry *out, size_t max, size_t *n, bool *more)
 {
 	tli_topic_conf conf;
@@ -386,6 +434,19 @@ tli_store_scan_dead(tli_store *s, const char *topic, const tli_cursor *after,
 	}
 	return scan_id_entries(
 	    s, &sc, pre, conf.buckets, false, out, max, n, more);
+}
+
+int
+tli_store_scan_dead(tli_store *s, const char *topic, const tli_cursor *after,
+    tli_entry *out, size_t max, size_t *n, bool *more)
+{
+	int rv = tli_db_rdlock(s);
+
+	if (rv == TL_OK) {
+		rv = locked_scan_dead(s, topic, after, out, max, n, more);
+		tli_db_unlock(s);
+	}
+	return rv;
 }
 
 /* Count [from, to) of every bucket, classifying at `now`. */
@@ -441,8 +502,9 @@ count_range(tli_store *s, uint32_t tid, uint32_t buckets, int64_t from,
 	return rv;
 }
 
-int
-tli_store_count(
+/* With db_lock held for reading. */
+static int
+locked_count(
     tli_store *s, const char *topic, int64_t from, int64_t to, tli_counts *out)
 {
 	tli_topic_conf conf;
@@ -456,10 +518,24 @@ tli_store_count(
 	    s, tid, conf.buckets, from, to, tli_clock_now(&s->opts.clock), out);
 }
 
+int
+tli_store_count(
+    tli_store *s, const char *topic, int64_t from, int64_t to, tli_counts *out)
+{
+	int rv = tli_db_rdlock(s);
+
+	if (rv == TL_OK) {
+		rv = locked_count(s, topic, from, to, out);
+		tli_db_unlock(s);
+	}
+	return rv;
+}
+
 /* Totals from the incremental counters plus a scan of the due part only:
  * processing = locked - locked-and-due; waiting = the rest. */
-int
-tli_store_totals(tli_store *s, const char *topic, tli_counts *out)
+/* With db_lock held for reading. */
+static int
+locked_totals(tli_store *s, const char *topic, tli_counts *out)
 {
 	tli_topic_info info;
 	tli_counts due;
@@ -503,6 +579,18 @@ tli_store_totals(tli_store *s, const char *topic, tli_counts *out)
 	    ? info.messages - avail - out->processing
 	    : 0;
 	return TL_OK;
+}
+
+int
+tli_store_totals(tli_store *s, const char *topic, tli_counts *out)
+{
+	int rv = tli_db_rdlock(s);
+
+	if (rv == TL_OK) {
+		rv = locked_totals(s, topic, out);
+		tli_db_unlock(s);
+	}
+	return rv;
 }
 
 void
@@ -574,8 +662,9 @@ msg_multi_get(tli_store *s, rocksdb_readoptions_t *ro, size_t n,
 	}
 }
 
-int
-tli_store_get_many(tli_store *s, const char *topic, size_t n,
+/* With db_lock held for reading. */
+static int
+locked_get_many(tli_store *s, const char *topic, size_t n,
     const char *const *ids, const size_t *id_lens, tli_msg *out, int *rvs)
 {
 	const rocksdb_snapshot_t *snap;
@@ -697,13 +786,27 @@ out:
 }
 
 int
-tli_store_get(tli_store *s, const char *topic, const char *id, size_t id_len,
+tli_store_get_many(tli_store *s, const char *topic, size_t n,
+    const char *const *ids, const size_t *id_lens, tli_msg *out, int *rvs)
+{
+	int rv = tli_db_rdlock(s);
+
+	if (rv == TL_OK) {
+		rv = locked_get_many(s, topic, n, ids, id_lens, out, rvs);
+		tli_db_unlock(s);
+	}
+	return rv;
+}
+
+/* With db_lock held for reading. */
+static int
+locked_get(tli_store *s, const char *topic, const char *id, size_t id_len,
     tli_msg *out)
 {
 	tli_msg m;
 	int rv, one;
 
-	if ((rv = tli_store_get_many(s, topic, 1, &id, &id_len, &m, &one)) !=
+	if ((rv = locked_get_many(s, topic, 1, &id, &id_len, &m, &one)) !=
 	    TL_OK) {
 		return rv;
 	}
@@ -711,4 +814,17 @@ tli_store_get(tli_store *s, const char *topic, const char *id, size_t id_len,
 		*out = m;
 	}
 	return one;
+}
+
+int
+tli_store_get(tli_store *s, const char *topic, const char *id, size_t id_len,
+    tli_msg *out)
+{
+	int rv = tli_db_rdlock(s);
+
+	if (rv == TL_OK) {
+		rv = locked_get(s, topic, id, id_len, out);
+		tli_db_unlock(s);
+	}
+	return rv;
 }

@@ -13,9 +13,17 @@
  * write fails every operation of its batch that would have succeeded, and
  * rolls back nothing in memory because nothing in memory changed yet:
  * counters and topics change only after the write succeeded.
+ *
+ * Replicated mode (opts.replicate): the same, except that "write it" is
+ * handing the WriteBatch's bytes to replicate as one entry, which returns
+ * once the entry is committed and applied here by tli_store_apply_entry
+ * (from another thread, usually while the writer waits). A failed
+ * replicate is a failed write.
  */
-#define _GNU_SOURCE /* pthread_setname_np */
+#define _GNU_SOURCE /* pthread_setname_np, pthread_rwlockattr_setkind_np */
 #include <errno.h>
+#include <ftw.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -405,8 +413,46 @@ sync_note(tli_store *s, int64_t dur_ns)
 	atomic_fetch_add(&s->st_batches, 1);
 }
 
+/* Replicated mode: the batch as one entry, handed to replicate. */
 static int
-write_batch(tli_store *s)
+replicate_batch(tli_store *s, tli_repl_kind kind)
+{
+	size_t n, len;
+	const char *data = rocksdb_writebatch_data(s->wb, &n);
+	int64_t t0;
+	int rv;
+
+	len = TLI_REPL_HEADER + n;
+	if (len > s->entry_cap) {
+		uint8_t *e = tli_realloc(s->entry, len);
+		if (e == NULL) {
+			return TL_ENOMEM;
+		}
+		s->entry = e;
+		s->entry_cap = len;
+	}
+	s->entry[0] = TLI_REPL_VERSION;
+	s->entry[1] = (uint8_t) kind;
+	s->entry[2] = TLI_STORE_FORMAT;
+	s->entry[3] = 0;
+	memcpy(s->entry + TLI_REPL_HEADER, data, n);
+	t0 = tli_mono_ns();
+	atomic_store(&s->in_replicate, true);
+	rv = s->opts.replicate(s->opts.replicate_arg, s->entry, len);
+	atomic_store(&s->in_replicate, false);
+	sync_note(s, tli_mono_ns() - t0);
+	if (rv != TL_OK) {
+		/* The entry may still be committed and applied later
+		 * (TL_ELEADERLOST): no cached record is trusted any more. */
+		uint64_t gen = atomic_load(&s->commit_gen) + 1;
+		tli_overlay_forget(s->ov, gen);
+		atomic_store(&s->commit_gen, gen);
+	}
+	return rv;
+}
+
+static int
+write_batch(tli_store *s, tli_repl_kind kind)
 {
 	char *err = NULL;
 	int64_t t0;
@@ -414,6 +460,9 @@ write_batch(tli_store *s)
 
 	if (rocksdb_writebatch_count(s->wb) == 0) {
 		return TL_OK;
+	}
+	if (s->opts.replicate != NULL) {
+		return replicate_batch(s, kind);
 	}
 	writes_try_resume(s);
 	if (s->need_resume) {
@@ -486,7 +535,7 @@ topic_create_apply(tli_store *s, sub *sb)
 	    s->wb, s->cf[CF_DEFAULT], (char *) nk, 1, (char *) nv, 4);
 	rocksdb_writebatch_put_cf(s->wb, s->cf[CF_DEFAULT], (char *) ck,
 	    tli_key_meta_counters(ck, t->id), (char *) cv, sizeof(cv));
-	if ((rv = write_batch(s)) != TL_OK) {
+	if ((rv = write_batch(s, TLI_REPL_TOPIC_CREATE)) != TL_OK) {
 		goto fail;
 	}
 	pthread_rwlock_wrlock(&s->topics_lock);
@@ -531,7 +580,7 @@ topic_delete_apply(tli_store *s, sub *sb)
 		rocksdb_writebatch_delete_range_cf(
 		    s->wb, s->cf[cf], (char *) lo, 4, (char *) hi, 4);
 	}
-	if ((rv = write_batch(s)) != TL_OK) {
+	if ((rv = write_batch(s, TLI_REPL_TOPIC_DELETE)) != TL_OK) {
 		sb->result = rv;
 		return;
 	}
@@ -586,7 +635,7 @@ ops_batch_apply(tli_store *s, sub *first, size_t nops)
 	}
 	rv = s->stg.oom ? TL_ENOMEM : tli_owner_stage(s, s->owners);
 	if (rv == TL_OK) {
-		rv = write_batch(s);
+		rv = write_batch(s, TLI_REPL_OPS);
 	}
 	if (rv == TL_OK) {
 		uint64_t gen = atomic_load(&s->commit_gen) + 1;
@@ -693,6 +742,20 @@ queue_wait(tli_store *s)
 	pthread_cond_timedwait(&s->q_cv, &s->q_lock, &ts);
 }
 
+/* The database is closed (a failed restore): the batch fails whole. */
+static void
+batch_fail(sub *first, int rv)
+{
+	for (sub *sb = first; sb != NULL; sb = sb->next) {
+		sb->result = rv;
+		for (size_t i = 0; i < sb->n; i++) {
+			sb->ops[i].err = rv;
+			sb->ops[i].new_version = 0;
+			sb->ops[i].new_ts = 0;
+		}
+	}
+}
+
 static void *
 writer_main(void *arg)
 {
@@ -707,14 +770,18 @@ writer_main(void *arg)
 	for (;;) {
 		sub *batch, *next;
 		size_t nops;
+		int rv;
 
 		pthread_mutex_lock(&s->q_lock);
 		while (s->q_head == NULL && !s->stopping) {
 			queue_wait(s);
 			if (s->q_head == NULL) {
 				pthread_mutex_unlock(&s->q_lock);
-				interval_sync(s, false);
-				writes_try_resume(s);
+				if (tli_db_rdlock(s) == TL_OK) {
+					interval_sync(s, false);
+					writes_try_resume(s);
+					tli_db_unlock(s);
+				}
 				pthread_mutex_lock(&s->q_lock);
 			}
 		}
@@ -725,18 +792,25 @@ writer_main(void *arg)
 		batch = queue_take(s, &nops);
 		pthread_mutex_unlock(&s->q_lock);
 
-		switch (batch->kind) {
-		case SUB_OPS:
-			ops_batch_apply(s, batch, nops);
-			break;
-		case SUB_TOPIC_CREATE:
-			topic_create_apply(s, batch);
-			break;
-		case SUB_TOPIC_DELETE:
-			topic_delete_apply(s, batch);
-			break;
+		/* Held for the whole batch, replicate included: a restore
+		 * waits for it. Not while completing: done may read. */
+		if ((rv = tli_db_rdlock(s)) != TL_OK) {
+			batch_fail(batch, rv);
+		} else {
+			switch (batch->kind) {
+			case SUB_OPS:
+				ops_batch_apply(s, batch, nops);
+				break;
+			case SUB_TOPIC_CREATE:
+				topic_create_apply(s, batch);
+				break;
+			case SUB_TOPIC_DELETE:
+				topic_delete_apply(s, batch);
+				break;
+			}
+			interval_sync(s, false);
+			tli_db_unlock(s);
 		}
-		interval_sync(s, false);
 		for (; batch != NULL; batch = next) {
 			bool heap = batch->heap;
 			next = batch->next;
@@ -746,7 +820,10 @@ writer_main(void *arg)
 			}
 		}
 	}
-	interval_sync(s, true);
+	if (tli_db_rdlock(s) == TL_OK) {
+		interval_sync(s, true);
+		tli_db_unlock(s);
+	}
 	return NULL;
 }
 
@@ -991,18 +1068,48 @@ tli_store_get_stats(tli_store *s, tli_store_stats *out)
 		out->sync_hist[i] = atomic_load(&s->st_sync_hist[i]);
 	}
 	out->queued_ops = atomic_load(&s->st_queued_ops);
-	rdb_state(s, out);
+	if (tli_db_rdlock(s) == TL_OK) {
+		rdb_state(s, out);
+		tli_db_unlock(s);
+	} else {
+		out->write_stopped = out->delayed_write_rate = 0;
+		out->running_flushes = out->running_compactions = 0;
+		out->imm_memtables = out->l0_files = 0;
+		out->pending_compaction_bytes = 0;
+	}
 }
 
 /* ---- open / close ---- */
 
 static void
+topics_free(topic_rt **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		tli_free(v[i]);
+	}
+	tli_free(v);
+}
+
+/* Close the RocksDB handles (the options stay for a reopen). */
+static void
+db_close(tli_store *s)
+{
+	for (int i = 0; i < CF_COUNT; i++) {
+		if (s->cf[i] != NULL) {
+			rocksdb_column_family_handle_destroy(s->cf[i]);
+			s->cf[i] = NULL;
+		}
+	}
+	if (s->db != NULL) {
+		rocksdb_close(s->db);
+		s->db = NULL;
+	}
+}
+
+static void
 store_free(tli_store *s)
 {
-	for (size_t i = 0; i < s->ntopics; i++) {
-		tli_free(s->topics[i]);
-	}
-	tli_free(s->topics);
+	topics_free(s->topics, s->ntopics);
 	if (s->ov != NULL) {
 		tli_overlay_free(s->ov);
 	}
@@ -1012,14 +1119,8 @@ store_free(tli_store *s)
 	}
 	tli_free(s->stg.e);
 	tli_free(s->stg.arena);
-	for (int i = 0; i < CF_COUNT; i++) {
-		if (s->cf[i] != NULL) {
-			rocksdb_column_family_handle_destroy(s->cf[i]);
-		}
-	}
-	if (s->db != NULL) {
-		rocksdb_close(s->db);
-	}
+	tli_free(s->entry);
+	db_close(s);
 	for (int i = 0; i < CF_COUNT; i++) {
 		if (s->cfopts[i] != NULL) {
 			rocksdb_options_destroy(s->cfopts[i]);
@@ -1037,10 +1138,15 @@ store_free(tli_store *s)
 	if (s->wopts != NULL) {
 		rocksdb_writeoptions_destroy(s->wopts);
 	}
+	if (s->apply_wopts != NULL) {
+		rocksdb_writeoptions_destroy(s->apply_wopts);
+	}
 	if (s->ropts != NULL) {
 		rocksdb_readoptions_destroy(s->ropts);
 	}
 	pthread_rwlock_destroy(&s->topics_lock);
+	pthread_rwlock_destroy(&s->db_lock);
+	pthread_mutex_destroy(&s->apply_lock);
 	pthread_mutex_destroy(&s->q_lock);
 	pthread_cond_destroy(&s->q_cv);
 	pthread_mutex_destroy(&s->err_lock);
@@ -1117,6 +1223,8 @@ options_setup(tli_store *s)
 	rocksdb_writeoptions_set_sync(
 	    s->wopts, s->opts.sync_mode == TLI_SYNC_ALWAYS);
 	s->ropts = rocksdb_readoptions_create();
+	s->apply_wopts = rocksdb_writeoptions_create();
+	rocksdb_writeoptions_set_sync(s->apply_wopts, 0);
 }
 
 static int
@@ -1240,12 +1348,42 @@ topics_load(tli_store *s)
 	return rv;
 }
 
+/* Open RocksDB at s->path with the store's options: the column families,
+ * the format check, the applied index. */
+static int
+db_open(tli_store *s)
+{
+	const rocksdb_options_t *cfo[CF_COUNT];
+	char *err = NULL;
+	uint8_t v[8];
+	bool found;
+	int rv;
+
+	for (int i = 0; i < CF_COUNT; i++) {
+		cfo[i] = s->cfopts[i];
+	}
+	s->db = rocksdb_open_column_families(
+	    s->dbopts, s->path, CF_COUNT, cf_names, cfo, s->cf, &err);
+	if (err != NULL) {
+		s->db = NULL;
+		return tli_rdb_err(s, err);
+	}
+	for (int i = 0; i < CF_COUNT; i++) {
+		s->cf_ids[i] = rocksdb_column_family_handle_get_id(s->cf[i]);
+	}
+	if ((rv = format_check(s)) != TL_OK ||
+	    (rv = tli_rdb_get_fixed(s, "A", 1, v, sizeof(v), &found)) !=
+	        TL_OK) {
+		return rv;
+	}
+	atomic_store(&s->applied, found ? tli_get_be64(v) : 0);
+	return TL_OK;
+}
+
 int
 tli_store_open(tli_store **out, const tli_store_opts *o)
 {
 	tli_store *s;
-	char *err = NULL;
-	const rocksdb_options_t *cfo[CF_COUNT];
 	int rv;
 
 	if (out == NULL || o == NULL || o->path == NULL || o->path[0] == '\0') {
@@ -1255,6 +1393,17 @@ tli_store_open(tli_store **out, const tli_store_opts *o)
 		return TL_ENOMEM;
 	}
 	pthread_rwlock_init(&s->topics_lock, NULL);
+	{
+		/* A restore waiting for the lock holds new readers back, so
+		 * a stream of reads cannot starve it. Nobody takes it twice. */
+		pthread_rwlockattr_t ra;
+		pthread_rwlockattr_init(&ra);
+		pthread_rwlockattr_setkind_np(
+		    &ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+		pthread_rwlock_init(&s->db_lock, &ra);
+		pthread_rwlockattr_destroy(&ra);
+	}
+	pthread_mutex_init(&s->apply_lock, NULL);
 	pthread_mutex_init(&s->q_lock, NULL);
 	{
 		pthread_condattr_t ca;
@@ -1291,16 +1440,7 @@ tli_store_open(tli_store **out, const tli_store_opts *o)
 	tli_overlay_forget(s->ov, atomic_load(&s->commit_gen));
 	s->opts.path = s->path;
 	options_setup(s);
-	for (int i = 0; i < CF_COUNT; i++) {
-		cfo[i] = s->cfopts[i];
-	}
-	s->db = rocksdb_open_column_families(
-	    s->dbopts, s->path, CF_COUNT, cf_names, cfo, s->cf, &err);
-	if (err != NULL) {
-		rv = tli_rdb_err(s, err);
-		goto fail;
-	}
-	if ((rv = format_check(s)) != TL_OK || (rv = topics_load(s)) != TL_OK) {
+	if ((rv = db_open(s)) != TL_OK || (rv = topics_load(s)) != TL_OK) {
 		goto fail;
 	}
 	s->last_sync_ms = tli_mono_ms();
@@ -1330,4 +1470,312 @@ tli_store_close(tli_store *s)
 		pthread_join(s->writer, NULL);
 	}
 	store_free(s);
+}
+
+/* ---- replication (store.h) ---- */
+
+int
+tli_db_rdlock(tli_store *s)
+{
+	pthread_rwlock_rdlock(&s->db_lock);
+	if (s->db == NULL) {
+		pthread_rwlock_unlock(&s->db_lock);
+		return TL_ESTORAGE;
+	}
+	return TL_OK;
+}
+
+void
+tli_db_unlock(tli_store *s)
+{
+	pthread_rwlock_unlock(&s->db_lock);
+}
+
+/* A failure of the store's own (not RocksDB's) as the last error. */
+static int
+store_err(tli_store *s, int rv, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&s->err_lock);
+	va_start(ap, fmt);
+	vsnprintf(s->last_err, sizeof(s->last_err), fmt, ap);
+	va_end(ap);
+	pthread_mutex_unlock(&s->err_lock);
+	return rv;
+}
+
+/* Take db_lock for writing (reload, restore: the writer must be idle).
+ * A writer inside replicate holds the read lock and may be waiting for
+ * the very thread that calls this (a Raft node's): that is refused with
+ * TL_EBUSY instead of waiting for ever. */
+#define WRLOCK_SLICE_MS 20
+
+static int
+db_wrlock(tli_store *s)
+{
+	for (;;) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += WRLOCK_SLICE_MS * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		if (pthread_rwlock_timedwrlock(&s->db_lock, &ts) == 0) {
+			return TL_OK;
+		}
+		if (atomic_load(&s->in_replicate)) {
+			return store_err(s, TL_EBUSY,
+			    "the writer is replicating a batch (it must be "
+			    "idle)");
+		}
+	}
+}
+
+/* With db_lock held for writing: the topic registry and the next topic id
+ * from RocksDB, every cached record and read hint forgotten. */
+static int
+registry_reload(tli_store *s)
+{
+	topic_rt **old = s->topics;
+	size_t nold = s->ntopics;
+	uint32_t next = 0;
+	bool found;
+	uint64_t gen;
+	int rv;
+
+	gen = atomic_load(&s->commit_gen) + 1;
+	tli_overlay_forget(s->ov, gen);
+	atomic_store(&s->commit_gen, gen);
+	if ((rv = meta_get_u32(s, 'N', &next, &found)) != TL_OK) {
+		return rv;
+	}
+	if (!found) {
+		return store_err(s, TL_ECORRUPT, "reload: no next topic id");
+	}
+	pthread_rwlock_wrlock(&s->topics_lock);
+	s->topics = NULL;
+	s->ntopics = 0;
+	if ((rv = topics_load(s)) != TL_OK) {
+		topics_free(s->topics, s->ntopics);
+		s->topics = old;
+		s->ntopics = nold;
+	} else {
+		topics_free(old, nold);
+		s->next_topic_id = next;
+	}
+	pthread_rwlock_unlock(&s->topics_lock);
+	return rv;
+}
+
+int
+tli_store_reload(tli_store *s)
+{
+	int rv;
+
+	if (s == NULL) {
+		return TL_EINVAL;
+	}
+	pthread_mutex_lock(&s->apply_lock);
+	if ((rv = db_wrlock(s)) == TL_OK) {
+		rv = s->db != NULL ? registry_reload(s) : TL_ESTORAGE;
+		pthread_rwlock_unlock(&s->db_lock);
+	}
+	pthread_mutex_unlock(&s->apply_lock);
+	return rv;
+}
+
+uint64_t
+tli_store_applied_index(tli_store *s)
+{
+	return atomic_load(&s->applied);
+}
+
+int
+tli_store_apply_entry(
+    tli_store *s, uint64_t index, const void *entry, size_t len)
+{
+	const uint8_t *p = entry;
+	rocksdb_writebatch_t *wb;
+	char *err = NULL;
+	uint8_t v[8];
+	int rv;
+
+	if (s == NULL || (p == NULL && len > 0)) {
+		return TL_EINVAL;
+	}
+	if (len < TLI_REPL_HEADER || p[0] != TLI_REPL_VERSION ||
+	    p[1] < TLI_REPL_OPS || p[1] > TLI_REPL_TOPIC_DELETE ||
+	    p[2] != TLI_STORE_FORMAT || p[3] != 0) {
+		return store_err(s, TL_ECORRUPT,
+		    "replicated entry %llu: unknown header",
+		    (unsigned long long) index);
+	}
+	pthread_mutex_lock(&s->apply_lock);
+	if ((rv = tli_db_rdlock(s)) != TL_OK) {
+		pthread_mutex_unlock(&s->apply_lock);
+		return rv;
+	}
+	if (index <= atomic_load(&s->applied)) {
+		goto out; /* applied before (a replay after a restart) */
+	}
+	if (tli_rdb_batch_check((const char *) p + TLI_REPL_HEADER,
+	        len - TLI_REPL_HEADER, s->cf_ids, CF_COUNT, &err) != 0) {
+		rv = tli_rdb_err(s, err);
+		goto out;
+	}
+	wb = rocksdb_writebatch_create_from(
+	    (const char *) p + TLI_REPL_HEADER, len - TLI_REPL_HEADER);
+	tli_put_be64(v, index);
+	rocksdb_writebatch_put_cf(
+	    wb, s->cf[CF_DEFAULT], "A", 1, (const char *) v, sizeof(v));
+	rocksdb_write(s->db, s->apply_wopts, wb, &err);
+	rocksdb_writebatch_destroy(wb);
+	if ((rv = tli_rdb_err(s, err)) == TL_OK) {
+		atomic_store(&s->applied, index);
+	}
+out:
+	tli_db_unlock(s);
+	pthread_mutex_unlock(&s->apply_lock);
+	return rv;
+}
+
+int
+tli_store_checkpoint(tli_store *s, const char *dir, uint64_t *index)
+{
+	rocksdb_checkpoint_t *cp;
+	char *err = NULL;
+	int rv;
+
+	if (s == NULL || dir == NULL || dir[0] == '\0' || index == NULL) {
+		return TL_EINVAL;
+	}
+	/* apply_lock: no entry lands between the checkpoint and the index
+	 * read next to it. */
+	pthread_mutex_lock(&s->apply_lock);
+	if ((rv = tli_db_rdlock(s)) != TL_OK) {
+		pthread_mutex_unlock(&s->apply_lock);
+		return rv;
+	}
+	rocksdb_flush_wal(s->db, 1, &err);
+	if ((rv = tli_rdb_err(s, err)) == TL_OK) {
+		cp = rocksdb_checkpoint_object_create(s->db, &err);
+		if ((rv = tli_rdb_err(s, err)) == TL_OK) {
+			/* 0: flush the memtables first, so the checkpoint's
+			 * tables hold everything (no log to replay). */
+			rocksdb_checkpoint_create(cp, dir, 0, &err);
+			rv = tli_rdb_err(s, err);
+			rocksdb_checkpoint_object_destroy(cp);
+		}
+	}
+	if (rv == TL_OK) {
+		*index = atomic_load(&s->applied);
+	}
+	tli_db_unlock(s);
+	pthread_mutex_unlock(&s->apply_lock);
+	return rv;
+}
+
+static int
+rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void) st;
+	(void) flag;
+	(void) ftw;
+	return remove(path) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+/* rm -rf path; true when nothing is left. */
+static bool
+rmtree(const char *path)
+{
+	struct stat st;
+
+	if (lstat(path, &st) != 0) {
+		return errno == ENOENT;
+	}
+	return nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS) == 0;
+}
+
+int
+tli_store_restore(tli_store *s, const char *dir)
+{
+	struct stat st;
+	size_t plen;
+	char *old;
+	int rv;
+
+	if (s == NULL || dir == NULL || dir[0] == '\0') {
+		return TL_EINVAL;
+	}
+	/* Not a database: RocksDB would create an empty one in its place. */
+	plen = strlen(dir);
+	if ((old = tli_alloc(plen + sizeof("/CURRENT"))) == NULL) {
+		return TL_ENOMEM;
+	}
+	memcpy(old, dir, plen);
+	memcpy(old + plen, "/CURRENT", sizeof("/CURRENT"));
+	rv = stat(old, &st) == 0 ? TL_OK : errno;
+	tli_free(old);
+	if (rv != TL_OK) {
+		return store_err(s, TL_ESTORAGE, "restore: %s: no database: %s",
+		    dir, strerror(rv));
+	}
+	plen = strlen(s->path);
+	if ((old = tli_alloc(plen + sizeof(".old"))) == NULL) {
+		return TL_ENOMEM;
+	}
+	memcpy(old, s->path, plen);
+	memcpy(old + plen, ".old", sizeof(".old"));
+	pthread_mutex_lock(&s->apply_lock);
+	if ((rv = db_wrlock(s)) != TL_OK) {
+		pthread_mutex_unlock(&s->apply_lock);
+		tli_free(old);
+		return rv;
+	}
+	db_close(s);
+	if (!rmtree(old)) { /* left by an interrupted restore */
+		rv = store_err(s, TL_ESTORAGE, "restore: removing %s: %s", old,
+		    strerror(errno));
+	} else if (rename(s->path, old) != 0) {
+		rv = store_err(s, TL_ESTORAGE, "restore: moving %s aside: %s",
+		    s->path, strerror(errno));
+	} else if (rename(dir, s->path) != 0) {
+		rv = store_err(s, TL_ESTORAGE, "restore: moving %s to %s: %s",
+		    dir, s->path, strerror(errno));
+		(void) rename(old, s->path);
+	} else if ((rv = db_open(s)) != TL_OK) {
+		/* The checkpoint back where it was, the old database in
+		 * place again (the error text stays the first one's). */
+		db_close(s);
+		(void) rename(s->path, dir);
+		(void) rename(old, s->path);
+	}
+	if (rv == TL_OK) {
+		(void) rmtree(old);
+	} else if (s->db == NULL) {
+		char keep[sizeof(s->last_err)];
+		pthread_mutex_lock(&s->err_lock);
+		memcpy(keep, s->last_err, sizeof(keep));
+		pthread_mutex_unlock(&s->err_lock);
+		/* Not where it was (a rename back failed): not a new empty
+		 * database in its place either. */
+		if (lstat(s->path, &st) != 0 || db_open(s) != TL_OK) {
+			/* Closed for good: every call answers TL_ESTORAGE. */
+			db_close(s);
+		} else {
+			pthread_mutex_lock(&s->err_lock);
+			memcpy(s->last_err, keep, sizeof(keep));
+			pthread_mutex_unlock(&s->err_lock);
+		}
+	}
+	if (s->db != NULL) {
+		int rv2 = registry_reload(s);
+		rv = rv == TL_OK ? rv2 : rv;
+	}
+	pthread_rwlock_unlock(&s->db_lock);
+	pthread_mutex_unlock(&s->apply_lock);
+	tli_free(old);
+	return rv;
 }

@@ -65,6 +65,16 @@ typedef struct tli_store_opts {
 	 * once when they resume (stopped false). Optional. */
 	void (*report)(void *arg, bool stopped, const char *detail);
 	void *report_arg;
+	/* Replicated mode when set (see "replication" below): where the
+	 * writer would write a batch to RocksDB it calls replicate(arg,
+	 * entry, len) instead, from the writer thread, with the batch as an
+	 * entry (TLI_REPL_*). It returns once the entry is committed and
+	 * applied to this store through tli_store_apply_entry (TL_OK), or
+	 * with the error the batch's operations then fail with
+	 * (TL_ENOTLEADER, TL_ELEADERLOST, TL_ENOMEM...). sync_mode and
+	 * sync_interval_ms do nothing in this mode. */
+	int (*replicate)(void *arg, const void *entry, size_t len);
+	void *replicate_arg;
 } tli_store_opts;
 
 /* Fill opts with the defaults. */
@@ -364,6 +374,83 @@ typedef void (*tli_check_report_fn)(void *arg, const char *problem);
  * (even if problems were found). */
 int tli_store_check(
     tli_store *s, tli_check_report_fn report, void *arg, uint64_t *problems);
+
+/* ---- replication ----
+ *
+ * A replicated store (opts.replicate set) is one node's copy of a Raft
+ * group's state. Its writer checks every operation exactly as a single
+ * node does and builds the same WriteBatch, but hands the batch to
+ * replicate as one entry instead of writing it; every node, the leader
+ * included, writes each committed entry with tli_store_apply_entry, in
+ * log order. A replicated store writes RocksDB only there and in
+ * tli_store_restore. docs/storage.md, "Replicated mode".
+ *
+ * An entry: a header of TLI_REPL_HEADER bytes, then RocksDB's serialized
+ * WriteBatch (rocksdb_writebatch_data). Header: the entry format version
+ * (TLI_REPL_VERSION), the kind (tli_repl_kind), the storage format
+ * (TLI_STORE_FORMAT) of the store that built it, and a zero byte. A new
+ * entry layout bumps TLI_REPL_VERSION; a node refuses (TL_ECORRUPT) an
+ * entry of a version, kind or storage format it does not know.
+ */
+#define TLI_REPL_VERSION 1
+#define TLI_REPL_HEADER 4
+
+typedef enum tli_repl_kind {
+	TLI_REPL_OPS = 1,          /* a batch of message operations */
+	TLI_REPL_TOPIC_CREATE = 2, /* one topic created */
+	TLI_REPL_TOPIC_DELETE = 3, /* one topic deleted with its messages */
+} tli_repl_kind;
+
+/* Apply one committed entry as Raft index `index`: its WriteBatch plus
+ * the applied index (the key "A" of the default column family) in one
+ * write, not synced (Raft's log is the durable copy). An index at or
+ * below the applied index is skipped (TL_OK): replaying the log after a
+ * restart is harmless. Only RocksDB changes: a node that did not build
+ * the entry calls tli_store_reload before its writer takes writes (a
+ * follower that becomes leader). Call from one thread at a time; it may
+ * run while the writer thread waits inside replicate. Errors:
+ * TL_ECORRUPT (a header or WriteBatch that does not decode; nothing
+ * written), TL_ESTORAGE/TL_EIO/TL_ENOSPC (RocksDB refused: a committed
+ * entry cannot be skipped, so the caller stops), TL_EINVAL. */
+int tli_store_apply_entry(
+    tli_store *s, uint64_t index, const void *entry, size_t len);
+
+/* The index of the last entry applied (0: none), kept in memory, loaded
+ * at open. */
+uint64_t tli_store_applied_index(tli_store *s);
+
+/* Re-read what the writer keeps in memory from RocksDB: the topics, their
+ * counters and the next topic id; drop every cached record and read hint
+ * (the commit generation moves on). For a node whose database changed
+ * under its writer (applied entries it did not build, a topic created or
+ * deleted by another node) before it serves, and after a replicate that
+ * failed with an entry that may still be applied (TL_ELEADERLOST), before
+ * the writer takes writes again. Precondition: the writer is idle (no
+ * submission in flight). It waits for a batch in progress, but answers
+ * TL_EBUSY while the writer is inside replicate (which may be waiting
+ * for the caller's thread). Errors: TL_EBUSY, TL_ESTORAGE, TL_ECORRUPT,
+ * TL_ENOMEM (then the registry is the one from before). */
+int tli_store_reload(tli_store *s);
+
+/* Create a RocksDB checkpoint of the store at dir (which must not exist;
+ * same filesystem as the store for hard links), after syncing the WAL,
+ * and set *index to the applied index it holds: no entry is applied
+ * between the two. Errors: TL_ESTORAGE/TL_EIO/TL_ENOSPC with
+ * tli_store_last_error. */
+int tli_store_checkpoint(tli_store *s, const char *dir, uint64_t *index);
+
+/* Replace the store's database in place with the checkpoint at dir (same
+ * filesystem; dir is moved, not copied): close RocksDB, move the old
+ * directory aside (path + ".old"), move dir to path, reopen with the same
+ * options, reload (as tli_store_reload) and remove the old directory. The
+ * tli_store pointer stays valid; readers wait for the swap (they never
+ * see a closed database). Precondition: the writer is idle (a follower;
+ * TL_EBUSY while it is inside replicate, as for tli_store_reload).
+ * On failure the old database is put back and reopened (the store goes on
+ * as before) and the error is returned: TL_EFORMAT, TL_ESTORAGE... with
+ * tli_store_last_error. Should even that fail, every later call answers
+ * TL_ESTORAGE. */
+int tli_store_restore(tli_store *s, const char *dir);
 
 /* ---- statistics ---- */
 

@@ -3,9 +3,13 @@
  * object, the in-memory topic registry, the key and record codecs and the
  * RocksDB error translation. Nothing outside storage/ includes this.
  *
- * Lock order: topics_lock (rwlock) before q_lock. The writer thread is the
- * only one that changes topics or counters; readers copy what they need
- * under the read lock.
+ * Lock order: apply_lock, then db_lock, then topics_lock, then q_lock. The
+ * writer thread is the only one that changes topics or counters (besides
+ * tli_store_reload and tli_store_restore, which run while it is idle);
+ * readers copy what they need under the read lock. db_lock guards the
+ * RocksDB handles themselves: every public read and the writer, while it
+ * handles a batch, hold it for reading; tli_store_reload and
+ * tli_store_restore hold it for writing.
  */
 #ifndef TL_STORAGE_STORE_INT_H
 #define TL_STORAGE_STORE_INT_H
@@ -162,6 +166,16 @@ struct tli_store {
 	pthread_mutex_t err_lock;
 	char last_err[256];
 
+	/* Replicated mode (store.c, "replication"). */
+	pthread_rwlock_t db_lock;   /* see the lock order above */
+	pthread_mutex_t apply_lock; /* one apply, checkpoint or restore */
+	_Atomic uint64_t applied;   /* the applied index, as stored under 'A' */
+	rocksdb_writeoptions_t *apply_wopts; /* no sync: Raft's log is */
+	uint32_t cf_ids[CF_COUNT]; /* RocksDB's ids of the column families */
+	_Atomic bool in_replicate; /* the writer is inside replicate */
+	uint8_t *entry;            /* writer: the entry being replicated */
+	size_t entry_cap;
+
 	/* A full disk (store.c, "writes stopped"): set and cleared by the
 	 * writer, read by anyone. */
 	_Atomic bool stopped;
@@ -212,6 +226,19 @@ void tli_rdb_manual_resume(rocksdb_options_t *o);
  * value of another size. */
 int tli_rdb_get_fixed(
     tli_store *s, const void *k, size_t kl, void *out, size_t len, bool *found);
+
+/* rdb_batch.cc: whether rep (len bytes) is a well-formed serialized
+ * WriteBatch that only puts and deletes (keys and ranges) in the n column
+ * families of ids. 0 if so; -1 with *errptr (a malloc'd "Corruption: ..."
+ * text, as RocksDB's) if not. */
+int tli_rdb_batch_check(
+    const char *rep, size_t len, const uint32_t *ids, size_t n, char **errptr);
+
+/* ---- store.c: the RocksDB handles (db_lock) ---- */
+/* Take db_lock for reading: TL_OK, or TL_ESTORAGE (nothing held) when the
+ * database is closed because a tli_store_restore failed beyond repair. */
+int tli_db_rdlock(tli_store *s);
+void tli_db_unlock(tli_store *s);
 
 /* ---- store.c: topic registry ---- */
 /* Writer thread or with topics_lock held. */
