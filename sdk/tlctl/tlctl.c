@@ -1193,6 +1193,10 @@ cmd_cluster(args *a)
 	if (strcmp(sub, "status") == 0) {
 		tl_cluster_info st;
 
+		if ((rv = need_pos(
+		         a, 2, "cluster status wants nothing more.")) != 0) {
+			return rv;
+		}
 		CONNECT(a, c);
 		if ((rv = tl_cluster_status(c, &st)) != TL_OK) {
 			return fail(a, rv, "asking the cluster's status");
@@ -1202,6 +1206,10 @@ cmd_cluster(args *a)
 		return rv;
 	}
 	if (strcmp(sub, "transfer-leadership") == 0) {
+		if (a->npos > 3) {
+			return usage(a, "%s",
+			    "cluster transfer-leadership wants at most an ID.");
+		}
 		if (a->npos > 2 && (rv = pos_id(a, a->pos[2], &id)) != 0) {
 			return rv;
 		}
@@ -1215,9 +1223,10 @@ cmd_cluster(args *a)
 		return TLCTL_OK;
 	}
 	if (strcmp(sub, "add") == 0) {
-		if ((rv = need_pos(a, 4,
-		         "cluster add wants ID and HOST:PORT (and the client "
-		         "URL).")) != 0 ||
+		if ((a->npos != 5 &&
+		        (rv = need_pos(a, 4,
+		             "cluster add wants ID, HOST:PORT and maybe the "
+		             "client URL.")) != 0) ||
 		    (rv = pos_id(a, a->pos[2], &id)) != 0) {
 			return rv;
 		}
