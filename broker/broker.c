@@ -100,6 +100,7 @@ broker_stop(tlb_broker *b, up_stage up)
 	}
 	tlc_stop(b); /* later replications answer TL_ENOTLEADER */
 	tli_store_close(b->store);
+	tlc_free(b);
 	if (up >= UP_SERVER) {
 		tlb_server_wait(b);
 	}
@@ -149,6 +150,8 @@ open_store(tlb_broker *b)
 		}
 		tlc_store_path(b, path, sizeof(path));
 		so.path = path;
+		so.replicate = tlc_replicate;
+		so.replicate_arg = b;
 	}
 	so.sync_mode = b->conf.sync_mode;
 	so.sync_interval_ms = b->conf.sync_interval_ms;

@@ -23,6 +23,9 @@
 #define TLC_CLOCK_TICK_MS 1000
 #define TLC_CLOCK_IO_MS 500
 #define TLC_CLOCK_MAX_REPLY 4096
+/* How long a node waits for any peer's clock before it may lead with its
+ * own unchecked. */
+#define TLC_CLOCK_GRACE_MS 3000
 
 typedef struct peer {
 	uint64_t id;
@@ -45,6 +48,10 @@ struct tlc_clock {
 	pthread_cond_t cv;
 	bool stop;
 	bool degraded;
+	bool checked;     /* a round decided, or nobody answered for long */
+	int64_t heard_ms; /* monotonic: the last round a peer answered */
+	int64_t start_ms;
+	bool warned; /* R017 said */
 	bool majority_known;
 	int64_t majority_ms;
 };
@@ -135,6 +142,8 @@ peer_ask(tlc_clock *k, peer *p, bool hello, int64_t *theirs, int64_t *ours)
 		m.name = (tlp_str){k->b->conf.name, strlen(k->b->conf.name)};
 		m.role = (tlp_str){"clock-watch", 11};
 		m.client_ms = t0 / 1000;
+		m.token = (tlp_str){
+		    k->b->conf.cluster_token, strlen(k->b->conf.cluster_token)};
 		tlp_enc_hello(&w, &m);
 	} else {
 		tlp_enc_ping(&w, t0 / 1000);
@@ -227,16 +236,22 @@ majority_update(tlc_clock *k)
 		}
 	}
 	k->majority_known = n > k->nnodes / 2;
+	k->majority_ms = 0;
 	if (!k->majority_known) {
-		k->majority_ms = 0;
 		return;
 	}
 	qsort(v, (size_t) n, sizeof(v[0]), cmp_i64);
 	if (n % 2 == 1) {
 		k->majority_ms = v[n / 2];
 	} else {
+		/* two middle clocks: they decide only when they agree (two
+		 * nodes 5 s apart cannot tell which one is wrong) */
 		int64_t a = v[n / 2 - 1], b = v[n / 2];
 
+		if (llabs(b - a) > k->bound_ms) {
+			k->majority_known = false;
+			return;
+		}
 		k->majority_ms = llabs(a) < llabs(b) ? a : b;
 	}
 }
@@ -245,7 +260,7 @@ majority_update(tlc_clock *k)
 static void
 watch_round(tlc_clock *k)
 {
-	bool was, now;
+	bool was, now, any = false, warn = false;
 	int64_t maj;
 
 	for (int i = 0; i < k->npeers; i++) {
@@ -257,13 +272,28 @@ watch_round(tlc_clock *k)
 		p->known = known;
 		p->offset_ms = known ? off : 0;
 		pthread_mutex_unlock(&k->mtx);
+		any = any || known;
 	}
 	pthread_mutex_lock(&k->mtx);
 	was = k->degraded;
 	majority_update(k);
 	/* in with the bound, out below 80 % of it: no flapping at the edge */
+	if (any) {
+		k->heard_ms = tli_mono_ms();
+	}
+	/* no peer answers (down, or they want a token: cluster_token): do
+	 * not hold the leadership back for ever, but say so */
+	if (!k->checked && !k->majority_known &&
+	    tli_mono_ms() - (any ? k->heard_ms : k->start_ms) >
+	        TLC_CLOCK_GRACE_MS &&
+	    !any) {
+		k->checked = true;
+		warn = !k->warned;
+		k->warned = true;
+	}
+	k->checked = k->checked || k->majority_known;
 	if (!k->majority_known) {
-		k->degraded = false;
+		/* undecided: a degraded node stays so, a healthy one too */
 	} else if (!was) {
 		k->degraded = llabs(k->majority_ms) > k->bound_ms;
 	} else {
@@ -272,6 +302,11 @@ watch_round(tlc_clock *k)
 	now = k->degraded;
 	maj = k->majority_ms;
 	pthread_mutex_unlock(&k->mtx);
+	if (warn) {
+		tlb_log(TLB_WARN, "R017",
+		    "no other node answers the clock watch (down, or auth = on "
+		    "without cluster_token): this node's clock is not checked");
+	}
 	if (now && !was) {
 		tlb_log(TLB_ERROR, "R012",
 		    "this node's clock is %lld ms off the cluster majority's "
@@ -324,6 +359,7 @@ tlc_clock_start(tlb_broker *b)
 	}
 	k->b = b;
 	k->bound_ms = cf->cluster_clock_bound_ms;
+	k->start_ms = tli_mono_ms();
 	k->nnodes = cf->nnodes;
 	for (int i = 0; i < cf->nnodes; i++) {
 		if (i == cf->self) {
@@ -368,6 +404,20 @@ tlc_clock_stop(tlc_clock *k)
 	pthread_cond_destroy(&k->cv);
 	pthread_mutex_destroy(&k->mtx);
 	tli_free(k);
+}
+
+bool
+tlc_clock_checked(tlc_clock *k)
+{
+	bool v;
+
+	if (k == NULL) {
+		return true;
+	}
+	pthread_mutex_lock(&k->mtx);
+	v = k->checked;
+	pthread_mutex_unlock(&k->mtx);
+	return v;
 }
 
 bool

@@ -9,8 +9,11 @@
  * itself included at 0; when more than half of the cluster is known and that
  * median is over cluster_clock_bound_ms the node is degraded: it logs so
  * loudly, says so in its metrics, and refuses to become or stay leader
- * (cluster.c hands the leadership over). When fewer nodes answer, the
- * majority is unknown and the node is not degraded.
+ * (cluster.c hands the leadership over). When fewer nodes answer, or an
+ * even number whose two middle clocks disagree by more than the bound
+ * (two nodes cannot tell which of them is wrong), the majority is unknown
+ * and the state stays as it was; a node leads only once a round has
+ * decided (tlc_clock_checked).
  *
  * Threads: its own (tl-clockwatch), which opens the sessions and asks
  * once a second; any thread may ask it. Its lock is a leaf. A peer that
@@ -34,6 +37,9 @@ tlc_clock *tlc_clock_start(tlb_broker *b);
 /* Stop the thread and close the sessions. Accepts NULL. */
 void tlc_clock_stop(tlc_clock *k);
 
+/* Whether a round has measured more than half of the cluster's clocks
+ * (true for NULL): until then a node does not know whether it may lead. */
+bool tlc_clock_checked(tlc_clock *k);
 /* Whether this node's clock is off from the majority's by more than the
  * bound (false for NULL). */
 bool tlc_clock_degraded(tlc_clock *k);

@@ -30,7 +30,6 @@
 #include "dispatch.h"
 #include "msgs.h"
 #include "server.h"
-#include "store_shim.h"
 
 /* A CLUSTER request on its way to, and through, the raft thread. */
 typedef struct admin {
@@ -155,6 +154,52 @@ tlc_store_path(const tlb_broker *b, char *out, size_t cap)
 	snprintf(out, cap, "%s/store", b->conf.data_dir);
 }
 
+static void
+put_u32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++) {
+		p[i] = (uint8_t) (v >> (8 * i));
+	}
+}
+
+static void
+put_u64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++) {
+		p[i] = (uint8_t) (v >> (8 * i));
+	}
+}
+
+static uint32_t
+get_u32(const uint8_t *p)
+{
+	uint32_t v = 0;
+
+	for (int i = 3; i >= 0; i--) {
+		v = v << 8 | p[i];
+	}
+	return v;
+}
+
+static uint64_t
+get_u64(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 7; i >= 0; i--) {
+		v = v << 8 | p[i];
+	}
+	return v;
+}
+
+/* A Raft entry frames the store's entry: "TLE1", its length (u32), the
+ * entry, zeros up to a multiple of 8 bytes. libraft 0.15 moves entries
+ * whose length is not a multiple of 8 wrongly in some paths (seen when a
+ * new leader sends a restarted follower a long run of entries): framed,
+ * every entry is whole words and its own length says where it ends. */
+#define ENTRY_HEAD 8
+static const char entry_magic[4] = {'T', 'L', 'E', '1'};
+
 /* ---- proposals (writer thread -> raft thread) ---- */
 
 static void
@@ -170,9 +215,13 @@ prop_finish(tlc *c, prop *p, int rv)
 int
 tlc_replicate(void *arg, const void *entry, size_t len)
 {
-	tlc *c = arg;
+	tlb_broker *b = arg;
+	tlc *c = b->cluster;
 	prop p = {.c = c, .entry = entry, .len = len};
 
+	if (c == NULL) {
+		return TL_ENOTLEADER; /* the node is not started yet */
+	}
 	pthread_mutex_lock(&c->mtx);
 	if (c->closed || !c->is_leader) {
 		pthread_mutex_unlock(&c->mtx);
@@ -226,13 +275,17 @@ propose_all(tlc *c)
 		int rv = RAFT_NOTLEADER;
 
 		l = l->next;
-		buf.len = p->len;
-		buf.base = raft_malloc(p->len > 0 ? p->len : 1);
+		/* a frame of whole 8-byte words (see ENTRY_HEAD) */
+		buf.len = (ENTRY_HEAD + p->len + 7) / 8 * 8;
+		buf.base = raft_malloc(buf.len);
 		if (buf.base == NULL) {
 			prop_finish(c, p, TL_ENOMEM);
 			continue;
 		}
-		memcpy(buf.base, p->entry, p->len);
+		memset(buf.base, 0, buf.len);
+		memcpy(buf.base, entry_magic, 4);
+		put_u32((uint8_t *) buf.base + 4, (uint32_t) p->len);
+		memcpy((uint8_t *) buf.base + ENTRY_HEAD, p->entry, p->len);
 		if (raft_state(&c->raft) == RAFT_LEADER) {
 			rv = raft_apply(&c->raft, &p->req, &buf, 1, apply_cb);
 		}
@@ -255,10 +308,18 @@ fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
 {
 	tlc *c = fsm->data;
 	uint64_t index = raft_last_applied(&c->raft) + 1;
+	size_t len = 0;
 	int rv;
 
 	*result = NULL;
-	rv = tli_store_apply_entry(c->b->store, index, buf->base, buf->len);
+	if (buf->len < ENTRY_HEAD || memcmp(buf->base, entry_magic, 4) != 0 ||
+	    (len = get_u32((const uint8_t *) buf->base + 4)) >
+	        buf->len - ENTRY_HEAD) {
+		rv = TL_ECORRUPT;
+	} else {
+		rv = tli_store_apply_entry(c->b->store, index,
+		    (const uint8_t *) buf->base + ENTRY_HEAD, len);
+	}
 	if (rv != TL_OK) {
 		/* A committed entry cannot be skipped: stop here; the Raft
 		 * log replays it at the next start. */
@@ -273,44 +334,6 @@ fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
 	c->applied_index = index;
 	pthread_mutex_unlock(&c->mtx);
 	return 0;
-}
-
-static void
-put_u32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++) {
-		p[i] = (uint8_t) (v >> (8 * i));
-	}
-}
-
-static void
-put_u64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++) {
-		p[i] = (uint8_t) (v >> (8 * i));
-	}
-}
-
-static uint32_t
-get_u32(const uint8_t *p)
-{
-	uint32_t v = 0;
-
-	for (int i = 3; i >= 0; i--) {
-		v = v << 8 | p[i];
-	}
-	return v;
-}
-
-static uint64_t
-get_u64(const uint8_t *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 7; i >= 0; i--) {
-		v = v << 8 | p[i];
-	}
-	return v;
 }
 
 /* Read exactly n bytes of path into p. */
@@ -698,7 +721,11 @@ tick_cb(uv_timer_t *t)
 			c->nmatch++;
 		}
 	}
+	/* the role thread also looks again while a leader waits for its
+	 * clock check, and when a serving leader's clock went wrong */
 	if (changed ||
+	    (c->is_leader && !atomic_load(&c->serving) && c->ready_term != 0 &&
+	        c->ready_term != c->tried_term) ||
 	    (c->is_leader && tlc_clock_degraded(c->clock) &&
 	        atomic_load(&c->serving))) {
 		pthread_cond_broadcast(&c->cv);
@@ -1234,7 +1261,7 @@ take_over(tlc *c, uint64_t term)
 	}
 	pthread_mutex_lock(&c->mtx);
 	if (c->is_leader && c->ready_term == term && !c->stop &&
-	    !tlc_clock_degraded(c->clock)) {
+	    tlc_clock_checked(c->clock) && !tlc_clock_degraded(c->clock)) {
 		atomic_store(&c->serving, true);
 		tlb_log(TLB_INFO, "R001",
 		    "leader elected: this node serves (term %llu)",
@@ -1257,7 +1284,8 @@ role_main(void *arg)
 		    (!c->is_leader || c->ready_term == 0 ||
 		        c->ready_term != c->tried_term || skewed);
 		bool won = c->is_leader && c->ready_term != 0 &&
-		    c->ready_term != c->tried_term && !skewed;
+		    c->ready_term != c->tried_term && !skewed &&
+		    tlc_clock_checked(c->clock);
 
 		if (c->stop) {
 			break;
@@ -1310,7 +1338,16 @@ tlc_start(tlb_broker *b)
 	c->state = RAFT_UNAVAILABLE;
 	pthread_mutex_init(&c->mtx, NULL);
 	pthread_cond_init(&c->cv, NULL);
+	/* before the threads that ask it: a node leads only once its clock
+	 * was checked against the majority's */
+	if (b->conf.nnodes > 1 && (c->clock = tlc_clock_start(b)) == NULL) {
+		pthread_cond_destroy(&c->cv);
+		pthread_mutex_destroy(&c->mtx);
+		tli_free(c);
+		return -1;
+	}
 	if (pthread_create(&c->th, NULL, raft_main, c) != 0) {
+		tlc_clock_stop(c->clock);
 		pthread_cond_destroy(&c->cv);
 		pthread_mutex_destroy(&c->mtx);
 		tli_free(c);
@@ -1325,13 +1362,24 @@ tlc_start(tlb_broker *b)
 	b->cluster = c;
 	if (rv == 0 && pthread_create(&c->role_th, NULL, role_main, c) == 0) {
 		c->role_started = true;
-		if (b->conf.nnodes > 1) {
-			c->clock = tlc_clock_start(b);
-		}
 		return 0;
 	}
 	tlc_stop(b);
 	return -1;
+}
+
+void
+tlc_free(tlb_broker *b)
+{
+	tlc *c = b->cluster;
+
+	if (c == NULL) {
+		return;
+	}
+	b->cluster = NULL;
+	pthread_cond_destroy(&c->cv);
+	pthread_mutex_destroy(&c->mtx);
+	tli_free(c);
 }
 
 void
@@ -1343,6 +1391,10 @@ tlc_stop(tlb_broker *b)
 		return;
 	}
 	pthread_mutex_lock(&c->mtx);
+	if (c->stop) {
+		pthread_mutex_unlock(&c->mtx);
+		return; /* stopped already */
+	}
 	c->stop = true;
 	if (!c->closed) {
 		uv_async_send(&c->async);
@@ -1352,12 +1404,10 @@ tlc_stop(tlb_broker *b)
 	pthread_join(c->th, NULL);
 	if (c->role_started) {
 		pthread_join(c->role_th, NULL);
+		c->role_started = false;
 	}
 	tlc_clock_stop(c->clock); /* nothing reads it any more */
-	b->cluster = NULL;
-	pthread_cond_destroy(&c->cv);
-	pthread_mutex_destroy(&c->mtx);
-	tli_free(c);
+	c->clock = NULL;
 }
 
 bool

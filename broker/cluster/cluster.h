@@ -33,8 +33,10 @@ void tlc_store_path(const tlb_broker *b, char *out, size_t cap);
  * logged. */
 int tlc_start(tlb_broker *b);
 /* Stop both threads and close the node; later tlc_replicate calls answer
- * TL_ENOTLEADER. Accepts a broker without a cluster. */
+ * TL_ENOTLEADER. Accepts a broker without a cluster, and a second call. */
 void tlc_stop(tlb_broker *b);
+/* Free it once the store is closed (no replicate call can run). */
+void tlc_free(tlb_broker *b);
 
 /* Whether this node is the leader and serves requests (after its
  * barrier, the store reload and the configured topics). */
@@ -42,9 +44,10 @@ bool tlc_serving(const tlc *c);
 /* The known leader's client URL into out ("" when none is known). */
 void tlc_leader_url(tlc *c, char *out, size_t cap);
 
-/* The store's replicate hook (writer thread): propose entry as one Raft
- * entry and wait until it is applied here. TL_OK; TL_ENOTLEADER (nothing
- * proposed); TL_ELEADERLOST (proposed, leadership lost: outcome unknown). */
+/* The store's replicate hook (writer thread), arg the broker: propose entry as
+ * one Raft entry and wait until it is applied here. TL_OK; TL_ENOTLEADER
+ * (nothing proposed); TL_ELEADERLOST (proposed, leadership lost: outcome
+ * unknown). */
 int tlc_replicate(void *arg, const void *entry, size_t len);
 
 /* ---- administration (the CLUSTER operation) ---- */

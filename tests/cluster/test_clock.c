@@ -96,6 +96,8 @@ Test(clock, a_node_with_a_wrong_clock_is_degraded_and_never_leads)
 	    "the remaining healthy node does not lead");
 	log = tt_read_file(c.p[2].log);
 	cr_assert_not_null(log);
+	cr_assert(strstr(log, "R001") == NULL,
+	    "the node with the wrong clock served at some point:\n%s", log);
 	if (strstr(log, "R003 node 3 is the leader") != NULL) {
 		cr_assert(strstr(log, "R014") != NULL,
 		    "node 3 won an election and did not hand it over");
