@@ -1585,6 +1585,15 @@ enc_not_leader(tlp_w *w, const void *arg)
 	tlp_enc_error_leader(w, TL_ENOTLEADER, "not the leader", a->url);
 }
 
+/* The operations that only read the store. */
+static bool
+is_read(int op)
+{
+	return op == TLP_OP_GET || op == TLP_OP_LIST || op == TLP_OP_COUNT ||
+	    op == TLP_OP_TOPIC_GET || op == TLP_OP_TOPIC_LIST ||
+	    op == TLP_OP_DLQ_LIST;
+}
+
 /* In a cluster only the serving leader handles requests (HELLO and PING
  * excepted); the others are told which node leads. */
 static bool
@@ -1594,8 +1603,13 @@ leader_only(req *q)
 	not_leader_arg a = {url};
 
 	if (q->b->cluster == NULL || q->h.op == TLP_OP_HELLO ||
-	    q->h.op == TLP_OP_PING || q->h.op == TLP_OP_CLUSTER ||
-	    tlc_serving(q->b->cluster)) {
+	    q->h.op == TLP_OP_PING || q->h.op == TLP_OP_CLUSTER) {
+		return false;
+	}
+	/* a write proves the leadership by its commit; a read needs the
+	 * leader's read lease (linearizable reads) */
+	if (tlc_serving(q->b->cluster) &&
+	    (!is_read(q->h.op) || tlc_read_fence(q->b->cluster) == TL_OK)) {
 		return false;
 	}
 	tlc_leader_url(q->b->cluster, url, sizeof(url));

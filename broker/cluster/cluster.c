@@ -81,6 +81,11 @@ struct tlc {
 	uv_timer_t tick;
 	struct raft_barrier barrier;
 	bool barrier_pending;
+	/* the read lease: a barrier a majority applied proves that no other
+	 * leader can be elected for an election timeout after it was sent */
+	struct raft_barrier lease_barrier;
+	bool lease_pending;    /* raft thread */
+	int64_t lease_sent_ms; /* raft thread: monotonic, when it was sent */
 	uint64_t barrier_term;
 	uint64_t refused_at; /* applied index of the last refused snapshot */
 	pthread_t th;
@@ -112,6 +117,7 @@ struct tlc {
 	uint64_t snaps_installed;
 
 	_Atomic bool serving;
+	_Atomic int64_t lease_until_ms; /* monotonic; reads are served before */
 
 	admin *a_head, **a_tail; /* CLUSTER requests for the raft thread */
 	extra_node extra[TLB_MAX_NODES];
@@ -630,6 +636,45 @@ barrier_cb(struct raft_barrier *req, int status)
 	pthread_mutex_unlock(&c->mtx);
 }
 
+/* A lease barrier applied: reads may be served for most of an election
+ * timeout from when it was sent (a follower that applied it heard from
+ * this leader then, and neither it nor the others vote for anybody else
+ * before their election timeout passes; 10 % is left for the clocks'
+ * rates). */
+static void
+lease_cb(struct raft_barrier *req, int status)
+{
+	tlc *c = req->data;
+
+	c->lease_pending = false;
+	if (status == 0 && raft_state(&c->raft) == RAFT_LEADER) {
+		int64_t until =
+		    c->lease_sent_ms + c->b->conf.cluster_election_ms * 9 / 10;
+
+		atomic_store(&c->lease_until_ms, until);
+		pthread_mutex_lock(&c->mtx);
+		pthread_cond_broadcast(&c->cv);
+		pthread_mutex_unlock(&c->mtx);
+	}
+}
+
+/* A leader renews its read lease every quarter of an election timeout. */
+static void
+lease_renew(tlc *c)
+{
+	int64_t now = tli_mono_ms();
+
+	if (c->lease_pending ||
+	    now - c->lease_sent_ms < c->b->conf.cluster_election_ms / 4) {
+		return;
+	}
+	c->lease_barrier.data = c;
+	c->lease_sent_ms = now;
+	if (raft_barrier(&c->raft, &c->lease_barrier, lease_cb) == 0) {
+		c->lease_pending = true;
+	}
+}
+
 static void
 transfer_cb(struct raft_transfer *req)
 {
@@ -733,6 +778,11 @@ tick_cb(uv_timer_t *t)
 	pthread_mutex_unlock(&c->mtx);
 	if (st == RAFT_LEADER && tlc_clock_degraded(c->clock)) {
 		refuse_leadership(c, term);
+	}
+	if (st == RAFT_LEADER) {
+		lease_renew(c);
+	} else {
+		atomic_store(&c->lease_until_ms, 0);
 	}
 	/* a new leader serves once an entry of its term has applied: every
 	 * entry committed before is then in its store */
@@ -1467,4 +1517,30 @@ tlc_render_more(tlc *c, tli_buf *o)
 	    (unsigned long long) c->last_index);
 	pthread_mutex_unlock(&c->mtx);
 	tlc_clock_metrics(c->clock, o);
+}
+
+int
+tlc_read_fence(tlc *c)
+{
+	int64_t deadline = tli_mono_ms() + c->b->conf.cluster_election_ms;
+
+	pthread_mutex_lock(&c->mtx);
+	while (atomic_load(&c->serving) &&
+	    tli_mono_ms() >= atomic_load(&c->lease_until_ms) &&
+	    tli_mono_ms() < deadline) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 5000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&c->cv, &c->mtx, &ts);
+	}
+	pthread_mutex_unlock(&c->mtx);
+	return atomic_load(&c->serving) &&
+	        tli_mono_ms() < atomic_load(&c->lease_until_ms)
+	    ? TL_OK
+	    : TL_ENOTLEADER;
 }

@@ -41,6 +41,12 @@ void tlc_free(tlb_broker *b);
 /* Whether this node is the leader and serves requests (after its
  * barrier, the store reload and the configured topics). */
 bool tlc_serving(const tlc *c);
+/* Before a read (GET, LIST, COUNT, topics, dead letters): TL_OK when this
+ * node serves and holds its read lease, i.e. a majority confirmed it as
+ * leader less than 90 % of an election timeout ago, so no other leader
+ * can have acknowledged a write since (docs/cluster.md, "Reads"). Waits
+ * up to an election timeout for a renewal; TL_ENOTLEADER otherwise. */
+int tlc_read_fence(tlc *c);
 /* The known leader's client URL into out ("" when none is known). */
 void tlc_leader_url(tlc *c, char *out, size_t cap);
 
