@@ -664,6 +664,11 @@ lease_renew(tlc *c)
 {
 	int64_t now = tli_mono_ms();
 
+	/* a transfer lets its target be elected at once: no lease meanwhile */
+	if (c->raft.transfer != NULL) {
+		atomic_store(&c->lease_until_ms, 0);
+		return;
+	}
 	if (c->lease_pending ||
 	    now - c->lease_sent_ms < c->b->conf.cluster_election_ms / 4) {
 		return;
@@ -696,6 +701,7 @@ refuse_leadership(tlc *c, uint64_t term)
 		return;
 	}
 	c->refused_term = term;
+	atomic_store(&c->lease_until_ms, 0);
 	c->transfer.data = c;
 	rv = raft_transfer(&c->raft, &c->transfer, 0, transfer_cb);
 	c->transfer_pending = rv == 0;
@@ -1030,6 +1036,8 @@ admin_run(tlc *c, admin *a)
 	}
 	switch (a->action) {
 	case TLC_TRANSFER:
+		/* its target may be elected at once: no more reads here */
+		atomic_store(&c->lease_until_ms, 0);
 		a->transfer.data = a;
 		rv = raft_transfer(
 		    &c->raft, &a->transfer, a->id, admin_transfer_cb);
