@@ -18,7 +18,9 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "tltest.h"
 
@@ -98,24 +100,21 @@ quiet(void *arg, tl_log_level level, const char *msg)
 	(void) msg;
 }
 
-static atomic_bool killing_done;
+/* A SIGKILL sent a few milliseconds later, from another thread, so that
+ * it lands in the middle of an operation of the main thread. */
+typedef struct killer {
+	pthread_t t;
+	pid_t pid;
+	int delay_us;
+} killer;
 
 static void *
 killer_main(void *arg)
 {
-	(void) arg;
-	for (int k = 0; k < KILLS; k++) {
-		int leader;
+	killer *k = arg;
 
-		tt_nap_ms(600 + rand() % 800);
-		if ((leader = tc_leader(&C, 10000)) < 0) {
-			break;
-		}
-		tt_proc_kill(&C.p[leader]);
-		tc_leader(&C, 10000);
-		tc_start(&C, leader);
-	}
-	atomic_store(&killing_done, true);
+	usleep((useconds_t) k->delay_us);
+	kill(k->pid, SIGKILL);
 	return NULL;
 }
 
@@ -175,7 +174,8 @@ check_get(model *md, int i, const char *id, const state *got)
 Test(history, a_random_history_through_failovers_is_a_store_history)
 {
 	model md;
-	pthread_t killer;
+	killer k;
+	int kills = 0, killed = -1, restart_at = 0, next_kill = 50;
 	tl_client *c;
 	tl_opts *o = NULL;
 	char all[256];
@@ -195,9 +195,7 @@ Test(history, a_random_history_through_failovers_is_a_store_history)
 	TL_PASS(tl_opts_set_log(o, quiet, NULL));
 	TL_PASS(tl_client_open(&c, o));
 	tl_opts_free(o);
-	cr_assert_eq(pthread_create(&killer, NULL, killer_main, NULL), 0);
-
-	while (ops < NOPS || !atomic_load(&killing_done)) {
+	while (ops < NOPS || kills < KILLS || killed >= 0) {
 		int i = rand() % NIDS, what = rand() % 4, rv;
 		char id[8];
 		state *s = &md.s[i];
@@ -206,6 +204,25 @@ Test(history, a_random_history_through_failovers_is_a_store_history)
 
 		snprintf(id, sizeof(id), "h%02d", i);
 		ops++;
+		if (killed < 0 && kills < KILLS && ops >= next_kill) {
+			/* the leader dies during one of the next operations */
+			killed = tc_leader(&C, 10000);
+			cr_assert(killed >= 0, "no leader to kill");
+			note("-- kill node %d", killed + 1);
+			k.pid = C.p[killed].pid;
+			k.delay_us = rand() % 3000;
+			cr_assert_eq(
+			    pthread_create(&k.t, NULL, killer_main, &k), 0);
+			restart_at = ops + 20 + rand() % 40;
+			kills++;
+		} else if (killed >= 0 && ops >= restart_at) {
+			pthread_join(k.t, NULL);
+			tt_proc_wait_exit(&C.p[killed], 10000);
+			tc_start(&C, killed);
+			note("-- restarted node %d", killed + 1);
+			killed = -1;
+			next_kill = ops + 30 + rand() % 60;
+		}
 		if (md.uncertain[i]) {
 			state got = get_state(c, id);
 			check_get(&md, i, id, &got);
@@ -310,7 +327,6 @@ Test(history, a_random_history_through_failovers_is_a_store_history)
 		}
 		}
 	}
-	pthread_join(killer, NULL);
 	/* the end: every id as the model says */
 	for (int i = 0; i < NIDS; i++) {
 		char id[8];
