@@ -235,6 +235,13 @@ tlb_run(const tlb_conf *conf)
 	 * the main thread waits for them. */
 	tli_signals_block(&sigs, true);
 	tlb_clock_init();
+	if (b->conf.clock_offset_ms != 0) {
+		tlb_clock_set_offset(b->conf.clock_offset_ms);
+		tlb_log(TLB_WARN, "K002",
+		    "the broker clock runs %lld ms off the wall clock "
+		    "(clock_offset_ms, for tests)",
+		    (long long) b->conf.clock_offset_ms);
+	}
 
 	if (open_store(b) != 0) {
 		tli_free(b);

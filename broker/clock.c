@@ -14,6 +14,17 @@ static pthread_mutex_t clk_mtx = PTHREAD_MUTEX_INITIALIZER;
 static int64_t clk_base_mono_ns; /* monotonic time at the last anchor */
 static int64_t clk_base_us;      /* timeline time at that moment */
 static int64_t clk_last_us;      /* never go backwards */
+static int64_t clk_offset_us;    /* tests: a wrong clock */
+
+void
+tlb_clock_set_offset(int64_t ms)
+{
+	pthread_mutex_lock(&clk_mtx);
+	clk_offset_us = ms * 1000;
+	clk_base_us += clk_offset_us;
+	clk_last_us = clk_base_us;
+	pthread_mutex_unlock(&clk_mtx);
+}
 
 void
 tlb_clock_init(void)
@@ -54,7 +65,7 @@ tlb_clock_now_us(void)
 		/* Wall first, then monotonic: the new anchor is behind the
 		 * wall clock by the time between the two reads, never ahead
 		 * (a delivery is never early by it). */
-		wall = tli_wall_us();
+		wall = tli_wall_us() + clk_offset_us;
 		mono = tli_mono_ns();
 		now = clk_base_us + (mono - clk_base_mono_ns) / 1000;
 		diff = wall - now;

@@ -18,6 +18,9 @@
 
 /* Anchor the clock at the wall clock (once, before any thread reads it). */
 void tlb_clock_init(void);
+/* For tests: run the clock off the wall clock by ms (before any thread
+ * reads it), as a machine with a wrong clock would. */
+void tlb_clock_set_offset(int64_t ms);
 /* Timeline time now, in UTC µs; never goes backwards. */
 int64_t tlb_clock_now_us(void);
 /* Timeline time now, in UTC ms: tlb_clock_now_us() / 1000 rounded down, so

@@ -65,7 +65,11 @@ typedef struct tlb_conf {
 	int64_t cluster_heartbeat_ms;
 	int64_t cluster_snapshot_entries;
 	int64_t cluster_snapshot_max;
-	tlb_node nodes[TLB_MAX_NODES]; /* parsed from cluster_nodes */
+	int64_t cluster_clock_bound_ms; /* clockwatch.h */
+	bool cluster_join;              /* a fresh node waits to be added */
+	char cluster_token[256];        /* the clock watch's HELLO token */
+	int64_t clock_offset_ms;        /* tests: the broker clock's offset */
+	tlb_node nodes[TLB_MAX_NODES];  /* parsed from cluster_nodes */
 	int nnodes;
 	int self; /* nodes[self] is this node */
 } tlb_conf;

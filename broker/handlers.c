@@ -1522,6 +1522,55 @@ push_only(req *q)
 #define h_DELIVER push_only
 #define h_LEASE_LOST push_only
 
+/* ---- cluster administration ---- */
+
+/* CLUSTER: status on any node (any session); transfer, add and remove on
+ * the leader, by an admin principal. The cluster code answers. */
+static void
+h_CLUSTER(req *q)
+{
+	tlp_cluster_req m;
+	tlc_action a;
+	char raft[256], url[256];
+	int rv;
+
+	if ((rv = tlp_dec_cluster_req(&q->r, &m)) != TL_OK) {
+		reply_decode(q, rv);
+		return;
+	}
+	if (q->b->cluster == NULL) {
+		reply_err(q, TL_ENOTSUP, "this broker is not in a cluster");
+		return;
+	}
+	if ((a = tlc_action_of(m.action.p, m.action.n)) == 0) {
+		reply_err(q, TL_EINVAL,
+		    "unknown action: status, transfer, add or remove");
+		return;
+	}
+	if (a != TLC_STATUS && !may_admin(q)) {
+		return;
+	}
+	if ((a == TLC_ADD || a == TLC_REMOVE) && m.id == 0) {
+		reply_err(q, TL_EINVAL, "a node id is 1 or more");
+		return;
+	}
+	if (a == TLC_ADD &&
+	    (m.raft.n == 0 || m.raft.n >= sizeof(raft) ||
+	        memchr(m.raft.p, '\0', m.raft.n) != NULL ||
+	        memchr(m.raft.p, ':', m.raft.n) == NULL ||
+	        memchr(m.url.p != NULL ? m.url.p : "", '\0', m.url.n) !=
+	            NULL)) {
+		reply_err(q, TL_EINVAL,
+		    "add needs the node's Raft address HOST:PORT");
+		return;
+	}
+	snprintf(raft, sizeof(raft), "%.*s", (int) m.raft.n,
+	    m.raft.p != NULL ? m.raft.p : "");
+	snprintf(url, sizeof(url), "%.*s", (int) m.url.n,
+	    m.url.p != NULL ? m.url.p : "");
+	tlc_admin(q->b->cluster, q->s, q->h.reqid, a, m.id, raft, url);
+}
+
 /* ---- dispatch ---- */
 
 typedef struct not_leader_arg {
@@ -1536,6 +1585,15 @@ enc_not_leader(tlp_w *w, const void *arg)
 	tlp_enc_error_leader(w, TL_ENOTLEADER, "not the leader", a->url);
 }
 
+/* The operations that only read the store. */
+static bool
+is_read(int op)
+{
+	return op == TLP_OP_GET || op == TLP_OP_LIST || op == TLP_OP_COUNT ||
+	    op == TLP_OP_TOPIC_GET || op == TLP_OP_TOPIC_LIST ||
+	    op == TLP_OP_DLQ_LIST;
+}
+
 /* In a cluster only the serving leader handles requests (HELLO and PING
  * excepted); the others are told which node leads. */
 static bool
@@ -1545,7 +1603,13 @@ leader_only(req *q)
 	not_leader_arg a = {url};
 
 	if (q->b->cluster == NULL || q->h.op == TLP_OP_HELLO ||
-	    q->h.op == TLP_OP_PING || tlc_serving(q->b->cluster)) {
+	    q->h.op == TLP_OP_PING || q->h.op == TLP_OP_CLUSTER) {
+		return false;
+	}
+	/* a write proves the leadership by its commit; a read needs the
+	 * leader's read lease (linearizable reads) */
+	if (tlc_serving(q->b->cluster) &&
+	    (!is_read(q->h.op) || tlc_read_fence(q->b->cluster) == TL_OK)) {
 		return false;
 	}
 	tlc_leader_url(q->b->cluster, url, sizeof(url));

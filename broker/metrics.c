@@ -386,6 +386,7 @@ render_cluster(tlb_broker *b, tli_buf *o)
 	    "counter", NULL, st.snapshots_installed);
 	tli_prom_scalar(o, "timeline_cluster_not_leader_total", "counter",
 	    "requests answered TL_ENOTLEADER", atomic_load(&b->m.not_leader));
+	tlc_render_more(b->cluster, o);
 }
 
 static void

@@ -126,6 +126,31 @@ static const field lock_f[] = {FSTR(F_STR, tlp_lock, topic, NAME),
     FIELD(F_I64, tlp_lock, lease_ms),
     FSTR(F_NSTR, tlp_lock, create_group, NAME)};
 
+static const field cluster_req_f[] = {FSTR(F_STR, tlp_cluster_req, action, 16),
+    FIELD(F_U64, tlp_cluster_req, id), FSTR(F_STR, tlp_cluster_req, raft, 255),
+    FSTR(F_STR, tlp_cluster_req, url, 255)};
+
+static const field cluster_node_f[] = {FIELD(F_U64, tlp_cluster_node, id),
+    FSTR(F_STR, tlp_cluster_node, raft, 255),
+    FSTR(F_STR, tlp_cluster_node, url, 255),
+    FSTR(F_STR, tlp_cluster_node, role, 16),
+    FIELD(F_U64, tlp_cluster_node, match),
+    FIELD(F_BOOL, tlp_cluster_node, clock_known),
+    FIELD(F_I64, tlp_cluster_node, clock_offset_ms)};
+
+/* The status head; its nodes follow as a list. */
+static const field cluster_status_f[] = {
+    FIELD(F_U64, tlp_cluster_status, self_id),
+    FIELD(F_U64, tlp_cluster_status, leader_id),
+    FIELD(F_U64, tlp_cluster_status, term),
+    FIELD(F_U64, tlp_cluster_status, commit_index),
+    FIELD(F_U64, tlp_cluster_status, applied_index),
+    FIELD(F_U64, tlp_cluster_status, last_index),
+    FSTR(F_STR, tlp_cluster_status, state, 16),
+    FIELD(F_BOOL, tlp_cluster_status, serving),
+    FIELD(F_BOOL, tlp_cluster_status, degraded),
+    FIELD(F_I64, tlp_cluster_status, majority_offset_ms)};
+
 /* The bodies whose fields travel as separate arguments. */
 typedef struct name2 {
 	tlp_str a, b;
@@ -719,6 +744,43 @@ tlp_dec_counts(tlp_r *r, uint64_t *a, uint64_t *wt, uint64_t *p)
 	*wt = q.v[1];
 	*p = q.v[2];
 	return rv;
+}
+
+/* ---- cluster administration ---- */
+
+RECORD_CODEC(cluster_req, tlp_cluster_req, cluster_req_f, NF(cluster_req_f),
+    w_record, r_body)
+
+void
+tlp_enc_cluster_status(tlp_w *w, const tlp_cluster_status *m)
+{
+	tlp_w_array(w, NF(cluster_status_f) + 2);
+	tlp_w_uint(w, 0);
+	w_fields(w, cluster_status_f, NF(cluster_status_f), m);
+	w_records(w, cluster_node_f, NF(cluster_node_f), m->nodes,
+	    sizeof(*m->nodes), m->n);
+}
+
+int
+tlp_dec_cluster_status(tlp_r *r, tlp_cluster_status *m)
+{
+	void *arr = NULL;
+	int rv;
+
+	memset(m, 0, sizeof(*m));
+	r_fields(r, cluster_status_f, NF(cluster_status_f), m);
+	rv = r_reply_records(r, 64, cluster_node_f, NF(cluster_node_f),
+	    sizeof(*m->nodes), &arr, &m->n, NULL);
+	m->nodes = arr;
+	return rv;
+}
+
+void
+tlp_cluster_status_fini(tlp_cluster_status *m)
+{
+	tli_free(m->nodes);
+	m->nodes = NULL;
+	m->n = 0;
 }
 
 /* ---- replies ---- */

@@ -243,6 +243,58 @@ void tlp_enc_error_until(tlp_w *w, int err, const char *detail, int64_t until);
 /* After tlp_dec_reply_head of a failed reply with one field left. */
 int tlp_dec_error_until(tlp_r *r, int64_t *until);
 
+/* ---- cluster administration ---- */
+
+/* CLUSTER: [action: str, id: uint, raft: str, url: str]. action "status"
+ * (every node answers its own view), "transfer" (the leadership to node
+ * id, 0 = any voter), "add" (node id at Raft address raft, client URL
+ * url, as a voter), "remove" (node id). */
+typedef struct tlp_cluster_req {
+	tlp_str action;
+	uint64_t id;
+	tlp_str raft;
+	tlp_str url;
+} tlp_cluster_req;
+
+/* A node of the status: [id, raft, url, role, match, clock_known,
+ * clock_offset_ms]. role: voter, standby, spare; match: the last entry
+ * the leader knows it has (0 unless the answering node leads);
+ * clock_offset_ms: its clock minus the answering node's. */
+typedef struct tlp_cluster_node {
+	uint64_t id;
+	tlp_str raft;
+	tlp_str url;
+	tlp_str role;
+	uint64_t match;
+	bool clock_known;
+	int64_t clock_offset_ms;
+} tlp_cluster_node;
+
+/* The status reply: [0, self, leader, term, commit, applied, last, state,
+ * serving, degraded, majority_offset_ms, [node...]]. */
+typedef struct tlp_cluster_status {
+	uint64_t self_id;
+	uint64_t leader_id; /* 0: none known */
+	uint64_t term;
+	uint64_t commit_index;
+	uint64_t applied_index;
+	uint64_t last_index;
+	tlp_str state; /* follower, candidate, leader, unavailable */
+	bool serving;
+	bool degraded; /* its clock is off the majority's */
+	int64_t majority_offset_ms;
+	tlp_cluster_node *nodes;
+	size_t n;
+} tlp_cluster_status;
+
+void tlp_enc_cluster_req(tlp_w *w, const tlp_cluster_req *m);
+int tlp_dec_cluster_req(tlp_r *r, tlp_cluster_req *m);
+void tlp_enc_cluster_status(tlp_w *w, const tlp_cluster_status *m);
+/* After tlp_dec_reply_head; m->nodes is allocated (free with
+ * tlp_cluster_status_fini). */
+int tlp_dec_cluster_status(tlp_r *r, tlp_cluster_status *m);
+void tlp_cluster_status_fini(tlp_cluster_status *m);
+
 /* ---- replies ---- */
 
 /* [err, detail] for a failed request. */

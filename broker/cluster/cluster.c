@@ -27,7 +27,33 @@
 
 #include "broker.h"
 #include "cluster.h"
+#include "clockwatch.h"
 #include "dispatch.h"
+#include "msgs.h"
+#include "server.h"
+
+/* A CLUSTER request on its way to, and through, the raft thread. */
+typedef struct admin {
+	struct admin *next;
+	struct tlc *c;
+	tlb_session *s; /* held until answered */
+	uint32_t reqid;
+	tlc_action action;
+	uint64_t id;
+	char raft[256];
+	char url[256];
+	int step; /* add: 0 to add as a spare, 1 to make it a voter */
+	struct raft_transfer transfer;
+	struct raft_change change;
+} admin;
+
+/* A node added at run time: its client URL for redirects (the others come
+ * from the configuration). Lost at restart: list it in every node's
+ * configuration too (docs/cluster.md). */
+typedef struct extra_node {
+	uint64_t id;
+	char url[256];
+} extra_node;
 
 /* An entry the writer waits for. */
 typedef struct prop {
@@ -56,6 +82,11 @@ struct tlc {
 	uv_timer_t tick;
 	struct raft_barrier barrier;
 	bool barrier_pending;
+	/* the read lease: a barrier a majority applied proves that no other
+	 * leader can be elected for an election timeout after it was sent */
+	struct raft_barrier lease_barrier;
+	bool lease_pending;    /* raft thread */
+	int64_t lease_sent_ms; /* raft thread: monotonic, when it was sent */
 	uint64_t barrier_term;
 	uint64_t refused_at; /* applied index of the last refused snapshot */
 	pthread_t th;
@@ -87,6 +118,22 @@ struct tlc {
 	uint64_t snaps_installed;
 
 	_Atomic bool serving;
+	_Atomic int64_t lease_until_ms; /* monotonic; reads are served before */
+
+	admin *a_head, **a_tail; /* CLUSTER requests for the raft thread */
+	extra_node extra[TLB_MAX_NODES];
+	int nextra;
+	/* the leader's view of each server: id and last entry it has */
+	uint64_t match_id[TLB_MAX_NODES];
+	uint64_t match_index[TLB_MAX_NODES];
+	int nmatch;
+	uint64_t last_index;
+
+	/* the clock watch: a degraded node hands the leadership over */
+	tlc_clock *clock;
+	struct raft_transfer transfer;
+	bool transfer_pending; /* raft thread */
+	uint64_t refused_term; /* raft thread: handed over in this term */
 };
 
 /* The snapshot buffer: magic, applied index, file count, then per file
@@ -603,6 +650,83 @@ barrier_cb(struct raft_barrier *req, int status)
 	pthread_mutex_unlock(&c->mtx);
 }
 
+/* A lease barrier applied: reads may be served for most of an election
+ * timeout from when it was sent (a follower that applied it heard from
+ * this leader then, and neither it nor the others vote for anybody else
+ * before their election timeout passes; 10 % is left for the clocks'
+ * rates). */
+static void
+lease_cb(struct raft_barrier *req, int status)
+{
+	tlc *c = req->data;
+
+	c->lease_pending = false;
+	if (status == 0 && raft_state(&c->raft) == RAFT_LEADER) {
+		int64_t until =
+		    c->lease_sent_ms + c->b->conf.cluster_election_ms * 9 / 10;
+
+		atomic_store(&c->lease_until_ms, until);
+		pthread_mutex_lock(&c->mtx);
+		pthread_cond_broadcast(&c->cv);
+		pthread_mutex_unlock(&c->mtx);
+	}
+}
+
+/* A leader renews its read lease every quarter of an election timeout. */
+static void
+lease_renew(tlc *c)
+{
+	int64_t now = tli_mono_ms();
+
+	/* a transfer lets its target be elected at once: no lease meanwhile */
+	if (c->raft.transfer != NULL) {
+		atomic_store(&c->lease_until_ms, 0);
+		return;
+	}
+	if (c->lease_pending ||
+	    now - c->lease_sent_ms < c->b->conf.cluster_election_ms / 4) {
+		return;
+	}
+	c->lease_barrier.data = c;
+	c->lease_sent_ms = now;
+	if (raft_barrier(&c->raft, &c->lease_barrier, lease_cb) == 0) {
+		c->lease_pending = true;
+	}
+}
+
+static void
+transfer_cb(struct raft_transfer *req)
+{
+	tlc *c = req->data;
+
+	c->transfer_pending = false;
+}
+
+/* A leader whose clock is off the majority's hands the leadership to
+ * another voter (once a term; the role thread does not serve meanwhile). */
+static void
+refuse_leadership(tlc *c, uint64_t term)
+{
+	bool known = false;
+	int64_t off = tlc_clock_majority_offset(c->clock, &known);
+	int rv;
+
+	if (c->transfer_pending || c->refused_term == term) {
+		return;
+	}
+	c->refused_term = term;
+	atomic_store(&c->lease_until_ms, 0);
+	c->transfer.data = c;
+	rv = raft_transfer(&c->raft, &c->transfer, 0, transfer_cb);
+	c->transfer_pending = rv == 0;
+	tlb_log(TLB_WARN, "R014",
+	    "elected leader (term %llu) with a clock %lld ms off the "
+	    "majority's: not serving; %s",
+	    (unsigned long long) term, (long long) -off,
+	    rv == 0 ? "handing the leadership over"
+	            : "no other voter to hand it to");
+}
+
 static void
 tick_cb(uv_timer_t *t)
 {
@@ -629,6 +753,12 @@ tick_cb(uv_timer_t *t)
 				    "%s", c->b->conf.nodes[i].url);
 			}
 		}
+		for (int i = 0; i < c->nextra; i++) {
+			if (c->extra[i].id == lid) {
+				snprintf(c->leader_url, sizeof(c->leader_url),
+				    "%s", c->extra[i].url);
+			}
+		}
 		if (lid != 0 && term != c->seen_term) {
 			c->seen_term = term;
 			c->elections++;
@@ -642,10 +772,38 @@ tick_cb(uv_timer_t *t)
 	c->term = term;
 	c->commit_index = c->raft.commit_index;
 	c->applied_index = raft_last_applied(&c->raft);
-	if (changed) {
+	c->last_index = raft_last_index(&c->raft);
+	c->nmatch = 0;
+	if (st == RAFT_LEADER) {
+		const struct raft_configuration *cf = &c->raft.configuration;
+
+		for (unsigned i = 0; i < cf->n && i < TLB_MAX_NODES; i++) {
+			c->match_id[c->nmatch] = cf->servers[i].id;
+			c->match_index[c->nmatch] =
+			    cf->servers[i].id == c->raft.id
+			    ? c->last_index
+			    : c->raft.leader_state.progress[i].match_index;
+			c->nmatch++;
+		}
+	}
+	/* the role thread also looks again while a leader waits for its
+	 * clock check, and when a serving leader's clock went wrong */
+	if (changed ||
+	    (c->is_leader && !atomic_load(&c->serving) && c->ready_term != 0 &&
+	        c->ready_term != c->tried_term) ||
+	    (c->is_leader && tlc_clock_degraded(c->clock) &&
+	        atomic_load(&c->serving))) {
 		pthread_cond_broadcast(&c->cv);
 	}
 	pthread_mutex_unlock(&c->mtx);
+	if (st == RAFT_LEADER && tlc_clock_degraded(c->clock)) {
+		refuse_leadership(c, term);
+	}
+	if (st == RAFT_LEADER) {
+		lease_renew(c);
+	} else {
+		atomic_store(&c->lease_until_ms, 0);
+	}
 	/* a new leader serves once an entry of its term has applied: every
 	 * entry committed before is then in its store */
 	if (st == RAFT_LEADER && !c->barrier_pending &&
@@ -655,6 +813,346 @@ tick_cb(uv_timer_t *t)
 		if (raft_barrier(&c->raft, &c->barrier, barrier_cb) == 0) {
 			c->barrier_pending = true;
 		}
+	}
+}
+
+/* ---- administration (raft thread) ---- */
+
+typedef struct admin_err {
+	int err;
+	const char *detail;
+	const char *leader;
+} admin_err;
+
+static void
+enc_admin_err(tlp_w *w, const void *arg)
+{
+	const admin_err *e = arg;
+
+	if (e->err == TL_ENOTLEADER) {
+		tlp_enc_error_leader(w, e->err, e->detail, e->leader);
+	} else {
+		tlp_enc_error(w, e->err, e->detail);
+	}
+}
+
+static void
+enc_admin_ok(tlp_w *w, const void *arg)
+{
+	(void) arg;
+	tlp_enc_ok(w);
+}
+
+static void
+enc_status(tlp_w *w, const void *arg)
+{
+	tlp_enc_cluster_status(w, arg);
+}
+
+/* Answer and forget a request. */
+static void
+admin_answer(admin *a, int err, const char *detail)
+{
+	tlc *c = a->c;
+
+	if (err == TL_OK) {
+		tlb_send_frame(a->s, TLP_OP_CLUSTER, TLP_F_REPLY, a->reqid,
+		    enc_admin_ok, NULL);
+	} else {
+		char url[256];
+		admin_err e = {err, detail, url};
+
+		tlc_leader_url(c, url, sizeof(url));
+		tlb_send_frame(a->s, TLP_OP_CLUSTER, TLP_F_REPLY, a->reqid,
+		    enc_admin_err, &e);
+	}
+	tlb_session_rele(a->s);
+	tli_free(a);
+}
+
+/* A libraft error of a change, as the client's. */
+static void
+admin_fail(admin *a, int rv)
+{
+	char detail[160];
+	int err;
+
+	switch (rv) {
+	case RAFT_NOTLEADER:
+		err = TL_ENOTLEADER;
+		break;
+	case RAFT_LEADERSHIPLOST:
+		err = TL_ELEADERLOST;
+		break;
+	case RAFT_CANTCHANGE:
+		err = TL_EBUSY;
+		break;
+	case RAFT_BADID:
+	case RAFT_NOTFOUND:
+		err = TL_ENOTFOUND;
+		break;
+	case RAFT_NOMEM:
+		err = TL_ENOMEM;
+		break;
+	default:
+		err = TL_EINVAL;
+		break;
+	}
+	snprintf(detail, sizeof(detail), "%s", raft_strerror(rv));
+	admin_answer(a, err, detail);
+}
+
+static const char *
+role_name(int role)
+{
+	switch (role) {
+	case RAFT_VOTER:
+		return "voter";
+	case RAFT_STANDBY:
+		return "standby";
+	default:
+		return "spare";
+	}
+}
+
+/* The client URL of node id as this node knows it, or "". */
+static const char *
+url_of(tlc *c, uint64_t id)
+{
+	for (int i = 0; i < c->b->conf.nnodes; i++) {
+		if (c->b->conf.nodes[i].id == id) {
+			return c->b->conf.nodes[i].url;
+		}
+	}
+	for (int i = 0; i < c->nextra; i++) {
+		if (c->extra[i].id == id) {
+			return c->extra[i].url;
+		}
+	}
+	return "";
+}
+
+static void
+admin_status(admin *a)
+{
+	tlc *c = a->c;
+	const struct raft_configuration *cf = &c->raft.configuration;
+	tlp_cluster_node nodes[TLB_MAX_NODES + 8];
+	tlp_cluster_status st;
+	bool known = false;
+	raft_id lid = 0;
+	const char *laddr = NULL;
+	size_t n = 0;
+
+	memset(&st, 0, sizeof(st));
+	raft_leader(&c->raft, &lid, &laddr);
+	st.self_id = c->raft.id;
+	st.leader_id = lid;
+	st.term = c->raft.current_term;
+	st.commit_index = c->raft.commit_index;
+	st.applied_index = raft_last_applied(&c->raft);
+	st.last_index = raft_last_index(&c->raft);
+	st.state = (tlp_str){state_name(raft_state(&c->raft)),
+	    strlen(state_name(raft_state(&c->raft)))};
+	st.serving = atomic_load(&c->serving);
+	st.degraded = tlc_clock_degraded(c->clock);
+	st.majority_offset_ms = tlc_clock_majority_offset(c->clock, &known);
+	for (unsigned i = 0; i < cf->n && n < sizeof(nodes) / sizeof(nodes[0]);
+	     i++) {
+		tlp_cluster_node *o = &nodes[n++];
+		const char *url = url_of(c, cf->servers[i].id);
+		const char *role = role_name(cf->servers[i].role);
+
+		memset(o, 0, sizeof(*o));
+		o->id = cf->servers[i].id;
+		o->raft = (tlp_str){
+		    cf->servers[i].address, strlen(cf->servers[i].address)};
+		o->url = (tlp_str){url, strlen(url)};
+		o->role = (tlp_str){role, strlen(role)};
+		if (raft_state(&c->raft) == RAFT_LEADER) {
+			o->match = o->id == c->raft.id
+			    ? st.last_index
+			    : c->raft.leader_state.progress[i].match_index;
+		}
+		if (o->id == c->raft.id) {
+			o->clock_known = true;
+		} else {
+			o->clock_known = tlc_clock_peer(
+			    c->clock, o->id, &o->clock_offset_ms);
+		}
+	}
+	st.nodes = nodes;
+	st.n = n;
+	tlb_send_frame(
+	    a->s, TLP_OP_CLUSTER, TLP_F_REPLY, a->reqid, enc_status, &st);
+	tlb_session_rele(a->s);
+	tli_free(a);
+}
+
+static void
+admin_transfer_cb(struct raft_transfer *req)
+{
+	admin *a = req->data;
+	tlc *c = a->c;
+	raft_id lid = 0;
+	const char *laddr = NULL;
+
+	raft_leader(&c->raft, &lid, &laddr);
+	if (lid != 0 && lid != c->raft.id && (a->id == 0 || lid == a->id)) {
+		tlb_log(TLB_INFO, "R015", "leadership handed to node %llu",
+		    (unsigned long long) lid);
+		admin_answer(a, TL_OK, NULL);
+	} else {
+		admin_answer(a, TL_ETIMEDOUT,
+		    "the leadership did not move within the election timeout");
+	}
+}
+
+static void
+admin_change_cb(struct raft_change *req, int status)
+{
+	admin *a = req->data;
+	tlc *c = a->c;
+
+	if (status != 0) {
+		admin_fail(a, status);
+		return;
+	}
+	if (a->action == TLC_ADD && a->step == 0) {
+		/* now a spare: make it a voter, from the async callback (no
+		 * libraft call from inside its own callback) */
+		a->step = 1;
+		pthread_mutex_lock(&c->mtx);
+		a->next = NULL;
+		*c->a_tail = a;
+		c->a_tail = &a->next;
+		pthread_mutex_unlock(&c->mtx);
+		uv_async_send(&c->async);
+		return;
+	}
+	tlb_log(TLB_INFO, "R016", "node %llu %s", (unsigned long long) a->id,
+	    a->action == TLC_ADD ? "added as a voter" : "removed");
+	admin_answer(a, TL_OK, NULL);
+}
+
+static void
+admin_run(tlc *c, admin *a)
+{
+	int rv;
+
+	if (a->action == TLC_STATUS) {
+		admin_status(a);
+		return;
+	}
+	if (raft_state(&c->raft) != RAFT_LEADER) {
+		admin_answer(a, TL_ENOTLEADER, "not the leader");
+		return;
+	}
+	switch (a->action) {
+	case TLC_TRANSFER:
+		/* its target may be elected at once: no more reads here */
+		atomic_store(&c->lease_until_ms, 0);
+		a->transfer.data = a;
+		rv = raft_transfer(
+		    &c->raft, &a->transfer, a->id, admin_transfer_cb);
+		break;
+	case TLC_ADD:
+		a->change.data = a;
+		if (a->step == 0) {
+			if (c->nextra < TLB_MAX_NODES && a->url[0] != '\0') {
+				pthread_mutex_lock(&c->mtx);
+				c->extra[c->nextra].id = a->id;
+				snprintf(c->extra[c->nextra].url,
+				    sizeof(c->extra[c->nextra].url), "%s",
+				    a->url);
+				c->nextra++;
+				pthread_mutex_unlock(&c->mtx);
+			}
+			rv = raft_add(&c->raft, &a->change, a->id, a->raft,
+			    admin_change_cb);
+		} else {
+			rv = raft_assign(&c->raft, &a->change, a->id,
+			    RAFT_VOTER, admin_change_cb);
+		}
+		break;
+	default:
+		a->change.data = a;
+		rv = raft_remove(&c->raft, &a->change, a->id, admin_change_cb);
+		break;
+	}
+	if (rv != 0) {
+		admin_fail(a, rv);
+	}
+}
+
+/* Run the queued requests (stopping: refuse them). */
+static void
+admin_all(tlc *c, bool stop)
+{
+	admin *l;
+
+	pthread_mutex_lock(&c->mtx);
+	l = c->a_head;
+	c->a_head = NULL;
+	c->a_tail = &c->a_head;
+	pthread_mutex_unlock(&c->mtx);
+	while (l != NULL) {
+		admin *a = l;
+
+		l = l->next;
+		if (stop) {
+			admin_answer(a, TL_ECLOSED, "the broker is stopping");
+		} else {
+			admin_run(c, a);
+		}
+	}
+}
+
+tlc_action
+tlc_action_of(const char *name, size_t len)
+{
+	static const struct {
+		const char *s;
+		tlc_action a;
+	} t[] = {{"status", TLC_STATUS}, {"transfer", TLC_TRANSFER},
+	    {"add", TLC_ADD}, {"remove", TLC_REMOVE}};
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		if (strlen(t[i].s) == len && memcmp(t[i].s, name, len) == 0) {
+			return t[i].a;
+		}
+	}
+	return (tlc_action) 0;
+}
+
+void
+tlc_admin(tlc *c, tlb_session *s, uint32_t reqid, tlc_action action,
+    uint64_t id, const char *raft, const char *url)
+{
+	admin *a = tli_zalloc(sizeof(*a));
+	bool closed;
+
+	if (a == NULL) {
+		return; /* the client times out */
+	}
+	a->c = c;
+	a->s = s;
+	a->reqid = reqid;
+	a->action = action;
+	a->id = id;
+	snprintf(a->raft, sizeof(a->raft), "%s", raft != NULL ? raft : "");
+	snprintf(a->url, sizeof(a->url), "%s", url != NULL ? url : "");
+	tlb_session_hold(s);
+	pthread_mutex_lock(&c->mtx);
+	closed = c->closed;
+	if (!closed) {
+		*c->a_tail = a;
+		c->a_tail = &a->next;
+		uv_async_send(&c->async);
+	}
+	pthread_mutex_unlock(&c->mtx);
+	if (closed) {
+		admin_answer(a, TL_ECLOSED, "the broker is stopping");
 	}
 }
 
@@ -681,6 +1179,7 @@ async_cb(uv_async_t *a)
 	}
 	pthread_mutex_unlock(&c->mtx);
 	propose_all(c); /* after stop: every one answers TL_ENOTLEADER */
+	admin_all(c, stop);
 	if (stop) {
 		uv_timer_stop(&c->tick);
 		uv_close((uv_handle_t *) &c->tick, NULL);
@@ -698,6 +1197,9 @@ bootstrap(tlc *c)
 	struct raft_configuration conf;
 	int rv = 0;
 
+	if (cf->cluster_join) {
+		return 0; /* the leader adds it; its log starts empty */
+	}
 	raft_configuration_init(&conf);
 	for (int i = 0; i < cf->nnodes && rv == 0; i++) {
 		rv = raft_configuration_add(
@@ -805,6 +1307,7 @@ raft_main(void *arg)
 	}
 	pthread_cond_broadcast(&c->cv);
 	pthread_mutex_unlock(&c->mtx);
+	admin_all(c, true); /* what came in before closed was set */
 	return NULL;
 }
 
@@ -851,7 +1354,8 @@ take_over(tlc *c, uint64_t term)
 		return;
 	}
 	pthread_mutex_lock(&c->mtx);
-	if (c->is_leader && c->ready_term == term && !c->stop) {
+	if (c->is_leader && c->ready_term == term && !c->stop &&
+	    tlc_clock_checked(c->clock) && !tlc_clock_degraded(c->clock)) {
 		atomic_store(&c->serving, true);
 		tlb_log(TLB_INFO, "R001",
 		    "leader elected: this node serves (term %llu)",
@@ -869,11 +1373,13 @@ role_main(void *arg)
 	pthread_mutex_lock(&c->mtx);
 	for (;;) {
 		bool serving = atomic_load(&c->serving);
+		bool skewed = tlc_clock_degraded(c->clock);
 		bool lost = serving &&
 		    (!c->is_leader || c->ready_term == 0 ||
-		        c->ready_term != c->tried_term);
+		        c->ready_term != c->tried_term || skewed);
 		bool won = c->is_leader && c->ready_term != 0 &&
-		    c->ready_term != c->tried_term;
+		    c->ready_term != c->tried_term && !skewed &&
+		    tlc_clock_checked(c->clock);
 
 		if (c->stop) {
 			break;
@@ -925,10 +1431,20 @@ tlc_start(tlb_broker *b)
 	snprintf(c->restore_dir, sizeof(c->restore_dir), "%s/restore.tmp",
 	    b->conf.data_dir);
 	c->q_tail = &c->q_head;
+	c->a_tail = &c->a_head;
 	c->state = RAFT_UNAVAILABLE;
 	pthread_mutex_init(&c->mtx, NULL);
 	pthread_cond_init(&c->cv, NULL);
+	/* before the threads that ask it: a node leads only once its clock
+	 * was checked against the majority's */
+	if (b->conf.nnodes > 1 && (c->clock = tlc_clock_start(b)) == NULL) {
+		pthread_cond_destroy(&c->cv);
+		pthread_mutex_destroy(&c->mtx);
+		tli_free(c);
+		return -1;
+	}
 	if (pthread_create(&c->th, NULL, raft_main, c) != 0) {
+		tlc_clock_stop(c->clock);
 		pthread_cond_destroy(&c->cv);
 		pthread_mutex_destroy(&c->mtx);
 		tli_free(c);
@@ -987,6 +1503,8 @@ tlc_stop(tlb_broker *b)
 		pthread_join(c->role_th, NULL);
 		c->role_started = false;
 	}
+	tlc_clock_stop(c->clock); /* nothing reads it any more */
+	c->clock = NULL;
 }
 
 bool
@@ -1019,4 +1537,57 @@ tlc_get_stats(tlc *c, tlc_stats *st)
 	st->snapshots_taken = c->snaps_taken;
 	st->snapshots_installed = c->snaps_installed;
 	pthread_mutex_unlock(&c->mtx);
+}
+
+void
+tlc_render_more(tlc *c, tli_buf *o)
+{
+	pthread_mutex_lock(&c->mtx);
+	tli_buf_printf(o,
+	    "# HELP timeline_cluster_follower_lag entries a node lacks of the "
+	    "leader's log (on the leader only)\n"
+	    "# TYPE timeline_cluster_follower_lag gauge\n");
+	for (int i = 0; i < c->nmatch; i++) {
+		if (c->match_id[i] != c->raft.id) {
+			tli_buf_printf(o,
+			    "timeline_cluster_follower_lag{node=\"%llu\"} "
+			    "%llu\n",
+			    (unsigned long long) c->match_id[i],
+			    (unsigned long long) (c->last_index -
+			        c->match_index[i]));
+		}
+	}
+	tli_buf_printf(o,
+	    "# HELP timeline_cluster_last_index the last entry of this node's "
+	    "Raft log\n# TYPE timeline_cluster_last_index gauge\n"
+	    "timeline_cluster_last_index %llu\n",
+	    (unsigned long long) c->last_index);
+	pthread_mutex_unlock(&c->mtx);
+	tlc_clock_metrics(c->clock, o);
+}
+
+int
+tlc_read_fence(tlc *c)
+{
+	int64_t deadline = tli_mono_ms() + c->b->conf.cluster_election_ms;
+
+	pthread_mutex_lock(&c->mtx);
+	while (atomic_load(&c->serving) &&
+	    tli_mono_ms() >= atomic_load(&c->lease_until_ms) &&
+	    tli_mono_ms() < deadline) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 5000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&c->cv, &c->mtx, &ts);
+	}
+	pthread_mutex_unlock(&c->mtx);
+	return atomic_load(&c->serving) &&
+	        tli_mono_ms() < atomic_load(&c->lease_until_ms)
+	    ? TL_OK
+	    : TL_ENOTLEADER;
 }

@@ -41,6 +41,12 @@ void tlc_free(tlb_broker *b);
 /* Whether this node is the leader and serves requests (after its
  * barrier, the store reload and the configured topics). */
 bool tlc_serving(const tlc *c);
+/* Before a read (GET, LIST, COUNT, topics, dead letters): TL_OK when this
+ * node serves and holds its read lease, i.e. a majority confirmed it as
+ * leader less than 90 % of an election timeout ago, so no other leader
+ * can have acknowledged a write since (docs/cluster.md, "Reads"). Waits
+ * up to an election timeout for a renewal; TL_ENOTLEADER otherwise. */
+int tlc_read_fence(tlc *c);
 /* The known leader's client URL into out ("" when none is known). */
 void tlc_leader_url(tlc *c, char *out, size_t cap);
 
@@ -49,6 +55,28 @@ void tlc_leader_url(tlc *c, char *out, size_t cap);
  * (nothing proposed); TL_ELEADERLOST (proposed, leadership lost: outcome
  * unknown). */
 int tlc_replicate(void *arg, const void *entry, size_t len);
+
+/* ---- administration (the CLUSTER operation) ---- */
+
+typedef enum tlc_action {
+	TLC_STATUS = 1, /* this node's view (every node answers) */
+	TLC_TRANSFER,   /* the leadership to node id (0: any voter) */
+	TLC_ADD,        /* node id at raft, client url, as a voter */
+	TLC_REMOVE,     /* node id */
+} tlc_action;
+
+/* The action name's code, or 0. */
+tlc_action tlc_action_of(const char *name, size_t len);
+
+/* Carry out a CLUSTER request and answer it on session s (held here until
+ * the answer is sent; the caller keeps its own reference) with request id
+ * reqid. Status answers at once; a transfer when the leadership moved (or
+ * the election timeout passed); an add once the node is a voter; a remove
+ * once the change is committed. Not the leader (for the changes):
+ * TL_ENOTLEADER naming it. */
+struct tlb_session;
+void tlc_admin(tlc *c, struct tlb_session *s, uint32_t reqid, tlc_action action,
+    uint64_t id, const char *raft, const char *url);
 
 /* The figures of /metrics. */
 typedef struct tlc_stats {
@@ -65,5 +93,9 @@ typedef struct tlc_stats {
 	uint64_t snapshots_installed;
 } tlc_stats;
 void tlc_get_stats(tlc *c, tlc_stats *st);
+/* More rows of /metrics: each follower's lag (on the leader) and the
+ * clock watch's (clockwatch.h). */
+struct tli_buf;
+void tlc_render_more(tlc *c, struct tli_buf *o);
 
 #endif

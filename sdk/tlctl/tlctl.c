@@ -72,6 +72,8 @@ static const char usage_text[] =
     "  dlq list TOPIC | dlq kick TOPIC ID [--in DURATION]\n"
     "  lock TOPIC ID --consumer ID [--lease DURATION] [--create GROUP]\n"
     "               [--timeout DURATION] [--hold DURATION]\n"
+    "  cluster status | cluster transfer-leadership [ID]\n"
+    "  cluster add ID HOST:PORT [URL] | cluster remove ID\n"
     "TIME: UTC ms or ISO-8601 (2026-11-22T10:00:00Z); DURATION: 300ms, 5s,\n"
     "2m, 1h. URL defaults to $TIMELINE_URL or tcp://127.0.0.1:7400; a\n"
     "cluster: its nodes' URLs separated by commas.\n";
@@ -1116,6 +1118,145 @@ cmd_dlq(args *a)
 	return usage(a, "unknown dlq command '%s'.", sub);
 }
 
+/* A node id: a whole number of at least 1. */
+static int
+pos_id(args *a, const char *s, uint64_t *id)
+{
+	char *end;
+	unsigned long long x;
+
+	errno = 0;
+	x = strtoull(s, &end, 10);
+	if (!isdigit((unsigned char) *s) || *end != '\0' || errno != 0 ||
+	    x == 0) {
+		fprintf(a->err,
+		    "tlctl: a node id is a number of at least 1, "
+		    "not '%s'.\n",
+		    s);
+		return TLCTL_USAGE;
+	}
+	*id = x;
+	return TLCTL_OK;
+}
+
+static int
+print_cluster(args *a, const tl_cluster_info *st)
+{
+	fprintf(a->out,
+	    "node %llu: %s%s, term %llu, leader %llu; log: last %llu, "
+	    "committed %llu, applied %llu\n",
+	    (unsigned long long) st->self_id, st->state,
+	    st->serving ? " (serving)" : "", (unsigned long long) st->term,
+	    (unsigned long long) st->leader_id,
+	    (unsigned long long) st->last_index,
+	    (unsigned long long) st->commit_index,
+	    (unsigned long long) st->applied_index);
+	fprintf(a->out, "clock: %lld ms from the majority%s\n",
+	    (long long) -st->majority_offset_ms,
+	    st->degraded ? " (DEGRADED: over the bound, it will not lead)"
+	                 : "");
+	fprintf(a->out, "%-4s %-8s %-22s %-28s %10s %10s\n", "ID", "ROLE",
+	    "RAFT", "URL", "LAG", "CLOCK ms");
+	for (size_t i = 0; i < st->n; i++) {
+		const tl_cluster_node *n = &st->nodes[i];
+		char lag[24] = "-", clk[24] = "?";
+
+		if (st->serving) {
+			snprintf(lag, sizeof(lag), "%llu",
+			    (unsigned long long) (st->last_index -
+			        n->match_index));
+		}
+		if (n->clock_known) {
+			snprintf(clk, sizeof(clk), "%+lld",
+			    (long long) n->clock_offset_ms);
+		}
+		fprintf(a->out, "%-4llu %-8s %-22s %-28s %10s %10s%s\n",
+		    (unsigned long long) n->id, n->role, n->raft,
+		    n->url[0] != '\0' ? n->url : "?", lag, clk,
+		    n->id == st->leader_id ? "  leader" : "");
+	}
+	return TLCTL_OK;
+}
+
+static int
+cmd_cluster(args *a)
+{
+	static const char *const none[] = {NULL};
+	const char *sub = a->npos > 1 ? a->pos[1] : "";
+	tl_client *c = NULL;
+	uint64_t id = 0;
+	char what[300];
+	int rv;
+
+	if ((rv = opts_allow(a, none)) != 0) {
+		return rv;
+	}
+	if (strcmp(sub, "status") == 0) {
+		tl_cluster_info st;
+
+		if ((rv = need_pos(
+		         a, 2, "cluster status wants nothing more.")) != 0) {
+			return rv;
+		}
+		CONNECT(a, c);
+		if ((rv = tl_cluster_status(c, &st)) != TL_OK) {
+			return fail(a, rv, "asking the cluster's status");
+		}
+		rv = print_cluster(a, &st);
+		tl_cluster_info_free(&st);
+		return rv;
+	}
+	if (strcmp(sub, "transfer-leadership") == 0) {
+		if (a->npos > 3) {
+			return usage(a, "%s",
+			    "cluster transfer-leadership wants at most an ID.");
+		}
+		if (a->npos > 2 && (rv = pos_id(a, a->pos[2], &id)) != 0) {
+			return rv;
+		}
+		snprintf(what, sizeof(what), "handing the leadership to %s",
+		    id == 0 ? "another node" : a->pos[2]);
+		CONNECT(a, c);
+		if ((rv = tl_cluster_transfer(c, id)) != TL_OK) {
+			return fail(a, rv, what);
+		}
+		fprintf(a->out, "leadership handed over\n");
+		return TLCTL_OK;
+	}
+	if (strcmp(sub, "add") == 0) {
+		if ((a->npos != 5 &&
+		        (rv = need_pos(a, 4,
+		             "cluster add wants ID, HOST:PORT and maybe the "
+		             "client URL.")) != 0) ||
+		    (rv = pos_id(a, a->pos[2], &id)) != 0) {
+			return rv;
+		}
+		snprintf(what, sizeof(what), "adding node %s at %s", a->pos[2],
+		    a->pos[3]);
+		CONNECT(a, c);
+		if ((rv = tl_cluster_add(c, id, a->pos[3],
+		         a->npos > 4 ? a->pos[4] : "")) != TL_OK) {
+			return fail(a, rv, what);
+		}
+		fprintf(a->out, "node %s added as a voter\n", a->pos[2]);
+		return TLCTL_OK;
+	}
+	if (strcmp(sub, "remove") == 0) {
+		if ((rv = need_pos(a, 3, "cluster remove wants an ID.")) != 0 ||
+		    (rv = pos_id(a, a->pos[2], &id)) != 0) {
+			return rv;
+		}
+		snprintf(what, sizeof(what), "removing node %s", a->pos[2]);
+		CONNECT(a, c);
+		if ((rv = tl_cluster_remove(c, id)) != TL_OK) {
+			return fail(a, rv, what);
+		}
+		fprintf(a->out, "node %s removed\n", a->pos[2]);
+		return TLCTL_OK;
+	}
+	return usage(a, "unknown cluster command '%s'.", sub);
+}
+
 typedef struct command {
 	const char *name;
 	int (*fn)(args *a);
@@ -1132,6 +1273,7 @@ static const command commands[] = {
     {"consume", cmd_consume},
     {"dlq", cmd_dlq},
     {"lock", cmd_lock},
+    {"cluster", cmd_cluster},
     {NULL, NULL},
 };
 

@@ -2,6 +2,8 @@
  * A cluster of real timelined processes for the cluster suites
  * (cluster_util.h).
  */
+#include <stdarg.h>
+
 #include "tltest.h"
 #include "cluster_util.h"
 
@@ -54,6 +56,7 @@ static void
 settings(tc_cluster *c, int i)
 {
 	tt_proc *p = &c->p[i];
+	int members = c->members > 0 ? c->members : c->n;
 
 	tt_proc_conf_reset(p);
 	tt_proc_set(p, "data", "%s", c->data[i]);
@@ -68,10 +71,29 @@ settings(tc_cluster *c, int i)
 		tt_proc_set(
 		    p, "cluster_snapshot_entries", "%d", c->snapshot_entries);
 	}
-	for (int j = 0; j < c->n; j++) {
+	for (int j = 0; j < (i < members ? members : c->n); j++) {
 		tt_proc_set(p, "cluster_node", "%d 127.0.0.1:%d %s", j + 1,
 		    c->raft_port[j], c->url[j]);
 	}
+	if (i >= members) {
+		tt_proc_set(p, "cluster_join", "on");
+	}
+	for (int k = 0; k < c->nextra[i]; k++) {
+		tt_proc_set(p, c->extra_key[i][k], "%s", c->extra_val[i][k]);
+	}
+}
+
+void
+tc_node_set(tc_cluster *c, int i, const char *key, const char *fmt, ...)
+{
+	int k = c->nextra[i]++;
+	va_list ap;
+
+	cr_assert(k < 4, "too many settings for node %d", i + 1);
+	snprintf(c->extra_key[i][k], sizeof(c->extra_key[i][k]), "%s", key);
+	va_start(ap, fmt);
+	vsnprintf(c->extra_val[i][k], sizeof(c->extra_val[i][k]), fmt, ap);
+	va_end(ap);
 }
 
 void

@@ -11,11 +11,14 @@
 
 #include "raw_client.h"
 
-#define TC_MAX 3
+#define TC_MAX 4
 
 typedef struct tc_cluster {
 	char *dir;
 	int n;
+	/* nodes 0..members-1 form the cluster (their cluster_node lines name
+	 * only them); the others join it (cluster_join) once added. 0: all */
+	int members;
 	int election_ms;
 	int snapshot_entries; /* 0: the broker's default */
 	int raft_port[TC_MAX];
@@ -25,11 +28,19 @@ typedef struct tc_cluster {
 	char data[TC_MAX][600];
 	tt_proc p[TC_MAX];
 	bool paused[TC_MAX]; /* SIGSTOPped: its metrics are not asked */
+	/* settings of one node, after (so over) the common ones */
+	char extra_key[TC_MAX][4][64];
+	char extra_val[TC_MAX][4][128];
+	int nextra[TC_MAX];
 } tc_cluster;
 
 /* Describe n nodes (ports, directories, settings) in a new temporary
  * directory; nothing runs yet. */
 void tc_init(tc_cluster *c, int n, const char *tag);
+/* A setting of node i alone, written at its every start after the common
+ * ones (so it wins over them). */
+void tc_node_set(tc_cluster *c, int i, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* Start node i (0-based) and wait for its ready file. */
 void tc_start(tc_cluster *c, int i);
 void tc_start_all(tc_cluster *c);

@@ -442,6 +442,54 @@ TL_API int tl_dlq_list(tl_client *c, const char *topic, uint32_t limit,
 TL_API int tl_dlq_kick(
     tl_client *c, const char *topic, const char *id, int64_t in_ms);
 
+/* ---- cluster administration (docs/cluster.md) ---- */
+
+typedef struct tl_cluster_node {
+	uint64_t id;
+	char raft[256]; /* its Raft address, HOST:PORT */
+	char url[256];  /* its client URL, as the answering node knows it */
+	char role[16];  /* voter, standby or spare */
+	/* The last log entry the leader knows this node has (0 unless the
+	 * answering node leads): the leader's last index minus this is the
+	 * node's lag. */
+	uint64_t match_index;
+	bool clock_known;        /* it answered the clock watch */
+	int64_t clock_offset_ms; /* its clock minus the answering node's */
+} tl_cluster_node;
+
+typedef struct tl_cluster_info {
+	uint64_t self_id;   /* the answering node */
+	uint64_t leader_id; /* 0: none known */
+	uint64_t term;
+	uint64_t commit_index;
+	uint64_t applied_index;
+	uint64_t last_index;
+	char state[16]; /* follower, candidate, leader or unavailable */
+	bool serving;   /* it leads and serves requests */
+	bool degraded;  /* its clock is off the majority's: it will not lead */
+	int64_t majority_offset_ms; /* the majority's clock minus its own */
+	tl_cluster_node *nodes;     /* the configuration, n of them */
+	size_t n;
+} tl_cluster_info;
+
+/* The view of the node the client is connected to (any node answers).
+ * Free with tl_cluster_info_free. Errors: TL_ENOTSUP (not a cluster). */
+TL_API int tl_cluster_status(tl_client *c, tl_cluster_info *out);
+TL_API void tl_cluster_info_free(tl_cluster_info *s);
+/* Hand the leadership to node id (0: any other voter); returns once it
+ * moved. Needs an admin principal when auth is on. Errors: TL_ENOTFOUND
+ * (no such voter), TL_ETIMEDOUT (it did not move within the election
+ * timeout), TL_EBUSY (a change is in progress). */
+TL_API int tl_cluster_transfer(tl_client *c, uint64_t id);
+/* Add node id (Raft address HOST:PORT, client URL url) as a voter: it
+ * catches up first (a node started with cluster_join = on), then votes;
+ * returns once it does. Errors: TL_EINVAL (id or address in use, bad
+ * address), TL_EBUSY. */
+TL_API int tl_cluster_add(
+    tl_client *c, uint64_t id, const char *raft, const char *url);
+/* Remove node id from the cluster. Errors: TL_ENOTFOUND, TL_EBUSY. */
+TL_API int tl_cluster_remove(tl_client *c, uint64_t id);
+
 #ifdef __cplusplus
 }
 #endif

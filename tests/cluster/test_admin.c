@@ -1,0 +1,164 @@
+/*
+ * Cluster administration against real timelined processes, through the
+ * SDK (tl_cluster_status / transfer / add / remove, which tlctl's
+ * `cluster` commands call): every node reports the same configuration and
+ * leader; the leadership moves to the node asked for; a fourth node
+ * started empty with cluster_join is added as a voter, catches up (the
+ * messages created before are in its store) and is removed again; wrong
+ * requests get precise errors and change nothing.
+ */
+#include "tltest.h"
+#include "cluster_util.h"
+#include "sdk_util.h"
+
+TestSuite(admin, .timeout = 120);
+
+static tl_client *
+open_on(tc_cluster *c, int i)
+{
+	tl_opts *o = NULL;
+	tl_client *cl = NULL;
+
+	TL_PASS(tl_opts_alloc(&o));
+	TL_PASS(tl_opts_set_url(o, c->url[i]));
+	TL_PASS(tl_opts_set_timeout(o, 20000));
+	TL_PASS(tl_client_open(&cl, o));
+	tl_opts_free(o);
+	return cl;
+}
+
+/* The status as node i sees it. */
+static void
+status_of(tc_cluster *c, int i, tl_cluster_info *st)
+{
+	tl_client *cl = open_on(c, i);
+
+	TL_PASS(tl_cluster_status(cl, st));
+	tl_client_close(cl);
+	cr_assert_eq(st->self_id, (uint64_t) i + 1);
+}
+
+static bool
+has_voter(const tl_cluster_info *st, uint64_t id)
+{
+	for (size_t k = 0; k < st->n; k++) {
+		if (st->nodes[k].id == id) {
+			return strcmp(st->nodes[k].role, "voter") == 0;
+		}
+	}
+	return false;
+}
+
+Test(admin, status_transfer_add_and_remove)
+{
+	tc_cluster c;
+	tl_cluster_info st;
+	tl_client *cl;
+	rc_client *rc;
+	tli_store *s;
+	tli_msg m;
+	int leader, target;
+	char id[16];
+
+	tc_init(&c, 4, "admin");
+	c.members = 3;
+	for (int i = 0; i < 3; i++) {
+		tc_start(&c, i);
+	}
+	leader = tc_leader(&c, 15000);
+	cr_assert(leader >= 0 && leader < 3, "no leader");
+
+	/* every node: the three voters, and the same leader */
+	for (int i = 0; i < 3; i++) {
+		status_of(&c, i, &st);
+		cr_assert_eq(st.n, 3, "node %d sees %zu nodes", i + 1, st.n);
+		for (uint64_t k = 1; k <= 3; k++) {
+			cr_assert(has_voter(&st, k));
+		}
+		cr_assert_eq(st.leader_id, (uint64_t) leader + 1);
+		cr_assert_eq(st.serving, i == leader);
+		cr_assert_str_eq(st.state, i == leader ? "leader" : "follower");
+		tl_cluster_info_free(&st);
+	}
+
+	/* the leadership goes where it is sent */
+	target = (leader + 1) % 3;
+	cl = open_on(&c, leader);
+	TL_PASS(tl_cluster_transfer(cl, (uint64_t) target + 1));
+	tl_client_close(cl);
+	{
+		int64_t end = tli_mono_ms() + 10000;
+
+		while (tc_metric(&c, target, "timeline_cluster_serving") != 1 &&
+		    tli_mono_ms() < end) {
+			tt_nap_ms(20);
+		}
+		cr_assert_eq(tc_metric(&c, target, "timeline_cluster_serving"),
+		    1, "node %d does not serve after the transfer", target + 1);
+	}
+	leader = target;
+
+	/* messages, then a fourth node that joins */
+	rc = rc_open(c.url[leader], "app");
+	for (int k = 0; k < 20; k++) {
+		snprintf(id, sizeof(id), "m%02d", k);
+		TL_PASS(tc_create(rc, id, NULL, 0));
+	}
+	rc_close(rc);
+	tc_start(&c, 3);
+	cl = open_on(&c, leader);
+	{
+		char raft[64];
+
+		snprintf(raft, sizeof(raft), "127.0.0.1:%d", c.raft_port[3]);
+		TL_FAIL(tl_cluster_add(cl, 4, "no-port", c.url[3]), TL_EINVAL);
+		TL_PASS(tl_cluster_add(cl, 4, raft, c.url[3]));
+		/* the same id again: refused, nothing changes */
+		cr_assert_neq(tl_cluster_add(cl, 4, raft, c.url[3]), TL_OK);
+	}
+	TL_FAIL(tl_cluster_transfer(cl, 9), TL_ENOTFOUND);
+	TL_PASS(tl_cluster_status(cl, &st));
+	cr_assert_eq(st.n, 4);
+	cr_assert(has_voter(&st, 4), "node 4 is not a voter");
+	tl_cluster_info_free(&st);
+	cr_assert(tc_converged(&c, leader, 10000), "node 4 did not catch up");
+
+	/* and leaves again; the three go on */
+	TL_PASS(tl_cluster_remove(cl, 4));
+	TL_PASS(tl_cluster_status(cl, &st));
+	cr_assert_eq(st.n, 3);
+	tl_cluster_info_free(&st);
+	rc = rc_open(c.url[leader], "app");
+	TL_PASS(tc_create(rc, "after-remove", NULL, 0));
+	rc_close(rc);
+	tl_client_close(cl);
+
+	/* node 4's store holds what was created before it joined */
+	tt_proc_stop_clean(&c.p[3]);
+	s = tc_open_store(&c, 3);
+	for (int k = 0; k < 20; k++) {
+		snprintf(id, sizeof(id), "m%02d", k);
+		TL_PASS(tli_store_get(s, "t", id, strlen(id), &m), "%s", id);
+		tli_msg_fini(&m);
+	}
+	tli_store_close(s);
+	tc_fini(&c);
+}
+
+Test(admin, a_single_broker_is_not_a_cluster)
+{
+	rc_broker b;
+	tl_cluster_info st;
+	tl_client *cl = NULL;
+	tl_opts *o = NULL;
+
+	rc_broker_start(&b, "admin-single");
+	TL_PASS(tl_opts_alloc(&o));
+	TL_PASS(tl_opts_set_url(o, b.url));
+	TL_PASS(tl_client_open(&cl, o));
+	tl_opts_free(o);
+	TL_FAIL(tl_cluster_status(cl, &st), TL_ENOTSUP);
+	TL_FAIL(tl_cluster_transfer(cl, 0), TL_ENOTSUP);
+	tl_client_close(cl);
+	rc_broker_stop(&b);
+}

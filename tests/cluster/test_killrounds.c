@@ -1,0 +1,390 @@
+/*
+ * Twenty leader kills under load, on a cluster of three real timelined
+ * processes. A producer (the SDK, given the three URLs) creates messages
+ * with their own ids, due within a few seconds; two consumers lease,
+ * extend and delete them; meanwhile the leader gets SIGKILL at a random
+ * moment, a new one is elected and the killed node starts again, twenty
+ * times. Afterwards:
+ *  - every acknowledged create was delivered, and none before it was due;
+ *  - no message was delivered to a second consumer while the lease of the
+ *    first one on it was valid (by the leases' ends, broker time, which on
+ *    one machine is the wall clock);
+ *  - no message came back after its delete was acknowledged;
+ *  - every node's store passes the consistency check and holds the same
+ *    messages as the others.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "tltest.h"
+
+#include "cluster_util.h"
+#include "sdk_util.h"
+
+#define ROUNDS 20
+#define MAXMSG 20000
+#define MAXDEL 8 /* deliveries recorded per message */
+#define LEASE_MS 1500
+
+static tc_cluster C;
+
+static void
+kr_fini(void)
+{
+	if (C.dir != NULL) {
+		tc_fini(&C);
+	}
+}
+
+TestSuite(killrounds, .fini = kr_fini, .timeout = 300);
+
+typedef struct delivery {
+	int consumer;
+	int64_t at_us;    /* wall clock when it arrived */
+	int64_t until_ms; /* its lease's end (broker time) */
+} delivery;
+
+typedef struct msgrec {
+	int64_t due_ms;
+	atomic_bool acked;   /* its create was acknowledged */
+	atomic_bool deleted; /* a delete of it was acknowledged */
+	/* a delete of unknown outcome, and the message gone: it landed */
+	atomic_bool gone;
+	atomic_bool unsure; /* the last delete's outcome is unknown */
+	atomic_int_fast64_t deleted_us;
+	atomic_int ndel;
+	delivery del[MAXDEL];
+	atomic_int early;
+	atomic_int after_delete;
+} msgrec;
+
+static msgrec M[MAXMSG];
+static atomic_int nmade;
+static atomic_bool stop_producing;
+
+static void
+quiet(void *arg, tl_log_level level, const char *msg)
+{
+	(void) arg;
+	(void) level;
+	(void) msg;
+}
+
+static tl_client *
+cluster_client(void)
+{
+	char all[256];
+	tl_opts *o = NULL;
+	tl_client *c = NULL;
+
+	snprintf(all, sizeof(all), "%s,%s,%s", C.url[0], C.url[1], C.url[2]);
+	TL_PASS(tl_opts_alloc(&o));
+	TL_PASS(tl_opts_set_url(o, all));
+	TL_PASS(tl_opts_set_timeout(o, 15000));
+	TL_PASS(tl_opts_set_log(o, quiet, NULL));
+	TL_PASS(tl_client_open(&c, o));
+	tl_opts_free(o);
+	return c;
+}
+
+static void *
+producer_main(void *arg)
+{
+	tl_client *c = arg;
+
+	while (!atomic_load(&stop_producing)) {
+		int i = atomic_load(&nmade);
+		char id[16];
+		tl_put p;
+		int rv;
+
+		if (i >= MAXMSG) {
+			break;
+		}
+		snprintf(id, sizeof(id), "k%05d", i);
+		M[i].due_ms = tli_wall_ms() + 200 + rand() % 2000;
+		memset(&p, 0, sizeof(p));
+		p.id = id;
+		p.ts = M[i].due_ms;
+		p.body = id;
+		p.body_len = strlen(id);
+		rv = tl_put_batch(c, "t", "kr", &p, 1);
+		if (rv == TL_OK) {
+			rv = p.err;
+		}
+		/* a create resent after a failover that had landed: EEXISTS */
+		if (rv == TL_OK || rv == TL_EEXISTS) {
+			atomic_store(&M[i].acked, true);
+		}
+		atomic_fetch_add(&nmade, 1);
+		tt_nap_ms(2);
+	}
+	return NULL;
+}
+
+typedef struct consumer {
+	int index;
+	tl_client *c;
+	tl_consumer *k;
+} consumer;
+
+static void
+on_message(void *arg, tl_lease *l)
+{
+	consumer *k = arg;
+	const char *id = tl_lease_id(l);
+	int i = atoi(id + 1);
+	msgrec *m = &M[i];
+	int n;
+	int rv;
+
+	if (atomic_load(&m->deleted)) {
+		atomic_fetch_add(&m->after_delete, 1);
+	}
+	if (tli_wall_ms() < m->due_ms) {
+		atomic_fetch_add(&m->early, 1);
+	}
+	n = atomic_fetch_add(&m->ndel, 1);
+	if (n < MAXDEL) {
+		m->del[n].consumer = k->index;
+		m->del[n].at_us = tli_wall_us();
+		m->del[n].until_ms = tl_lease_until(l);
+	}
+	rv = tl_lease_extend(l, LEASE_MS);
+	if (n < MAXDEL) {
+		/* the lease now ends later; when the extend's outcome is
+		 * unknown (a failover), assume it was applied as late as
+		 * its answer came */
+		int64_t until = rv == TL_OK ? tl_lease_until(l)
+		    : rv == TL_ELEASEEXPIRED || rv == TL_ELEASED ||
+		        rv == TL_EVERSION
+		    ? m->del[n].until_ms
+		    : tli_wall_ms() + LEASE_MS;
+
+		if (until > m->del[n].until_ms) {
+			m->del[n].until_ms = until;
+		}
+	}
+	if (rv == TL_OK) {
+		rv = tl_lease_delete(l);
+	}
+	if (rv == TL_OK) {
+		atomic_store(&m->deleted_us, tli_wall_us());
+		atomic_store(&m->deleted, true);
+	} else if (rv == TL_ELEADERLOST || rv == TL_ECONN ||
+	    rv == TL_ETIMEDOUT) {
+		atomic_store(&m->unsure, true);
+	}
+	tl_lease_free(l);
+}
+
+static void
+consumer_open(consumer *k, int index)
+{
+	tl_consumer_conf conf;
+	char name[16];
+
+	k->index = index;
+	k->c = cluster_client();
+	snprintf(name, sizeof(name), "kc%d", index);
+	memset(&conf, 0, sizeof(conf));
+	conf.topic = "t";
+	conf.consumer_id = name;
+	conf.lease_ms = LEASE_MS;
+	conf.credit = 16;
+	conf.on_message = on_message;
+	conf.arg = k;
+	TL_PASS(tl_consumer_open(&k->k, k->c, &conf));
+}
+
+/* Whether message i is done: its delete acknowledged, or a delete of
+ * unknown outcome that landed (the message is gone; it is not delivered
+ * again, so nothing else would tell). */
+static bool
+done_with(tl_client *c, int i)
+{
+	msgrec *m = &M[i];
+	tl_message *msg = NULL;
+	char id[16];
+
+	if (!atomic_load(&m->acked) || atomic_load(&m->deleted) ||
+	    atomic_load(&m->gone)) {
+		return true;
+	}
+	if (!atomic_load(&m->unsure)) {
+		return false;
+	}
+	snprintf(id, sizeof(id), "k%05d", i);
+	if (tl_get(c, "t", id, &msg) == TL_ENOTFOUND) {
+		atomic_store(&m->gone, true);
+		return true;
+	}
+	tl_message_free(msg);
+	return false;
+}
+
+/* Every acknowledged message deleted, or the deadline. */
+static bool
+all_deleted(tl_client *c, int64_t deadline_ms)
+{
+	do {
+		bool all = true;
+		int n = atomic_load(&nmade);
+
+		for (int i = 0; i < n && all; i++) {
+			all = done_with(c, i);
+		}
+		if (all) {
+			return true;
+		}
+		tt_nap_ms(100);
+	} while (tli_mono_ms() < deadline_ms);
+	return false;
+}
+
+Test(killrounds, twenty_leader_kills_lose_nothing_and_never_double_lease)
+{
+	pthread_t prod;
+	tl_client *pc;
+	consumer ks[2];
+	tli_store *st[3];
+	int n, missing = 0;
+
+	srand((unsigned) tli_wall_ms());
+	tc_init(&C, 3, "killrounds");
+	C.election_ms = 400;
+	tc_start_all(&C);
+	cr_assert(tc_leader(&C, 10000) >= 0, "no leader");
+	pc = cluster_client();
+	consumer_open(&ks[0], 0);
+	consumer_open(&ks[1], 1);
+	cr_assert_eq(pthread_create(&prod, NULL, producer_main, pc), 0);
+
+	for (int r = 0; r < ROUNDS; r++) {
+		int leader;
+
+		tt_nap_ms(200 + rand() % 600);
+		leader = tc_leader(&C, 10000);
+		cr_assert(leader >= 0, "round %d: no leader", r);
+		tt_proc_kill(&C.p[leader]);
+		cr_assert(
+		    tc_leader(&C, 10000) >= 0, "round %d: no new leader", r);
+		tc_start(&C, leader);
+	}
+	atomic_store(&stop_producing, true);
+	pthread_join(prod, NULL);
+	n = atomic_load(&nmade);
+	if (!all_deleted(pc, tli_mono_ms() + 30000)) {
+		int shown = 0, left = 0;
+
+		for (int i = 0; i < n; i++) {
+			tl_message *m = NULL;
+			char id[16];
+			int rv;
+
+			if (done_with(pc, i)) {
+				continue;
+			}
+			left++;
+			if (shown++ >= 5) {
+				continue;
+			}
+			snprintf(id, sizeof(id), "k%05d", i);
+			rv = tl_get(pc, "t", id, &m);
+			fprintf(stderr,
+			    "%s: due %lld, %d deliveries; the cluster: %s "
+			    "ts %lld consumer '%s' v%llu deliveries %u\n",
+			    id, (long long) M[i].due_ms,
+			    atomic_load(&M[i].ndel), tl_errname(rv),
+			    rv == TL_OK ? (long long) m->ts : 0LL,
+			    rv == TL_OK ? m->consumer : "",
+			    rv == TL_OK ? (unsigned long long) m->version
+			                : 0ULL,
+			    rv == TL_OK ? m->deliveries : 0);
+			tl_message_free(m);
+		}
+		cr_assert_fail("%d acknowledged messages were not all "
+		               "delivered and deleted (now %lld)",
+		    left, (long long) tli_wall_ms());
+	}
+	for (int k = 0; k < 2; k++) {
+		tl_consumer_close(ks[k].k);
+		tl_client_close(ks[k].c);
+	}
+	tl_client_close(pc);
+
+	for (int i = 0; i < n; i++) {
+		msgrec *m = &M[i];
+		int nd = atomic_load(&m->ndel);
+
+		if (atomic_load(&m->acked) && nd == 0) {
+			missing++;
+		}
+		cr_assert_eq(atomic_load(&m->early), 0, "k%05d came early", i);
+		cr_assert_eq(atomic_load(&m->after_delete), 0,
+		    "k%05d came back after its delete was acknowledged", i);
+		for (int a = 0; a < nd && a < MAXDEL; a++) {
+			for (int b = a + 1; b < nd && b < MAXDEL; b++) {
+				const delivery *x = &m->del[a], *y = &m->del[b];
+				const delivery *first =
+				    x->at_us <= y->at_us ? x : y;
+				const delivery *second = first == x ? y : x;
+
+				if (first->consumer == second->consumer) {
+					continue;
+				}
+				/* 2 ms for the clocks of one machine */
+				cr_assert(
+				    second->at_us / 1000 + 2 >= first->until_ms,
+				    "k%05d: consumer %d got it at %lld while "
+				    "consumer %d held it until %lld",
+				    i, second->consumer,
+				    (long long) (second->at_us / 1000),
+				    first->consumer,
+				    (long long) first->until_ms);
+			}
+		}
+	}
+	cr_assert_eq(
+	    missing, 0, "%d acknowledged creates never delivered", missing);
+	cr_assert(n > ROUNDS * 20, "only %d creates in %d rounds", n, ROUNDS);
+
+	/* the stores, once every node applied what the leader has: checked
+	 * clean (tc_open_store) and alike */
+	{
+		int leader = tc_leader(&C, 10000);
+
+		cr_assert(leader >= 0, "no leader at the end");
+		cr_assert(tc_converged(&C, leader, 20000),
+		    "the nodes did not catch up with the leader");
+	}
+	for (int i = 0; i < 3; i++) {
+		tt_proc_stop_clean(&C.p[i]);
+	}
+	for (int i = 0; i < 3; i++) {
+		st[i] = tc_open_store(&C, i);
+	}
+	for (int i = 0; i < n; i++) {
+		char id[16];
+		int found = 0;
+
+		snprintf(id, sizeof(id), "k%05d", i);
+		for (int s = 0; s < 3; s++) {
+			tli_msg m;
+
+			if (tli_store_get(st[s], "t", id, strlen(id), &m) ==
+			    TL_OK) {
+				found++;
+				tli_msg_fini(&m);
+			}
+		}
+		cr_assert(found == 0 || found == 3,
+		    "%s is on %d of the 3 stores", id, found);
+	}
+	for (int i = 0; i < 3; i++) {
+		tli_store_close(st[i]);
+	}
+}
