@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "timeline/timeline.h"
 
@@ -255,10 +256,10 @@ cl_rss(tlb_server *s, uint64_t *kb)
 static bool
 cl_is_leader(const tl_node *n)
 {
+	char page[65536], key[64];
+	size_t len = 0;
 	tlb_sock k;
-	char *line;
-	long len;
-	bool leader = false;
+	ssize_t got;
 
 	if (n->pid <= 0 || tlb_sock_open(&k, n->metrics_port, 2000) != 0) {
 		return false;
@@ -268,14 +269,15 @@ cl_is_leader(const tl_node *n)
 		tlb_sock_close(&k);
 		return false;
 	}
-	while ((len = tlb_sock_line(&k, &line)) >= 0) {
-		if (strncmp(line, TLB_TL_LEADER_METRIC,
-		        strlen(TLB_TL_LEADER_METRIC)) == 0) {
-			leader = true;
-		}
+	/* the page's lines end in \n alone: read it whole */
+	while (len < sizeof(page) - 1 &&
+	    (got = read(k.fd, page + len, sizeof(page) - 1 - len)) > 0) {
+		len += (size_t) got;
 	}
 	tlb_sock_close(&k);
-	return leader;
+	page[len] = '\0';
+	snprintf(key, sizeof(key), "\n%s\n", TLB_TL_LEADER_METRIC);
+	return strstr(page, key) != NULL;
 }
 
 static int

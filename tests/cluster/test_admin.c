@@ -68,9 +68,18 @@ Test(admin, status_transfer_add_and_remove)
 	leader = tc_leader(&c, 15000);
 	cr_assert(leader >= 0 && leader < 3, "no leader");
 
-	/* every node: the three voters, and the same leader */
+	/* every node: the three voters, and the same leader (a follower
+	 * learns it from the leader's first message to it) */
 	for (int i = 0; i < 3; i++) {
+		int64_t end = tli_mono_ms() + 5000;
+
 		status_of(&c, i, &st);
+		while (st.leader_id != (uint64_t) leader + 1 &&
+		    tli_mono_ms() < end) {
+			tl_cluster_info_free(&st);
+			tt_nap_ms(20);
+			status_of(&c, i, &st);
+		}
 		cr_assert_eq(st.n, 3, "node %d sees %zu nodes", i + 1, st.n);
 		for (uint64_t k = 1; k <= 3; k++) {
 			cr_assert(has_voter(&st, k));

@@ -58,6 +58,8 @@ TLF_STRUCT_CODEC(msg, tlp_msg)
 TLF_STRUCT_CODEC(deliver, tlp_deliver)
 TLF_STRUCT_CODEC(lock, tlp_lock)
 TLF_STRUCT_CODEC(lock_rep, tlp_delivery)
+TLF_STRUCT_CODEC(cluster_req, tlp_cluster_req)
+TLF_STRUCT_CODEC(cluster_status, tlp_cluster_status)
 
 static inline void
 tlf_batch_fini(void *m)
@@ -69,6 +71,12 @@ static inline void
 tlf_deliver_fini(void *m)
 {
 	tlp_deliver_fini(m);
+}
+
+static inline void
+tlf_cluster_status_fini(void *m)
+{
+	tlp_cluster_status_fini(m);
 }
 
 static inline void

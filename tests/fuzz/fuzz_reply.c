@@ -18,6 +18,7 @@ typedef union body {
 	tlf_counts counts;
 	tlp_deliver deliver;
 	tlp_delivery lease;
+	tlp_cluster_status cluster;
 } body;
 
 static const tlf_codec c_hello_rep = {
@@ -37,6 +38,8 @@ static const tlf_codec c_lock_rep = {
     tlf_enc_lock_rep, tlf_dec_lock_rep, NULL, 1};
 static const tlf_codec c_deliver = {
     tlf_enc_deliver, tlf_dec_deliver, tlf_deliver_fini, 0};
+static const tlf_codec c_cluster = {
+    tlf_enc_cluster_status, tlf_dec_cluster_status, tlf_cluster_status_fini, 1};
 
 /* The decoder the SDK runs on a successful reply to op (or on a push);
  * NULL when it reads nothing after the head. */
@@ -72,6 +75,8 @@ codec_of(int op)
 		return &c_deliver;
 	case TLP_OP_LOCK:
 		return &c_lock_rep;
+	case TLP_OP_CLUSTER:
+		return &c_cluster;
 	case TLP_OP_TOPIC_CREATE: /* [0] */
 	case TLP_OP_TOPIC_DELETE:
 	case TLP_OP_SUBSCRIBE:
@@ -100,6 +105,16 @@ check(const tlf_codec *c, const body *m)
 	} else if (c == &c_lock_rep) {
 		TLF_CHECK(m->lease.id.n <= TL_MAX_ID_LEN);
 		TLF_CHECK(m->lease.owner.n <= TL_MAX_NAME_LEN);
+	} else if (c == &c_cluster) {
+		/* sdk/cluster.c copies them into fixed-size fields */
+		TLF_CHECK(m->cluster.n <= 64 &&
+		    (m->cluster.n == 0 || m->cluster.nodes != NULL));
+		TLF_CHECK(m->cluster.state.n <= 16);
+		for (size_t i = 0; i < m->cluster.n; i++) {
+			TLF_CHECK(m->cluster.nodes[i].raft.n <= 255);
+			TLF_CHECK(m->cluster.nodes[i].url.n <= 255);
+			TLF_CHECK(m->cluster.nodes[i].role.n <= 16);
+		}
 	} else if (c == &c_deliver) {
 		TLF_CHECK(m->deliver.n <= TL_MAX_BATCH);
 		for (size_t i = 0; i < m->deliver.n; i++) {

@@ -19,6 +19,7 @@ typedef union body {
 	tlf_span span;
 	tlp_sub sub;
 	tlp_lock lock;
+	tlp_cluster_req cluster;
 } body;
 
 static const tlf_codec c_hello = {tlf_enc_hello, tlf_dec_hello, NULL, 0};
@@ -33,6 +34,8 @@ static const tlf_codec c_list = {tlf_enc_list, tlf_dec_list, NULL, 0};
 static const tlf_codec c_count = {tlf_enc_count, tlf_dec_count, NULL, 0};
 static const tlf_codec c_sub = {tlf_enc_sub, tlf_dec_sub, NULL, 0};
 static const tlf_codec c_lock = {tlf_enc_lock, tlf_dec_lock, NULL, 0};
+static const tlf_codec c_cluster = {
+    tlf_enc_cluster_req, tlf_dec_cluster_req, NULL, 0};
 
 static void
 check_batch(const tlp_batch *b)
@@ -82,6 +85,11 @@ check(int op, const body *m)
 		TLF_CHECK(m->lock.consumer.n <= TL_MAX_NAME_LEN);
 		TLF_CHECK(m->lock.id.n <= TL_MAX_ID_LEN);
 		TLF_CHECK(m->lock.create_group.n <= TL_MAX_NAME_LEN);
+		break;
+	case TLP_OP_CLUSTER:
+		/* h_CLUSTER copies raft and url into 256-byte arrays */
+		TLF_CHECK(m->cluster.action.n <= 16);
+		TLF_CHECK(m->cluster.raft.n <= 255 && m->cluster.url.n <= 255);
 		break;
 	default:
 		break;
@@ -142,6 +150,8 @@ codec_of(int op)
 		return &c_sub;
 	case TLP_OP_LOCK:
 		return &c_lock;
+	case TLP_OP_CLUSTER:
+		return &c_cluster;
 	case TLP_OP_TOPIC_LIST: /* an empty body: topic_list() */
 	case TLP_OP_DELIVER:    /* pushes: refused unread */
 	case TLP_OP_LEASE_LOST:

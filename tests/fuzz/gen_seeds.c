@@ -265,6 +265,27 @@ b_lock(tlp_w *w)
 }
 
 static void
+b_cluster(tlp_w *w)
+{
+	tlp_cluster_req m = {TLP_STR("add"), 4, TLP_STR("127.0.0.1:7441"),
+	    TLP_STR("tcp://127.0.0.1:7440")};
+	tlp_enc_cluster_req(w, &m);
+}
+
+static void
+r_cluster(tlp_w *w)
+{
+	tlp_cluster_node n[2] = {
+	    {1, TLP_STR("127.0.0.1:7411"), TLP_STR("tcp://127.0.0.1:7400"),
+	        TLP_STR("voter"), 40, true, 0},
+	    {2, TLP_STR("127.0.0.1:7412"), TLP_STR("tcp://127.0.0.1:7420"),
+	        TLP_STR("voter"), 38, true, -3}};
+	tlp_cluster_status st = {
+	    1, 1, 3, 40, 40, 40, TLP_STR("leader"), true, false, 1, n, 2};
+	tlp_enc_cluster_status(w, &st);
+}
+
+static void
 r_lock(tlp_w *w)
 {
 	tlp_delivery d = {TLP_STR("sync-7"), 4, 1700000035000, 1700000005000, 2,
@@ -310,6 +331,7 @@ requests(void)
 	put_body("request", "count", TLP_OP_COUNT, b_count);
 	put_body("request", "subscribe", TLP_OP_SUBSCRIBE, b_sub);
 	put_body("request", "lock", TLP_OP_LOCK, b_lock);
+	put_body("request", "cluster", TLP_OP_CLUSTER, b_cluster);
 }
 
 static void
@@ -328,6 +350,7 @@ replies(void)
 	put_body("reply", "deliver", TLP_OP_DELIVER, r_deliver);
 	put_body("reply", "lock", TLP_OP_LOCK, r_lock);
 	put_body("reply", "lock_held", TLP_OP_LOCK, r_lock_held);
+	put_body("reply", "cluster", TLP_OP_CLUSTER, r_cluster);
 }
 
 /* ---- frame streams ---- */
