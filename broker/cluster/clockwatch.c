@@ -334,8 +334,7 @@ watch_main(void *arg)
 		pthread_mutex_unlock(&k->mtx);
 		watch_round(k);
 		pthread_mutex_lock(&k->mtx);
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += TLC_CLOCK_TICK_MS / 1000;
+		tli_deadline(&ts, CLOCK_REALTIME, TLC_CLOCK_TICK_MS);
 		while (!k->stop &&
 		    pthread_cond_timedwait(&k->cv, &k->mtx, &ts) == 0) {
 		}

@@ -1577,12 +1577,7 @@ tlc_read_fence(tlc *c)
 	    tli_mono_ms() < deadline) {
 		struct timespec ts;
 
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 5000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
+		tli_deadline(&ts, CLOCK_REALTIME, 5);
 		pthread_cond_timedwait(&c->cv, &c->mtx, &ts);
 	}
 	pthread_mutex_unlock(&c->mtx);

@@ -92,14 +92,6 @@ unknown_outcome(int rv)
 	return rv == TL_ELEADERLOST || rv == TL_ECONN || rv == TL_ETIMEDOUT;
 }
 
-static void
-quiet(void *arg, tl_log_level level, const char *msg)
-{
-	(void) arg;
-	(void) level;
-	(void) msg;
-}
-
 /* A SIGKILL sent a few milliseconds later, from another thread, so that
  * it lands in the middle of an operation of the main thread. */
 typedef struct killer {
@@ -177,7 +169,6 @@ Test(history, a_random_history_through_failovers_is_a_store_history)
 	killer k;
 	int kills = 0, killed = -1, restart_at = 0, next_kill = 50;
 	tl_client *c;
-	tl_opts *o = NULL;
 	char all[256];
 	int ops = 0, unknown = 0;
 	int64_t base = tli_wall_ms() + 3600000;
@@ -188,13 +179,8 @@ Test(history, a_random_history_through_failovers_is_a_store_history)
 	C.election_ms = 400;
 	tc_start_all(&C);
 	cr_assert(tc_leader(&C, 10000) >= 0, "no leader");
-	snprintf(all, sizeof(all), "%s,%s,%s", C.url[0], C.url[1], C.url[2]);
-	TL_PASS(tl_opts_alloc(&o));
-	TL_PASS(tl_opts_set_url(o, all));
-	TL_PASS(tl_opts_set_timeout(o, 15000));
-	TL_PASS(tl_opts_set_log(o, quiet, NULL));
-	TL_PASS(tl_client_open(&c, o));
-	tl_opts_free(o);
+	tc_urls(&C, 3, all, sizeof(all));
+	c = sb_client_url(all, 15000, NULL);
 	while (ops < NOPS || kills < KILLS || killed >= 0) {
 		int i = rand() % NIDS, what = rand() % 4, rv;
 		char id[8];

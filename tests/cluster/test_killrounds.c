@@ -65,29 +65,14 @@ static msgrec M[MAXMSG];
 static atomic_int nmade;
 static atomic_bool stop_producing;
 
-static void
-quiet(void *arg, tl_log_level level, const char *msg)
-{
-	(void) arg;
-	(void) level;
-	(void) msg;
-}
-
+/* A client given the three URLs. */
 static tl_client *
 cluster_client(void)
 {
 	char all[256];
-	tl_opts *o = NULL;
-	tl_client *c = NULL;
 
-	snprintf(all, sizeof(all), "%s,%s,%s", C.url[0], C.url[1], C.url[2]);
-	TL_PASS(tl_opts_alloc(&o));
-	TL_PASS(tl_opts_set_url(o, all));
-	TL_PASS(tl_opts_set_timeout(o, 15000));
-	TL_PASS(tl_opts_set_log(o, quiet, NULL));
-	TL_PASS(tl_client_open(&c, o));
-	tl_opts_free(o);
-	return c;
+	tc_urls(&C, 3, all, sizeof(all));
+	return sb_client_url(all, 15000, NULL);
 }
 
 static void *

@@ -50,18 +50,9 @@ static tl_client *
 cluster_client(tl_log_fn log)
 {
 	char all[256];
-	tl_opts *o = NULL;
-	tl_client *c = NULL;
 
-	snprintf(all, sizeof(all), "%s,%s,%s", TC.url[0], TC.url[1], TC.url[2]);
-	TL_PASS(tl_opts_alloc(&o));
-	TL_PASS(tl_opts_set_url(o, all));
-	TL_PASS(tl_opts_set_timeout(o, 10000));
-	TL_PASS(tl_opts_set_reconnect(o, 20, 200));
-	TL_PASS(tl_opts_set_log(o, log, NULL));
-	TL_PASS(tl_client_open(&c, o));
-	tl_opts_free(o);
-	return c;
+	tc_urls(&TC, 3, all, sizeof(all));
+	return sb_client_url(all, 10000, log);
 }
 
 typedef struct seen {

@@ -137,6 +137,19 @@ tc_fini(tc_cluster *c)
 }
 
 void
+tc_urls(const tc_cluster *c, int n, char *out, size_t cap)
+{
+	size_t off = 0;
+
+	out[0] = '\0';
+	for (int i = 0; i < n && off < cap; i++) {
+		off += (size_t) snprintf(
+		    out + off, cap - off, "%s%s", i > 0 ? "," : "", c->url[i]);
+	}
+	cr_assert(off < cap, "the URL list does not fit");
+}
+
+void
 tc_pause(tc_cluster *c, int i)
 {
 	tt_proc_pause(&c->p[i]);

@@ -48,6 +48,9 @@ void tc_start_all(tc_cluster *c);
  * processes, remove the directory unless TL_E2E_KEEP is set. */
 void tc_fini(tc_cluster *c);
 
+/* The client URLs of the first n nodes as one comma-separated list. */
+void tc_urls(const tc_cluster *c, int n, char *out, size_t cap);
+
 /* SIGSTOP / SIGCONT node i. */
 void tc_pause(tc_cluster *c, int i);
 void tc_resume(tc_cluster *c, int i);

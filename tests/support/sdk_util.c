@@ -51,21 +51,30 @@ sb_stop(sb_broker *b)
 }
 
 tl_client *
-sb_client(const sb_broker *b)
+sb_client_url(const char *url, int timeout_ms, tl_log_fn log)
 {
 	tl_opts *o = NULL;
 	tl_client *c = NULL;
 	int rv;
 
 	TL_PASS(tl_opts_alloc(&o));
-	TL_PASS(tl_opts_set_url(o, b->url));
+	TL_PASS(tl_opts_set_url(o, url));
 	TL_PASS(tl_opts_set_name(o, "sdk-test"));
-	TL_PASS(tl_opts_set_timeout(o, 5000));
+	TL_PASS(tl_opts_set_timeout(o, timeout_ms));
 	TL_PASS(tl_opts_set_reconnect(o, 20, 200));
+	if (log != NULL) {
+		TL_PASS(tl_opts_set_log(o, log, NULL));
+	}
 	rv = tl_client_open(&c, o);
 	tl_opts_free(o);
-	TL_PASS(rv, "tl_client_open(%s)", b->url);
+	TL_PASS(rv, "tl_client_open(%s)", url);
 	return c;
+}
+
+tl_client *
+sb_client(const sb_broker *b)
+{
+	return sb_client_url(b->url, 5000, NULL);
 }
 
 void

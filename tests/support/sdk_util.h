@@ -54,6 +54,9 @@ size_t sb_poll_n(tl_consumer *k, tl_lease **out, size_t want, int timeout_ms);
 
 /* A client of the broker that must open. */
 tl_client *sb_client(const sb_broker *b);
+/* A client of url (one URL, or a cluster's comma-separated list) with
+ * this request timeout and log callback (NULL: none), reconnecting fast. */
+tl_client *sb_client_url(const char *url, int timeout_ms, tl_log_fn log);
 /* Create a topic with the defaults (and an optional lease length). */
 void sb_topic(tl_client *c, const char *name, int64_t lease_ms);
 
