@@ -24,8 +24,8 @@
 #include "cluster_util.h"
 #include "sdk_util.h"
 
-#define ROUNDS 20
-#define MAXMSG 20000
+#define ROUNDS 20 /* TL_KILL_ROUNDS=N for a longer soak */
+#define MAXMSG 100000
 #define MAXDEL 8 /* deliveries recorded per message */
 #define LEASE_MS 1500
 
@@ -236,7 +236,7 @@ Test(killrounds, twenty_leader_kills_lose_nothing_and_never_double_lease)
 	tl_client *pc;
 	consumer ks[2];
 	tli_store *st[3];
-	int n, missing = 0;
+	int n, rounds, missing = 0;
 
 	srand((unsigned) tli_wall_ms());
 	tc_init(&C, 3, "killrounds");
@@ -248,7 +248,10 @@ Test(killrounds, twenty_leader_kills_lose_nothing_and_never_double_lease)
 	consumer_open(&ks[1], 1);
 	cr_assert_eq(pthread_create(&prod, NULL, producer_main, pc), 0);
 
-	for (int r = 0; r < ROUNDS; r++) {
+	rounds = getenv("TL_KILL_ROUNDS") != NULL
+	    ? atoi(getenv("TL_KILL_ROUNDS"))
+	    : ROUNDS;
+	for (int r = 0; r < rounds; r++) {
 		int leader;
 
 		tt_nap_ms(200 + rand() % 600);
@@ -335,7 +338,7 @@ Test(killrounds, twenty_leader_kills_lose_nothing_and_never_double_lease)
 	}
 	cr_assert_eq(
 	    missing, 0, "%d acknowledged creates never delivered", missing);
-	cr_assert(n > ROUNDS * 20, "only %d creates in %d rounds", n, ROUNDS);
+	cr_assert(n > rounds * 20, "only %d creates in %d rounds", n, rounds);
 
 	/* the stores, once every node applied what the leader has: checked
 	 * clean (tc_open_store) and alike */
