@@ -4,6 +4,9 @@
  * through a leader's kill -9. An event scheduled before the kill reaches
  * the homeserver once, not before its time and late by no more than the
  * failover; an event scheduled after the kill is taken and sent too.
+ * The same with the gateway inside every node (msc4140 = FILE), scheduled
+ * through a follower's gateway; and the gateway inside a node that knows
+ * no leader (it waits to join) serves through the other nodes.
  */
 #include "tltest.h"
 
@@ -120,6 +123,62 @@ start_gateway(gw_env *e, const char *urls)
 	snprintf(e->gw, sizeof(e->gw), "%.127s", e->gw_proc.addr);
 }
 
+/* The test homeserver alone (for the gateways inside the nodes). */
+static void
+start_hs(gw_env *e)
+{
+	char script[600];
+
+	memset(e, 0, sizeof(*e));
+	snprintf(script, sizeof(script), "%s/tests/msc4140/fake_hs.py",
+	    TL_TEST_SRCDIR);
+	tt_proc_init(&e->hs_proc, "python3", C.dir, "hs");
+	tt_proc_args(&e->hs_proc, script, "--ready", e->hs_proc.ready, NULL);
+	tt_proc_start(&e->hs_proc);
+	snprintf(e->hs, sizeof(e->hs), "%.127s", e->hs_proc.addr);
+}
+
+/* Node i runs the gateway inside it (msc4140 = FILE), with a consumer id
+ * of its own. */
+static void
+gateway_inside(const gw_env *e, int i)
+{
+	char path[TT_PATH], conf[2048];
+
+	snprintf(conf, sizeof(conf),
+	    "listen = 127.0.0.1:0\nhomeserver = %s\n"
+	    "as_token = as_secret\nretry_for_ms = 20000\n"
+	    "consumer_id = msc4140-node%d\n"
+	    "ready_file = %s/gw%d.ready\n",
+	    e->hs, i + 1, C.dir, i + 1);
+	snprintf(path, sizeof(path), "%s/gw%d.conf", C.dir, i + 1);
+	tt_write_file(path, conf);
+	tc_node_set(&C, i, "msc4140", "%s", path);
+}
+
+/* Node i's gateway base URL, from its ready file (at most 10 s). */
+static void
+inside_url(char *out, size_t cap, int i)
+{
+	char path[TT_PATH];
+	int64_t deadline = tli_mono_ms() + 10000;
+
+	snprintf(path, sizeof(path), "%s/gw%d.ready", C.dir, i + 1);
+	for (;;) {
+		char *s = tt_read_file(path);
+
+		if (s != NULL && strchr(s, '\n') != NULL) {
+			snprintf(out, cap, "%.*s", (int) strcspn(s, "\n"), s);
+			free(s);
+			return;
+		}
+		free(s);
+		cr_assert(tli_mono_ms() < deadline,
+		    "node %d's gateway is not ready", i + 1);
+		tt_nap_ms(50);
+	}
+}
+
 static void
 stop_gateway(gw_env *e)
 {
@@ -182,5 +241,84 @@ Test(cluster, delayed_event_survives_a_leader_kill)
 	cr_assert_eq(events_with(&e, "after"), 1);
 
 	stop_gateway(&e);
+	tc_fini(&C);
+}
+
+Test(cluster, gateway_inside_a_follower_sends_through_a_leader_kill)
+{
+	gw_env e;
+	int leader, via, other;
+	int64_t t0, t1, at = -1, late;
+
+	tc_init(&C, 3, "gw-cluster-in");
+	start_hs(&e);
+	for (int i = 0; i < C.n; i++) {
+		gateway_inside(&e, i);
+	}
+	tc_start_all(&C);
+	leader = tc_leader(&C, 10000);
+	cr_assert(leader >= 0, "no leader within 10 s");
+	via = (leader + 1) % C.n;
+	other = (leader + 2) % C.n;
+	inside_url(e.gw, sizeof(e.gw), via);
+
+	/* scheduled through a follower's gateway; the leader dies before
+	 * the event is due */
+	t0 = tli_wall_ms();
+	free(gw_schedule(&e, "tok_alice", ROOM, "before", DELAY_MS, BEFORE));
+	t1 = tli_wall_ms();
+	cr_assert(t1 - t0 < DELAY_MS - KILL_BEFORE_DUE_MS,
+	    "scheduling took %" PRId64 " ms", t1 - t0);
+	tt_nap_ms((int) (t0 + DELAY_MS - KILL_BEFORE_DUE_MS - tli_wall_ms()));
+	tt_proc_kill(&C.p[leader]);
+
+	cr_assert(wait_event(&e, "before", DELAY_MS + LATE_MAX_MS + 5000),
+	    "the event scheduled before the kill was not sent");
+	cr_assert(sends_of(&e, BEFORE_B64, &at) >= 1 && at > 0);
+	late = at - (t1 + DELAY_MS);
+	cr_log_info("inside node %d: sent %" PRId64 " ms after its due time",
+	    via + 1, late);
+	cr_assert(at >= t0 + DELAY_MS, "sent %" PRId64 " ms early",
+	    t0 + DELAY_MS - at);
+	cr_assert(late <= LATE_MAX_MS, "sent %" PRId64 " ms late", late);
+
+	/* the other survivor's gateway schedules on the new leader */
+	inside_url(e.gw, sizeof(e.gw), other);
+	free(gw_schedule(
+	    &e, "tok_alice", ROOM, "after", 300, "{\"body\":\"after\"}"));
+	cr_assert(wait_event(&e, "after", 10000),
+	    "the event scheduled after the kill was not sent");
+	tt_nap_ms(1500);
+	cr_assert_eq(events_with(&e, "before"), 1);
+	cr_assert_eq(events_with(&e, "after"), 1);
+
+	tt_proc_kill(&e.hs_proc);
+	tt_proc_fini(&e.hs_proc);
+	tc_fini(&C);
+}
+
+/* A node that is not a member yet (started to join, not added) knows no
+ * leader: its gateway reaches the cluster's leader through the other
+ * nodes' URLs, starts, and its events are sent. */
+Test(cluster, gateway_inside_a_joining_node_reaches_the_leader)
+{
+	gw_env e;
+
+	tc_init(&C, 4, "gw-cluster-join");
+	C.members = 3;
+	start_hs(&e);
+	gateway_inside(&e, 3);
+	for (int i = 0; i < C.n; i++) {
+		tc_start(&C, i);
+	}
+	cr_assert(tc_leader(&C, 10000) >= 0, "no leader within 10 s");
+	inside_url(e.gw, sizeof(e.gw), 3);
+	free(gw_schedule(&e, "tok_alice", ROOM, "j1", 300, BEFORE));
+	cr_assert(wait_event(&e, "before", 10000),
+	    "the event scheduled through the joining node was not sent");
+	cr_assert_eq(events_with(&e, "before"), 1);
+
+	tt_proc_kill(&e.hs_proc);
+	tt_proc_fini(&e.hs_proc);
 	tc_fini(&C);
 }
