@@ -1,7 +1,9 @@
 /*
  * tl-chronos against a replicated Timeline: given the three nodes' URLs
  * (one comma-separated --url), a timer set before a leader's kill -9 pops
- * once, not before its time and late by no more than the failover.
+ * once, not before its time and late by no more than the failover. And
+ * tl-chronos inside a node that knows no leader (it waits to join) serves
+ * through the other nodes.
  */
 #include "tltest.h"
 
@@ -74,6 +76,53 @@ Test(cluster, timer_pops_once_through_a_leader_kill)
 	tt_proc_stop_clean(&e.k);
 	tt_proc_check_log(&e.k);
 	tt_proc_fini(&e.k);
+	ck_recv_stop(&e.recv);
+	tlh_client_free(e.hc);
+	tc_fini(&C);
+}
+
+/* tl-chronos inside node 4, which waits to join and is not added: the
+ * service starts through the other nodes' URLs and its timers pop. */
+Test(cluster, inside_a_joining_node_reaches_the_leader)
+{
+	ck_env e;
+	char path[TT_PATH], conf[1024], json[1024], id[33], *ready = NULL;
+	int64_t deadline;
+
+	tc_init(&C, 4, "ck-cluster-join");
+	C.members = 3;
+	memset(&e, 0, sizeof(e));
+	ck_recv_start(&e.recv);
+	cr_assert_eq(tlh_client_alloc(&e.hc, 8), TL_OK);
+	snprintf(conf, sizeof(conf),
+	    "listen = 127.0.0.1:0\nready_file = %s/chronos4.ready\n", C.dir);
+	snprintf(path, sizeof(path), "%s/chronos4.conf", C.dir);
+	tt_write_file(path, conf);
+	tc_node_set(&C, 3, "chronos", "%s", path);
+	for (int i = 0; i < C.n; i++) {
+		tc_start(&C, i);
+	}
+	cr_assert(tc_leader(&C, 10000) >= 0, "no leader within 10 s");
+
+	snprintf(path, sizeof(path), "%s/chronos4.ready", C.dir);
+	deadline = tli_mono_ms() + 10000;
+	while ((ready = tt_read_file(path)) == NULL ||
+	    strchr(ready, '\n') == NULL) {
+		free(ready);
+		ready = NULL;
+		cr_assert(tli_mono_ms() < deadline,
+		    "node 4's tl-chronos is not ready");
+		tt_nap_ms(50);
+	}
+	snprintf(
+	    e.api, sizeof(e.api), "%.*s", (int) strcspn(ready, "\n"), ready);
+	free(ready);
+
+	ck_timer_json(&e, json, sizeof(json), 0.3, -1, "/ok/join", "j");
+	ck_post(&e, json, id);
+	cr_assert_eq(ck_wait_hits(&e.recv, "/ok/join", 1, 10000), 1,
+	    "the timer set through the joining node did not pop");
+
 	ck_recv_stop(&e.recv);
 	tlh_client_free(e.hc);
 	tc_fini(&C);
