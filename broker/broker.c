@@ -217,6 +217,25 @@ wait_signals(tlb_broker *b, const sigset_t *sigs, int sig)
 	return sig;
 }
 
+/* The broker URL of the in-process gateways: this node's first listener;
+ * in a cluster followed by every other node's client URL (its
+ * cluster_node line), so that the SDK reaches the leader wherever it is
+ * and follows it through a failover. */
+static const char *
+gateway_url(tlb_broker *b, char *buf, size_t cap)
+{
+	size_t len;
+
+	len = (size_t) snprintf(buf, cap, "%s", tlb_server_url(b, 0));
+	for (int i = 0; i < b->conf.nnodes && len < cap; i++) {
+		if (i != b->conf.self && b->conf.nodes[i].url[0] != '\0') {
+			len += (size_t) snprintf(
+			    buf + len, cap - len, ",%s", b->conf.nodes[i].url);
+		}
+	}
+	return buf;
+}
+
 int tlb_run(const tlb_conf *conf);
 
 int
@@ -225,6 +244,7 @@ tlb_run(const tlb_conf *conf)
 	tlb_broker *b = tli_zalloc(sizeof(*b));
 	up_stage up;
 	sigset_t sigs;
+	char gw_url[TLB_MAX_NODES * 260];
 	int rv, sig = 0;
 
 	if (b == NULL) {
@@ -252,17 +272,17 @@ tlb_run(const tlb_conf *conf)
 		tli_free(b);
 		return 1;
 	}
-	/* The MSC4140 gateway, a client of this broker's first listener. */
+	/* The MSC4140 gateway, a client of this broker's first listener (and
+	 * of the other nodes of its cluster). */
+	gateway_url(b, gw_url, sizeof(gw_url));
 	if (b->conf.msc4140[0] != '\0' &&
-	    (b->msc4140 = tlg_start_file(
-	         b->conf.msc4140, tlb_server_url(b, 0))) == NULL) {
+	    (b->msc4140 = tlg_start_file(b->conf.msc4140, gw_url)) == NULL) {
 		tlb_log(TLB_ERROR, "B009", "the MSC4140 gateway did not start");
 		sig = SIGTERM;
 	}
 	/* tl-chronos, the same way. */
 	if (sig == 0 && b->conf.chronos[0] != '\0' &&
-	    (b->chronos = tlk_start_file(
-	         b->conf.chronos, tlb_server_url(b, 0))) == NULL) {
+	    (b->chronos = tlk_start_file(b->conf.chronos, gw_url)) == NULL) {
 		tlb_log(TLB_ERROR, "B012", "tl-chronos did not start");
 		sig = SIGTERM;
 	}
