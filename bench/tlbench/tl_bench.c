@@ -465,8 +465,9 @@ count_into(const run_state *st, tlb_result *r)
 	r->resurrected = atomic_load(&st->nresurrected);
 	r->created_late = atomic_load(&st->ncreated_late);
 	r->failed += atomic_load(&st->nbad);
-	if (r->w != TLB_W_CRASH) {
-		/* in crash, deletes in flight at the kill fail */
+	if (r->w != TLB_W_CRASH && r->w != TLB_W_FAILOVER) {
+		/* in crash and failover, deletes in flight at the kill fail
+		 * (their outcome is unknown: the message may come again) */
 		r->failed += atomic_load(&st->ndel_fail);
 	}
 }
@@ -890,6 +891,7 @@ w_failover(const tlb_system *sys, tlb_result *r)
 	    &cs.gone, NULL);
 	cons_stop(&cs);
 	wl_count(&w, r, false);
+	r->acked_at_kill = r->acked;
 	r->lost = r->acked - atomic_load(&st->nseen_acked);
 	late_stats(st, r);
 
