@@ -26,8 +26,8 @@ RC_SUITE(longread);
 #endif
 #define CHUNK 4096
 /* The COUNTs side by side must scan for at least this long (ms). */
-#define SIDE_MS 1500
-#define MAX_SIDE 64
+#define SIDE_MS 3000
+#define MAX_SIDE 256
 /* Each create of the other session must be answered within this (ms). */
 #if defined(__SANITIZE_ADDRESS__)
 #define PUT_MS 400
@@ -196,29 +196,85 @@ count_once(rc_client *c)
 	return tli_mono_ms() - t0;
 }
 
+/* The value of the metric line starting with name, or -1. */
+static int64_t
+metric(const char *name)
+{
+	int status = 0;
+	char *body = rc_http_get(B.metrics_port, "/metrics", 2000, &status);
+	char *p;
+	long long v = -1;
+
+	if (status == 200 && body != NULL) {
+		for (p = body; (p = strstr(p, name)) != NULL; p++) {
+			if ((p == body || p[-1] == '\n') &&
+			    p[strlen(name)] == ' ') {
+				sscanf(p + strlen(name), " %lld", &v);
+				break;
+			}
+		}
+	}
+	free(body);
+	return v;
+}
+
+/* Wait until RocksDB has no flush or compaction running or pending: the
+ * fill leaves some behind, and a write that meets the end of one on a slow
+ * disk measures the disk, not the reads. */
+static void
+settle(void)
+{
+	static const char *const gauges[] = {
+	    "timeline_rocksdb_running_flushes",
+	    "timeline_rocksdb_running_compactions",
+	    "timeline_rocksdb_immutable_memtables",
+	    "timeline_rocksdb_pending_compaction_bytes",
+	};
+	int64_t deadline = tli_mono_ms() + 30000;
+	size_t i = 0;
+
+	while (i < sizeof(gauges) / sizeof(gauges[0])) {
+		if (metric(gauges[i]) == 0) {
+			i++;
+			continue;
+		}
+		cr_assert(tli_mono_ms() < deadline, "%s still not 0 after 30 s",
+		    gauges[i]);
+		tt_nap_ms(20);
+		i = 0;
+	}
+}
+
 Test(longread, a_long_count_does_not_hold_up_other_sessions)
 {
 	rc_client *p, *side, *c;
 	count_arg a = {"big"};
-	int64_t one, t0, worst = 0, due = 0, late;
-	int k, puts = 0;
+	int64_t one, t0, worst = 0, due = 0, late, queue_ms, held;
+	int k, puts = 0, slow = 0;
 	rc_deliver dv;
 
-	start("longread", false);
+	start("longread", true);
 	p = rc_open(B.url, "producer");
 	side = rc_open(B.url, "reader");
 	c = rc_open(B.url, "consumer");
 	fill_big(p);
+	settle();
 	one = count_once(side);
 	one = one < 1 ? 1 : one;
 	k = (int) ((SIDE_MS + one - 1) / one);
 	k = k > MAX_SIDE ? MAX_SIDE : k;
+	queue_ms = one * k;
 	cr_log_info("one COUNT of %d messages: %lld ms; %d side by side", NBIG,
 	    (long long) one, k);
-	cr_assert(one * k >= 1000,
+	cr_assert(queue_ms >= 2000,
 	    "the COUNTs would scan for %lld ms only: too short to show "
 	    "anything",
-	    (long long) (one * k));
+	    (long long) queue_ms);
+	/* A create or delivery held up behind the COUNTs waits for most of
+	 * their queue; one that is not is answered in milliseconds. The line
+	 * between the two is far from both, so that a stall of this shared
+	 * machine's disk is not taken for one. */
+	held = queue_ms / 3;
 	TL_PASS(rc_subscribe(c, "t", "w", 30000, 10));
 
 	/* The reading session queues k COUNTs at once. */
@@ -237,8 +293,9 @@ Test(longread, a_long_count_does_not_hold_up_other_sessions)
 		TL_PASS(rc_one(p, TLP_OP_CREATE, "t", "g", "due1", 0, due,
 		    false, "b", &r));
 		worst = tli_mono_ms() - s0;
+		slow += worst >= PUT_MS;
 	}
-	while (tli_mono_ms() - t0 < one * k / 2 && puts < 50) {
+	while (tli_mono_ms() - t0 < queue_ms / 2 && puts < 50) {
 		char id[16];
 		int64_t s0 = tli_mono_ms(), d;
 
@@ -247,21 +304,35 @@ Test(longread, a_long_count_does_not_hold_up_other_sessions)
 		    true, "b", NULL));
 		d = tli_mono_ms() - s0;
 		worst = d > worst ? d : worst;
+		slow += d >= PUT_MS;
 		tt_nap_ms(20);
 	}
-	cr_log_info("%d creates while the COUNTs ran, the slowest %lld ms",
-	    puts + 1, (long long) worst);
-	cr_assert(worst < PUT_MS,
+	cr_log_info("%d creates while the COUNTs ran, the slowest %lld ms, "
+	            "%d over %d ms",
+	    puts + 1, (long long) worst, slow, PUT_MS);
+	cr_assert(puts >= 5, "only %d creates while %lld ms of COUNTs ran",
+	    puts + 1, (long long) queue_ms);
+	cr_assert(worst < held,
 	    "a create took %lld ms while another session's COUNTs ran "
-	    "(one COUNT: %lld ms)",
-	    (long long) worst, (long long) one);
+	    "(%d COUNTs of %lld ms each)",
+	    (long long) worst, k, (long long) one);
+	cr_assert(slow <= 1,
+	    "%d of %d creates took %d ms or more while another session's "
+	    "COUNTs ran (one COUNT: %lld ms)",
+	    slow, puts + 1, PUT_MS, (long long) one);
 
-	/* The message due meanwhile was delivered on time. */
+	/* The message due meanwhile was delivered, never early, and not
+	 * after the COUNTs. */
 	cr_assert_eq(rc_wait_deliver(c, 10000, &dv), 1, "due1 not delivered");
 	late = dv.f->rx_ms - due;
 	cr_assert_eq(dv.d.n, 1);
-	cr_assert(late >= 0 && late < PUT_MS,
-	    "due1 delivered %lld ms after its due time", (long long) late);
+	cr_assert(late >= 0 && late < held,
+	    "due1 delivered %lld ms after its due time (%d COUNTs of %lld ms "
+	    "each)",
+	    (long long) late, k, (long long) one);
+	if (late >= PUT_MS) {
+		cr_log_warn("due1 delivered %lld ms late", (long long) late);
+	}
 	rc_deliver_free(&dv);
 
 	/* Every COUNT is answered, in order, with the whole topic. */
@@ -348,28 +419,6 @@ Test(longread, a_session_keeps_its_order_behind_a_long_read)
 	rc_frame_free(f);
 	rc_close(side);
 	rc_close(p);
-}
-
-/* The value of the metric line starting with name, or -1. */
-static int64_t
-metric(const char *name)
-{
-	int status = 0;
-	char *body = rc_http_get(B.metrics_port, "/metrics", 2000, &status);
-	char *p;
-	long long v = -1;
-
-	if (status == 200 && body != NULL) {
-		for (p = body; (p = strstr(p, name)) != NULL; p++) {
-			if ((p == body || p[-1] == '\n') &&
-			    p[strlen(name)] == ' ') {
-				sscanf(p + strlen(name), " %lld", &v);
-				break;
-			}
-		}
-	}
-	free(body);
-	return v;
 }
 
 Test(longread, a_read_outlived_by_its_session_or_the_broker)
