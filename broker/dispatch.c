@@ -1401,6 +1401,7 @@ dsp_main(void *arg)
 	tlb_dsp *p = arg;
 
 	pthread_setname_np(pthread_self(), "tl-dispatch");
+	tli_store_thread_setup();
 	/* Wake-ups on time to the µs: the default slack (50 µs) would be
 	 * added to most deliveries. */
 	prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);

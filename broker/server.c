@@ -1416,6 +1416,7 @@ worker_main(void *arg)
 	bool parked;
 
 	pthread_setname_np(pthread_self(), "tl-worker");
+	tli_store_thread_setup();
 	for (;;) {
 		pthread_mutex_lock(&sv->wq_mtx);
 		while (sv->wq_head == NULL && !sv->worker_stop) {
@@ -1514,6 +1515,7 @@ reader_main(void *arg)
 	tlb_read *r;
 
 	pthread_setname_np(pthread_self(), "tl-reader");
+	tli_store_thread_setup();
 	for (;;) {
 		pthread_mutex_lock(&sv->wq_mtx);
 		while (sv->rq_head == NULL && !sv->readers_stop) {

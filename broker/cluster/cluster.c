@@ -299,10 +299,11 @@ propose_all(tlc *c)
 			prop_finish(c, p, TL_ENOMEM);
 			continue;
 		}
-		memset(buf.base, 0, buf.len);
 		memcpy(buf.base, entry_magic, 4);
 		put_u32((uint8_t *) buf.base + 4, (uint32_t) p->len);
 		memcpy((uint8_t *) buf.base + ENTRY_HEAD, p->entry, p->len);
+		memset((uint8_t *) buf.base + ENTRY_HEAD + p->len, 0,
+		    buf.len - ENTRY_HEAD - p->len);
 		if (raft_state(&c->raft) == RAFT_LEADER) {
 			rv = raft_apply(&c->raft, &p->req, &buf, 1, apply_cb);
 		}
@@ -1285,6 +1286,7 @@ raft_main(void *arg)
 	int rv;
 
 	pthread_setname_np(pthread_self(), "tl-raft");
+	tli_store_thread_setup();
 	uv_loop_init(&c->loop);
 	rv = node_open(c);
 	pthread_mutex_lock(&c->mtx);
