@@ -452,6 +452,36 @@ int tli_store_checkpoint(tli_store *s, const char *dir, uint64_t *index);
  * TL_ESTORAGE. */
 int tli_store_restore(tli_store *s, const char *dir);
 
+/* ---- seeding a new group (seed.c) ----
+ *
+ * Offline operations on a store directory, for tl-store: each opens the
+ * database itself (plain mode, nothing replicated) and closes it again,
+ * so no broker may run on it. A copy made while its node ran would miss
+ * its unsynced applies; a running broker holds RocksDB's LOCK file and is
+ * refused (TL_EBUSY, naming its process). On failure `why` (cap bytes;
+ * may be NULL) gets one sentence for the operator and nothing changed.
+ * docs/cluster.md, "Upgrades and restores".
+ */
+
+/* Copy the store in src to dst as a RocksDB checkpoint: consistent, the
+ * memtables flushed first so the copy needs no log replay; its tables
+ * are hard links when dst is on the same filesystem. dst must not exist.
+ * *index gets the applied index the copy holds (0: none, as in a single
+ * broker's store). Errors: TL_EINVAL (src holds no store, dst exists),
+ * TL_EBUSY (a process has src open), TL_EFORMAT, TL_ESTORAGE / TL_EIO /
+ * TL_ENOSPC (RocksDB refused; a partial dst may be left). */
+int tli_store_copy(
+    const char *src, const char *dst, uint64_t *index, char *why, size_t cap);
+
+/* Prepare the store in path to seed a new Raft group: remove its applied
+ * index (key "A"), in a synced write; a new group's log starts again at
+ * index 1, which the old index would have skipped as applied. Nothing
+ * else in a store belongs to its group (the Raft log, terms, votes and
+ * the configuration live beside it in DATA/raft), so every node's copy
+ * must be this same prepared store. *was gets the index removed (0: there
+ * was none and nothing was written). Errors as tli_store_copy. */
+int tli_store_seed(const char *path, uint64_t *was, char *why, size_t cap);
+
 /* ---- statistics ---- */
 
 /* Upper bounds (ms) of the write+sync duration histogram's buckets; one
