@@ -1212,6 +1212,38 @@ bootstrap(tlc *c)
 	return rv == RAFT_CANTBOOTSTRAP ? 0 : rv; /* a restart */
 }
 
+/* Whether the store belongs to another Raft group (logged): it has
+ * applied entries although this node's log holds nothing past the
+ * bootstrap configuration (a copy of another group's store, not prepared
+ * with `tl-store seed`). Started, it would skip the new log's first
+ * entries as applied: every write of the new group up to the old index
+ * lost on this node. Only a fresh log is judged: a leader may apply an
+ * entry its followers stored before its own write of it ends, so a node
+ * killed then restarts with its store a few entries past its log, which
+ * is harmless (the others hold them) and must not stop it. */
+static bool
+store_foreign(tlc *c)
+{
+	uint64_t have = tli_store_applied_index(c->b->store);
+	uint64_t last = raft_last_index(&c->raft);
+	char path[600];
+
+	if (last > 1 || have <= last) {
+		return false;
+	}
+	tlc_store_path(c->b, path, sizeof(path));
+	tlb_log(TLB_ERROR, "R018",
+	    "the store in %s has applied Raft entries up to index %llu, but "
+	    "this node's Raft log in %s holds nothing past index %llu: the "
+	    "store comes from another Raft group and would skip the new "
+	    "group's entries up to that index; not starting. To seed a new "
+	    "cluster from this copy, run `tl-store seed %s` on it (on every "
+	    "node's copy) first",
+	    path, (unsigned long long) have, c->raft_dir,
+	    (unsigned long long) last, path);
+	return true;
+}
+
 /* Everything up to raft_start, on the raft thread. */
 static int
 node_open(tlc *c)
@@ -1263,6 +1295,10 @@ node_open(tlc *c)
 		    "cannot start the Raft node %llu (%s) in %s: %s (%s)",
 		    (unsigned long long) me->id, me->raft, c->raft_dir,
 		    raft_strerror(rv), raft_errmsg(&c->raft));
+		raft_close(&c->raft, close_cb);
+		return -1;
+	}
+	if (store_foreign(c)) {
 		raft_close(&c->raft, close_cb);
 		return -1;
 	}
