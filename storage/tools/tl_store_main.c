@@ -241,23 +241,21 @@ static int
 cmd_seed(const char *dir)
 {
 	char why[512];
-	uint64_t was = 0;
-	int rv = tli_store_seed(dir, &was, why, sizeof(why));
+	uint64_t was = 0, id = 0;
+	int rv = tli_store_seed(dir, &was, &id, why, sizeof(why));
 
 	if (rv != TL_OK) {
 		fprintf(stderr, "tl-store: %s (%s)\n", why, tl_errname(rv));
 		return rv == TL_EBUSY || rv == TL_EINVAL ? 2 : 1;
 	}
-	if (was == 0) {
-		printf("%s holds no applied index (a single broker's store, "
-		       "or prepared already): ready to seed a new cluster\n",
-		    dir);
-	} else {
-		printf("%s: applied index %llu of its old Raft group cleared: "
-		       "ready to seed a new cluster (place this same copy in "
-		       "every node's DATA/store, with no DATA/raft)\n",
+	if (was != 0) {
+		printf("%s: applied index %llu of its old Raft group cleared\n",
 		    dir, (unsigned long long) was);
 	}
+	printf("%s is seed %016llx: ready to seed a new cluster (place "
+	       "copies of this prepared store in every node's DATA/store, "
+	       "with no DATA/raft)\n",
+	    dir, (unsigned long long) id);
 	return 0;
 }
 

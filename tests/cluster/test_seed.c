@@ -8,7 +8,10 @@
  * of skipping the new group's first entries; once the copies are prepared
  * the cluster starts, every message is there, the due ones are delivered
  * once, new writes work, and all of it survives a leader's kill -9; every
- * node's store ends clean and the same as the others.
+ * node's store ends clean and the same as the others. And when only one
+ * node gets the copy (the others start empty), the seed check stops the
+ * nodes that do not hold the leader's data (R019) instead of letting the
+ * stores part silently.
  */
 #include "tltest.h"
 
@@ -215,6 +218,7 @@ Test(seed, new_cluster_from_a_checkpoint)
 	cr_assert(leader >= 0, "no leader within 10 s");
 	tc_urls(&C, 3, all, sizeof(all));
 	c = sb_client_url(all, 10000, NULL);
+	cr_assert(tt_proc_log_wait(&C.p[leader], "R020 seed", 5000));
 	expect_messages(c, false, 0);
 	deliver_soon(c, soon_due);
 	put_new(c, 0, NEWW / 2);
@@ -257,5 +261,57 @@ Test(seed, new_cluster_from_a_checkpoint)
 			tli_msg_fini(&m);
 		}
 		tli_store_close(s);
+	}
+}
+
+/* The prepared backup of the old group, in O.dir/backup. */
+static void
+prepared_backup(char *ckpt, size_t cap)
+{
+	char out[4096];
+	int64_t soon_due;
+
+	old_group(&soon_due);
+	snprintf(ckpt, cap, "%s/backup", O.dir);
+	cr_assert_eq(
+	    tool(out, sizeof(out), "checkpoint %s/store %s", O.data[0], ckpt),
+	    0, "%s", out);
+	cr_assert_eq(tool(out, sizeof(out), "seed %s", ckpt), 0, "%s", out);
+}
+
+Test(seed, a_node_without_the_copy_stops)
+{
+	char out[4096], ckpt[700];
+	int stopped = -1;
+	int64_t deadline;
+
+	prepared_backup(ckpt, sizeof(ckpt));
+	tc_init(&C, 3, "seed-one");
+	cr_assert_eq(mkdir(C.data[0], 0755), 0);
+	cr_assert_eq(
+	    tool(out, sizeof(out), "checkpoint %s %s/store", ckpt, C.data[0]),
+	    0, "%s", out);
+	/* nodes 2 and 3 start empty */
+	tc_start_all(&C);
+	deadline = tli_mono_ms() + 15000;
+	while (stopped < 0 && tli_mono_ms() < deadline) {
+		for (int i = 0; i < 3 && stopped < 0; i++) {
+			if (tt_proc_log_wait(&C.p[i], "R019", 0)) {
+				stopped = i;
+			}
+		}
+		tt_nap_ms(20);
+	}
+	cr_assert(stopped >= 0, "every node runs on, holding other data");
+	cr_assert_eq(tt_proc_wait_exit(&C.p[stopped], 5000), 1);
+	/* the seeded node stops when an empty one leads; the empty ones
+	 * stop when the seeded one leads */
+	cr_assert(tt_proc_log_wait(&C.p[stopped],
+	              stopped == 0 ? "is not its seed check" : "is no seed", 0),
+	    "node %d stopped for the wrong reason", stopped + 1);
+	for (int i = 0; i < 3; i++) {
+		if (C.p[i].pid > 0) {
+			tt_proc_kill(&C.p[i]);
+		}
 	}
 }

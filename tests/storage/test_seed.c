@@ -1,8 +1,10 @@
 /*
  * Seeding a new Raft group from a store (store.h, "seeding a new group"):
- * the checkpoint copy of a stopped store and the removal of its old
- * group's applied index, on real RocksDB databases; the refusals leave
- * everything as it was; a store a running timelined holds is refused.
+ * the checkpoint copy of a stopped store, its preparation (the old group's
+ * applied index removed, the seed mark written: the same id on every copy
+ * of one store, another on another store) and the seed check entry, on
+ * real RocksDB databases; the refusals leave everything as it was; a store
+ * a running timelined holds is refused.
  */
 #define _GNU_SOURCE /* asprintf */
 #include <criterion/criterion.h>
@@ -121,27 +123,131 @@ open_and_verify(const char *path)
 	return index;
 }
 
+static uint64_t
+seed_of(const char *path, bool *pending)
+{
+	tli_store *s = tt_store_open(path, &clk);
+	uint64_t id = 99;
+
+	TL_PASS(tli_store_seed_get(s, &id, pending));
+	tli_store_close(s);
+	return id;
+}
+
 Test(seed, copy_keeps_everything_and_seed_clears_the_index)
 {
 	char *src = sub("src"), *dst = sub("copy"), why[256] = "";
-	uint64_t index = 0, was = 0, want = make_group_store(src);
+	uint64_t index = 0, was = 0, id = 0, id2 = 0;
+	uint64_t want = make_group_store(src);
+	bool pending = true;
 
 	cr_assert_gt(want, BASE_INDEX);
 	TL_PASS(tli_store_copy(src, dst, &index, why, sizeof(why)), "%s", why);
 	cr_assert_eq(index, want);
 	cr_assert_eq(open_and_verify(dst), want, "the copy holds the index");
 	cr_assert_eq(open_and_verify(src), want, "the source is unchanged");
+	cr_assert_eq(seed_of(dst, &pending), 0, "no seed mark yet");
+	cr_assert_not(pending);
 
-	TL_PASS(tli_store_seed(dst, &was, why, sizeof(why)), "%s", why);
+	TL_PASS(tli_store_seed(dst, &was, &id, why, sizeof(why)), "%s", why);
 	cr_assert_eq(was, want);
+	cr_assert_neq(id, 0);
 	cr_assert_eq(open_and_verify(dst), 0, "the index is gone for good");
 	cr_assert_eq(open_and_verify(src), want, "only the copy changed");
+	cr_assert_eq(seed_of(dst, &pending), id);
+	cr_assert(pending);
 
-	/* twice: nothing to clear, nothing written */
-	TL_PASS(tli_store_seed(dst, &was, why, sizeof(why)), "%s", why);
+	/* twice: the same seed */
+	TL_PASS(tli_store_seed(dst, &was, &id2, why, sizeof(why)), "%s", why);
 	cr_assert_eq(was, 0);
+	cr_assert_eq(id2, id);
 	free(src);
 	free(dst);
+}
+
+Test(seed, copies_of_one_store_share_the_seed_id)
+{
+	char *src = sub("src"), *a = sub("a"), *b = sub("b"), *other = sub("o");
+	char why[256] = "";
+	uint64_t index, was, ida = 0, idb = 0, ido = 0;
+
+	make_group_store(src);
+	TL_PASS(tli_store_copy(src, a, &index, why, sizeof(why)), "%s", why);
+	TL_PASS(tli_store_copy(src, b, &index, why, sizeof(why)), "%s", why);
+	TL_PASS(tli_store_seed(a, &was, &ida, why, sizeof(why)), "%s", why);
+	TL_PASS(tli_store_seed(b, &was, &idb, why, sizeof(why)), "%s", why);
+	cr_assert_eq(ida, idb, "one store, prepared twice: one seed");
+
+	/* the same store one message later: another seed */
+	{
+		tli_store *s = tt_store_open(src, &clk);
+		tli_op op = tt_mkop(TLI_OP_CREATE, "t", "late", "app",
+		    1700000000000LL + 99999, 0);
+
+		TL_PASS(tli_store_apply(s, &op, 1));
+		TL_PASS(op.err);
+		tli_store_close(s);
+	}
+	TL_PASS(
+	    tli_store_copy(src, other, &index, why, sizeof(why)), "%s", why);
+	TL_PASS(tli_store_seed(other, &was, &ido, why, sizeof(why)), "%s", why);
+	cr_assert_neq(ido, ida);
+	free(src);
+	free(a);
+	free(b);
+	free(other);
+}
+
+Test(seed, seed_check_entry)
+{
+	char *src = sub("src"), *a = sub("a"), *e = sub("empty"), why[256];
+	uint8_t entry[TLI_REPL_SEED_LEN], bad[TLI_REPL_SEED_LEN];
+	uint64_t index, was, id = 0, have = 7;
+	bool pending;
+	tli_store *s;
+
+	make_group_store(src);
+	TL_PASS(tli_store_copy(src, a, &index, why, sizeof(why)), "%s", why);
+	TL_PASS(tli_store_seed(a, &was, &id, why, sizeof(why)), "%s", why);
+	tli_store_seed_entry(id, entry);
+
+	/* another seed's check: refused, nothing written */
+	s = tt_store_open(a, &clk);
+	tli_store_seed_entry(id + 1, bad);
+	TL_PASS(tli_store_seed_apply(s, 2, bad, sizeof(bad), &have));
+	cr_assert_eq(have, id, "the check tells this store's seed");
+	cr_assert_eq(tli_store_applied_index(s), 0);
+	TL_PASS(tli_store_seed_get(s, &have, &pending));
+	cr_assert(pending);
+	/* not a seed check entry; an ordinary store refuses this one */
+	bad[1] = TLI_REPL_OPS;
+	TL_FAIL(
+	    tli_store_seed_apply(s, 2, bad, sizeof(bad), &have), TL_ECORRUPT);
+	TL_FAIL(tli_store_apply_entry(s, 2, entry, sizeof(entry)), TL_ECORRUPT);
+
+	/* its own: confirmed, at the entry's index */
+	TL_PASS(tli_store_seed_apply(s, 2, entry, sizeof(entry), &have));
+	cr_assert_eq(have, id);
+	cr_assert_eq(tli_store_applied_index(s), 2);
+	TL_PASS(tli_store_seed_get(s, &have, &pending));
+	cr_assert_eq(have, id);
+	cr_assert_not(pending);
+	tli_store_close(s);
+	cr_assert_eq(open_and_verify(a), 2, "confirmed for good");
+
+	/* a replay after a restart passes; an empty store has no seed */
+	s = tt_store_open(a, &clk);
+	TL_PASS(tli_store_seed_apply(s, 2, entry, sizeof(entry), &have));
+	cr_assert_eq(have, id);
+	tli_store_close(s);
+	s = tt_store_open(e, &clk);
+	TL_PASS(tli_store_seed_apply(s, 2, entry, sizeof(entry), &have));
+	cr_assert_eq(have, 0);
+	cr_assert_eq(tli_store_applied_index(s), 0);
+	tli_store_close(s);
+	free(src);
+	free(a);
+	free(e);
 }
 
 Test(seed, refusals_change_nothing)
@@ -149,7 +255,7 @@ Test(seed, refusals_change_nothing)
 	char *src = sub("src"), *dst = sub("copy"), *none = sub("none");
 	char *node = sub("node1"), *nstore = sub("node1/store");
 	char why[256] = "";
-	uint64_t index = 77, was = 77, want = make_group_store(src);
+	uint64_t index = 77, was = 77, id = 77, want = make_group_store(src);
 	struct stat st;
 
 	/* a destination that exists, even empty */
@@ -164,14 +270,15 @@ Test(seed, refusals_change_nothing)
 	cr_assert(strstr(why, "holds no store") != NULL, "%s", why);
 	cr_assert_neq(stat(none, &st), 0);
 	cr_assert_neq(stat(dst, &st), 0);
-	TL_FAIL(tli_store_seed(none, &was, why, sizeof(why)), TL_EINVAL);
+	TL_FAIL(tli_store_seed(none, &was, &id, why, sizeof(why)), TL_EINVAL);
 	cr_assert_neq(stat(none, &st), 0);
 	cr_assert_eq(was, 77);
+	cr_assert_eq(id, 77);
 
 	/* a cluster node's data directory: the message names its store */
 	cr_assert_eq(mkdir(node, 0755), 0);
 	cr_assert_eq(rename(src, nstore), 0);
-	TL_FAIL(tli_store_seed(node, &was, why, sizeof(why)), TL_EINVAL);
+	TL_FAIL(tli_store_seed(node, &was, &id, why, sizeof(why)), TL_EINVAL);
 	cr_assert(strstr(why, "/node1/store") != NULL, "%s", why);
 	cr_assert_eq(open_and_verify(nstore), want);
 	free(src);
@@ -184,7 +291,7 @@ Test(seed, refusals_change_nothing)
 Test(seed, store_of_a_running_broker_is_refused, .timeout = 60)
 {
 	char *data = sub("data"), *dst = sub("copy"), why[256] = "", pid[32];
-	uint64_t index = 0, was = 0;
+	uint64_t index = 0, was = 0, id = 0;
 	struct stat st;
 	tt_proc p;
 
@@ -196,7 +303,7 @@ Test(seed, store_of_a_running_broker_is_refused, .timeout = 60)
 	tt_proc_start(&p);
 	snprintf(pid, sizeof(pid), "process %ld", (long) p.pid);
 
-	TL_FAIL(tli_store_seed(data, &was, why, sizeof(why)), TL_EBUSY);
+	TL_FAIL(tli_store_seed(data, &was, &id, why, sizeof(why)), TL_EBUSY);
 	cr_assert(strstr(why, pid) != NULL, "%s (want %s)", why, pid);
 	TL_FAIL(tli_store_copy(data, dst, &index, why, sizeof(why)), TL_EBUSY);
 	cr_assert(strstr(why, pid) != NULL, "%s", why);
@@ -206,8 +313,9 @@ Test(seed, store_of_a_running_broker_is_refused, .timeout = 60)
 	tt_proc_fini(&p);
 	TL_PASS(tli_store_copy(data, dst, &index, why, sizeof(why)), "%s", why);
 	cr_assert_eq(index, 0, "a single broker applies no Raft entry");
-	TL_PASS(tli_store_seed(dst, &was, why, sizeof(why)), "%s", why);
+	TL_PASS(tli_store_seed(dst, &was, &id, why, sizeof(why)), "%s", why);
 	cr_assert_eq(was, 0);
+	cr_assert_neq(id, 0, "a single broker's store seeds a cluster too");
 	free(data);
 	free(dst);
 }
