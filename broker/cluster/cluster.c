@@ -337,8 +337,8 @@ seed_refuse(tlc *c, uint64_t index)
 	    "Raft entry %llu is not its seed check: the leader started from "
 	    "another store (an empty one, or a copy of another backup); "
 	    "stopping the node. Every node of a seeded cluster needs a copy "
-	    "of the same prepared store (docs/cluster.md, \"Upgrades and "
-	    "restores\")",
+	    "of the same prepared store (docs/cluster.md, \"Seeding a new "
+	    "cluster from a backup\")",
 	    (unsigned long long) id, (unsigned long long) index);
 	_exit(1);
 }
@@ -1289,7 +1289,7 @@ bootstrap(tlc *c)
  * entries as applied: every write of the new group up to the old index
  * lost on this node. Only a fresh log is judged: a leader may apply an
  * entry its followers stored before its own write of it ends, so a node
- * killed then restarts with its store a few entries past its log, which
+ * killed then restarts with its store some entries past its log, which
  * is harmless (the others hold them) and must not stop it. */
 static bool
 store_foreign(tlc *c)
@@ -1314,7 +1314,8 @@ store_foreign(tlc *c)
 	return true;
 }
 
-/* Whether the store is a seed whose check has not applied. */
+/* Read whether the store is a seed whose check has not applied (logged
+ * when the store cannot tell). */
 static int
 seed_state(tlc *c)
 {
