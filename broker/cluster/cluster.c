@@ -366,8 +366,8 @@ seed_apply(tlc *c, uint64_t index, const uint8_t *entry, size_t len)
 		    "but this node's store %s: it is not a copy of the same "
 		    "prepared store, and would hold other data than the "
 		    "others; stopping the node. Place a copy of the leader's "
-		    "seed in its DATA/store (docs/cluster.md, \"Upgrades and "
-		    "restores\")",
+		    "seed in its DATA/store (docs/cluster.md, \"Seeding a new "
+		    "cluster from a backup\")",
 		    (unsigned long long) want, (unsigned long long) index,
 		    mine);
 		_exit(1);
