@@ -399,6 +399,9 @@ typedef enum tli_repl_kind {
 	TLI_REPL_OPS = 1,          /* a batch of message operations */
 	TLI_REPL_TOPIC_CREATE = 2, /* one topic created */
 	TLI_REPL_TOPIC_DELETE = 3, /* one topic deleted with its messages */
+	/* the seed check of a group seeded from a store (applied with
+	 * tli_store_seed_apply, never tli_store_apply_entry) */
+	TLI_REPL_SEED = 4,
 } tli_repl_kind;
 
 /* Apply one committed entry as Raft index `index`: its WriteBatch plus
@@ -457,6 +460,72 @@ int tli_store_checkpoint(tli_store *s, const char *dir, uint64_t *index);
  * tli_store_last_error. Should even that fail, every later call answers
  * TL_ESTORAGE. */
 int tli_store_restore(tli_store *s, const char *dir);
+
+/* ---- seeding a new group (seed.c) ----
+ *
+ * Offline operations on a store directory, for tl-store: each opens the
+ * database itself (plain mode, nothing replicated) and closes it again,
+ * so no broker may run on it. A copy made while its node ran would miss
+ * its unsynced applies; a running broker holds RocksDB's LOCK file and is
+ * refused (TL_EBUSY, naming its process). On failure `why` (cap bytes;
+ * may be NULL) gets one sentence for the operator and nothing changed.
+ * docs/cluster.md, "Upgrades and restores".
+ */
+
+/* Copy the store in src to dst as a RocksDB checkpoint: consistent, the
+ * memtables flushed first so the copy needs no log replay; its tables
+ * are hard links when dst is on the same filesystem. dst must not exist.
+ * *index gets the applied index the copy holds (0: none, as in a single
+ * broker's store). Errors: TL_EINVAL (src holds no store, dst exists),
+ * TL_EBUSY (a process has src open), TL_EFORMAT, TL_ESTORAGE / TL_EIO /
+ * TL_ENOSPC (RocksDB refused; a partial dst may be left). */
+int tli_store_copy(
+    const char *src, const char *dst, uint64_t *index, char *why, size_t cap);
+
+/* Prepare the store in path to seed a new Raft group: remove its applied
+ * index (key "A"; a new group's log starts again at index 1, which the old
+ * index would have skipped as applied) and mark it as a seed (key "S":
+ * the seed id, a digest of its metadata, pending), in one synced write.
+ * Nothing else in a store belongs to its group (the Raft log, terms,
+ * votes and the configuration live beside it in DATA/raft), but every
+ * node of the new group must start from this same store: the seed mark
+ * lets the group check that (tli_store_seed_apply). A store prepared
+ * already keeps its id. *was gets the index removed (0: none), *id the
+ * seed id (never 0). Errors as tli_store_copy. */
+int tli_store_seed(
+    const char *path, uint64_t *was, uint64_t *id, char *why, size_t cap);
+
+/* The store's seed mark: *id 0 when it has none; *pending while no entry
+ * of the new group was applied (the seed check comes first). Errors:
+ * TL_ESTORAGE, TL_ECORRUPT (a mark of the wrong size). */
+int tli_store_seed_get(tli_store *s, uint64_t *id, bool *pending);
+
+/*
+ * The seed check: the first leader of a seeded group (its store's mark
+ * pending) proposes, before any other entry of its own, an entry of kind
+ * TLI_REPL_SEED holding its seed id; every node applies it with
+ * tli_store_seed_apply. A node whose store carries the same id confirms
+ * its mark and sets its applied index to the entry's, in one write (not
+ * synced, as every applied entry). A node whose store carries another id
+ * or none (an empty store, a copy of another backup) is not a copy of the
+ * leader's seed: nothing is written and the node must stop rather than
+ * go on with data the others do not have (or lack data they have). A
+ * node whose mark is still pending must likewise refuse an ordinary entry
+ * (its leader started from a store that was not the seed).
+ */
+#define TLI_REPL_SEED_LEN (TLI_REPL_HEADER + 8)
+
+/* The seed check entry of seed id `id`. */
+void tli_store_seed_entry(uint64_t id, uint8_t out[TLI_REPL_SEED_LEN]);
+
+/* Apply the seed check entry at Raft index `index`. *have gets this
+ * store's seed id (0: none); the check passed when it is the entry's.
+ * An index at or below the applied index is skipped (passed). Errors:
+ * TL_ECORRUPT (not a seed check entry), TL_ESTORAGE / TL_EIO / TL_ENOSPC
+ * (RocksDB refused; the caller stops, as for tli_store_apply_entry),
+ * TL_EINVAL. */
+int tli_store_seed_apply(tli_store *s, uint64_t index, const void *entry,
+    size_t len, uint64_t *have);
 
 /* ---- statistics ---- */
 

@@ -89,6 +89,9 @@ struct tlc {
 	int64_t lease_sent_ms; /* raft thread: monotonic, when it was sent */
 	uint64_t barrier_term;
 	uint64_t refused_at; /* applied index of the last refused snapshot */
+	/* the store is a seed whose check has not applied: no other entry
+	 * may apply before it (store.h, "the seed check") */
+	bool seed_pending;
 	pthread_t th;
 	pthread_t role_th;
 	bool role_started;
@@ -321,6 +324,59 @@ propose_all(tlc *c)
 
 /* ---- the state machine (raft thread) ---- */
 
+/* An ordinary entry reached a store whose seed check has not applied: the
+ * leader started from another store (store.h, "the seed check"). */
+static void
+seed_refuse(tlc *c, uint64_t index)
+{
+	uint64_t id = 0;
+	bool pending;
+
+	tli_store_seed_get(c->b->store, &id, &pending);
+	tlb_log(TLB_ERROR, "R019",
+	    "this node's store is the seed %016llx, not checked yet, but "
+	    "Raft entry %llu is not its seed check: the leader started from "
+	    "another store (an empty one, or a copy of another backup); "
+	    "stopping the node. Every node of a seeded cluster needs a copy "
+	    "of the same prepared store (docs/cluster.md, \"Seeding a new "
+	    "cluster from a backup\")",
+	    (unsigned long long) id, (unsigned long long) index);
+	_exit(1);
+}
+
+/* The seed check entry: this node's store must be the leader's seed. */
+static int
+seed_apply(tlc *c, uint64_t index, const uint8_t *entry, size_t len)
+{
+	uint64_t have = 0, want;
+	int rv = tli_store_seed_apply(c->b->store, index, entry, len, &have);
+
+	if (rv != TL_OK) {
+		return rv;
+	}
+	want = tli_get_be64(entry + TLI_REPL_HEADER);
+	if (have != want) {
+		char mine[64];
+
+		snprintf(mine, sizeof(mine),
+		    have == 0 ? "is no seed (an empty store?)"
+		              : "is the seed %016llx",
+		    (unsigned long long) have);
+		tlb_log(TLB_ERROR, "R019",
+		    "the leader's store is the seed %016llx (Raft entry %llu) "
+		    "but this node's store %s: it is not a copy of the same "
+		    "prepared store, and would hold other data than the "
+		    "others; stopping the node. Place a copy of the leader's "
+		    "seed in its DATA/store (docs/cluster.md, \"Seeding a new "
+		    "cluster from a backup\")",
+		    (unsigned long long) want, (unsigned long long) index,
+		    mine);
+		_exit(1);
+	}
+	c->seed_pending = false;
+	return TL_OK;
+}
+
 static int
 fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
 {
@@ -336,7 +392,14 @@ fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
 	*result = NULL;
 	if (!framed) {
 		rv = TL_ECORRUPT;
+	} else if (len > 1 &&
+	    ((const uint8_t *) buf->base)[ENTRY_HEAD + 1] == TLI_REPL_SEED) {
+		rv = seed_apply(
+		    c, index, (const uint8_t *) buf->base + ENTRY_HEAD, len);
 	} else {
+		if (c->seed_pending) {
+			seed_refuse(c, index);
+		}
 		rv = tli_store_apply_entry(c->b->store, index,
 		    (const uint8_t *) buf->base + ENTRY_HEAD, len);
 	}
@@ -623,6 +686,13 @@ fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
 		return RAFT_IOERR;
 	}
 	tli_rmtree(c->restore_dir);
+	{
+		uint64_t id;
+		bool pending = false;
+
+		(void) tli_store_seed_get(c->b->store, &id, &pending);
+		c->seed_pending = pending;
+	}
 	pthread_mutex_lock(&c->mtx);
 	c->snaps_installed++;
 	c->applied_index = index;
@@ -1213,6 +1283,56 @@ bootstrap(tlc *c)
 	return rv == RAFT_CANTBOOTSTRAP ? 0 : rv; /* a restart */
 }
 
+/* Whether the store belongs to another Raft group (logged): it has
+ * applied entries although this node's log holds nothing past the
+ * bootstrap configuration (a copy of another group's store, not prepared
+ * with `tl-store seed`). Started, it would skip the new log's first
+ * entries as applied: every write of the new group up to the old index
+ * lost on this node. Only a fresh log is judged: a leader may apply an
+ * entry its followers stored before its own write of it ends, so a node
+ * killed then restarts with its store some entries past its log, which
+ * is harmless (the others hold them) and must not stop it. */
+static bool
+store_foreign(tlc *c)
+{
+	uint64_t have = tli_store_applied_index(c->b->store);
+	uint64_t last = raft_last_index(&c->raft);
+	char path[600];
+
+	if (last > 1 || have <= last) {
+		return false;
+	}
+	tlc_store_path(c->b, path, sizeof(path));
+	tlb_log(TLB_ERROR, "R018",
+	    "the store in %s has applied Raft entries up to index %llu, but "
+	    "this node's Raft log in %s holds nothing past index %llu: the "
+	    "store comes from another Raft group and would skip the new "
+	    "group's entries up to that index; not starting. To seed a new "
+	    "cluster from this copy, run `tl-store seed %s` on it (on every "
+	    "node's copy) first",
+	    path, (unsigned long long) have, c->raft_dir,
+	    (unsigned long long) last, path);
+	return true;
+}
+
+/* Read whether the store is a seed whose check has not applied (logged
+ * when the store cannot tell). */
+static int
+seed_state(tlc *c)
+{
+	uint64_t id = 0;
+	bool pending = false;
+	int rv = tli_store_seed_get(c->b->store, &id, &pending);
+
+	if (rv != TL_OK) {
+		tlb_log(TLB_ERROR, "R007",
+		    "cannot read the store's seed mark: %s", tl_strerror(rv));
+		return -1;
+	}
+	c->seed_pending = pending;
+	return 0;
+}
+
 /* Everything up to raft_start, on the raft thread. */
 static int
 node_open(tlc *c)
@@ -1264,6 +1384,10 @@ node_open(tlc *c)
 		    "cannot start the Raft node %llu (%s) in %s: %s (%s)",
 		    (unsigned long long) me->id, me->raft, c->raft_dir,
 		    raft_strerror(rv), raft_errmsg(&c->raft));
+		raft_close(&c->raft, close_cb);
+		return -1;
+	}
+	if (store_foreign(c) || seed_state(c) != 0) {
 		raft_close(&c->raft, close_cb);
 		return -1;
 	}
@@ -1327,6 +1451,35 @@ still_leader(tlc *c, uint64_t term)
 	return yes;
 }
 
+/* A seeded group's first leader: the seed check before any entry of its
+ * own (store.h, "the seed check"). */
+static int
+seed_check(tlc *c, uint64_t term)
+{
+	uint8_t entry[TLI_REPL_SEED_LEN];
+	uint64_t id = 0;
+	bool pending = false;
+	int rv = tli_store_seed_get(c->b->store, &id, &pending);
+
+	if (rv == TL_OK && pending) {
+		tli_store_seed_entry(id, entry);
+		rv = tlc_replicate(c->b, entry, sizeof(entry));
+		if (rv == TL_OK) {
+			tlb_log(TLB_INFO, "R020",
+			    "seed %016llx checked: this group starts from "
+			    "that store",
+			    (unsigned long long) id);
+		}
+	}
+	if (rv != TL_OK) {
+		tlb_log(TLB_WARN, "R011",
+		    "leader of term %llu but the seed check failed: %s; not "
+		    "serving",
+		    (unsigned long long) term, tl_strerror(rv));
+	}
+	return rv;
+}
+
 static void
 take_over(tlc *c, uint64_t term)
 {
@@ -1346,6 +1499,9 @@ take_over(tlc *c, uint64_t term)
 		tlb_log(TLB_ERROR, "R011",
 		    "leader of term %llu but the store did not reload: %s",
 		    (unsigned long long) term, tl_strerror(rv));
+		return;
+	}
+	if (seed_check(c, term) != TL_OK) {
 		return;
 	}
 	if (tlb_create_topics(c->b) != 0) {

@@ -1,7 +1,8 @@
 /*
  * tl-store: the operator's tool for a Timeline data directory. It checks
- * consistency, lists topics with their counts, creates topics, and runs a
- * small demo of the store (schedule a few messages, lease and delete each
+ * consistency, lists topics with their counts, creates topics, copies a
+ * store as a checkpoint and prepares a copy to seed a new cluster, and runs
+ * a small demo of the store (schedule a few messages, lease and delete each
  * one when it comes due). Stop the broker before pointing it at the broker's
  * data directory: RocksDB allows one process per database.
  */
@@ -20,6 +21,12 @@ usage(void)
 	    "index\n"
 	    "       tl-store topics DIR          list topics and their counts\n"
 	    "       tl-store create-topic DIR NAME [BUCKETS]\n"
+	    "       tl-store checkpoint SRC DST  copy a stopped store (DST "
+	    "must not exist)\n"
+	    "       tl-store seed DIR            prepare a copy to seed a new "
+	    "cluster\n"
+	    "                                    (clears the old group's "
+	    "applied index)\n"
 	    "       tl-store demo DIR            schedule 5 messages and "
 	    "deliver "
 	    "them\n");
@@ -214,6 +221,44 @@ cmd_demo(tli_store *s)
 	return cmd_check(s);
 }
 
+static int
+cmd_checkpoint(const char *src, const char *dst)
+{
+	char why[512];
+	uint64_t index = 0;
+	int rv = tli_store_copy(src, dst, &index, why, sizeof(why));
+
+	if (rv != TL_OK) {
+		fprintf(stderr, "tl-store: %s (%s)\n", why, tl_errname(rv));
+		return rv == TL_EBUSY || rv == TL_EINVAL ? 2 : 1;
+	}
+	printf("checkpoint of %s in %s (applied index %llu)\n", src, dst,
+	    (unsigned long long) index);
+	return 0;
+}
+
+static int
+cmd_seed(const char *dir)
+{
+	char why[512];
+	uint64_t was = 0, id = 0;
+	int rv = tli_store_seed(dir, &was, &id, why, sizeof(why));
+
+	if (rv != TL_OK) {
+		fprintf(stderr, "tl-store: %s (%s)\n", why, tl_errname(rv));
+		return rv == TL_EBUSY || rv == TL_EINVAL ? 2 : 1;
+	}
+	if (was != 0) {
+		printf("%s: applied index %llu of its old Raft group cleared\n",
+		    dir, (unsigned long long) was);
+	}
+	printf("%s is seed %016llx: ready to seed a new cluster (place "
+	       "copies of this prepared store in every node's DATA/store, "
+	       "with no DATA/raft)\n",
+	    dir, (unsigned long long) id);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -223,6 +268,21 @@ main(int argc, char **argv)
 	if (argc < 3) {
 		usage();
 		return 2;
+	}
+	/* these open (or copy) the store themselves */
+	if (strcmp(argv[1], "checkpoint") == 0) {
+		if (argc != 4) {
+			usage();
+			return 2;
+		}
+		return cmd_checkpoint(argv[2], argv[3]);
+	}
+	if (strcmp(argv[1], "seed") == 0) {
+		if (argc != 3) {
+			usage();
+			return 2;
+		}
+		return cmd_seed(argv[2]);
 	}
 	if (open_store(argv[2], &s) != TL_OK) {
 		return 2;

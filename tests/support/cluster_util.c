@@ -104,6 +104,13 @@ tc_start(tc_cluster *c, int i)
 }
 
 void
+tc_spawn(tc_cluster *c, int i)
+{
+	settings(c, i);
+	tt_proc_spawn(&c->p[i]);
+}
+
+void
 tc_start_all(tc_cluster *c)
 {
 	for (int i = 0; i < c->n; i++) {

@@ -44,6 +44,9 @@ void tc_node_set(tc_cluster *c, int i, const char *key, const char *fmt, ...)
 /* Start node i (0-based) and wait for its ready file. */
 void tc_start(tc_cluster *c, int i);
 void tc_start_all(tc_cluster *c);
+/* Start node i and return at once (no ready wait: it may refuse to start;
+ * tt_proc_wait_exit or tt_proc_wait_ready on c->p[i]). */
+void tc_spawn(tc_cluster *c, int i);
 /* Stop every running node cleanly (exit 0 asserted), forget the
  * processes, remove the directory unless TL_E2E_KEEP is set. */
 void tc_fini(tc_cluster *c);

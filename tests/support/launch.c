@@ -35,6 +35,12 @@ tt_bin_timelined(void)
 }
 
 const char *
+tt_bin_store(void)
+{
+	return TL_TEST_BINDIR "/storage/tl-store";
+}
+
+const char *
 tt_bin_msc4140(void)
 {
 	return TL_TEST_BINDIR "/broker/msc4140/tl-msc4140";
@@ -51,17 +57,28 @@ tt_run_conf(const char *bin, const char *dir, const char *conf_name,
     const char *conf_text, const char *args, char *out, size_t cap)
 {
 	char conf[600], cmd[2048];
-	FILE *f, *p;
-	size_t n;
-	int st;
+	FILE *f;
 
 	snprintf(conf, sizeof(conf), "%s/%s", dir, conf_name);
 	f = fopen(conf, "w");
 	cr_assert(f != NULL, "%s: %s", conf, strerror(errno));
 	fputs(conf_text, f);
 	fclose(f);
-	snprintf(cmd, sizeof(cmd), "%s -c %s %s 2>&1", bin, conf, args);
-	p = popen(cmd, "r");
+	snprintf(cmd, sizeof(cmd), "%s -c %s %s", bin, conf, args);
+	return tt_run(cmd, out, cap);
+}
+
+int
+tt_run(const char *cmd, char *out, size_t cap)
+{
+	char line[2200];
+	FILE *p;
+	size_t n;
+	int st;
+
+	cr_assert((size_t) snprintf(line, sizeof(line), "%s 2>&1", cmd) <
+	    sizeof(line));
+	p = popen(line, "r");
 	cr_assert(p != NULL);
 	n = fread(out, 1, cap - 1, p);
 	out[n] = '\0';

@@ -51,12 +51,18 @@ typedef struct tt_proc {
 const char *tt_bin_timelined(void);
 const char *tt_bin_msc4140(void);
 const char *tt_bin_chronos(void);
+const char *tt_bin_store(void); /* tl-store */
 
 /* Run `bin -c DIR/conf_name ARGS` to its end, conf_name holding conf_text;
  * its stdout and stderr go to out (up to cap - 1 bytes, NUL-terminated).
  * Returns its exit status (-1 when it did not exit). */
 int tt_run_conf(const char *bin, const char *dir, const char *conf_name,
     const char *conf_text, const char *args, char *out, size_t cap);
+
+/* Run the shell command cmd to its end; its stdout and stderr go to out
+ * (up to cap - 1 bytes, NUL-terminated). Returns its exit status (-1 when
+ * it did not exit). */
+int tt_run(const char *cmd, char *out, size_t cap);
 
 /* Describe a process named `name` whose files live in dir (which must
  * exist); no process yet. bin: a path or a program name found on PATH. */
