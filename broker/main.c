@@ -36,17 +36,15 @@ main(int argc, char **argv)
 	tli_log_set_level((tli_log_level) conf.log_level);
 	/* Big blocks (RocksDB's memtable arenas, a few MiB; a cluster's
 	 * entries, up to a MiB or two, allocated and freed for every entry
-	 * on every node) from the heap, and the heap kept when they are
-	 * freed: returned to the system and taken again, every page of them
-	 * costs a page fault (measured on a three-node cluster under durable
-	 * creates: 1.5 faults and ~55 us of CPU per create with glibc's
-	 * defaults or a small threshold, 1.0 and ~44 us with these; a single
-	 * broker: ten times fewer faults). The price is a resident size that
-	 * keeps the high-water mark of those blocks, up to 64 MiB free at
-	 * the top of a heap: 2M messages an hour ahead end at 100 MB instead
-	 * of 74 MB (tl-bench scale). */
-	mallopt(M_MMAP_THRESHOLD, 32 << 20);
-	mallopt(M_TRIM_THRESHOLD, 64 << 20);
-	mallopt(M_TOP_PAD, 32 << 20);
+	 * on every node) from the heap, and up to 16 MiB kept free at its top
+	 * rather than returned at once: returned to the system and taken
+	 * again, every page of them costs a page fault (measured on a
+	 * three-node cluster under durable creates: 1.5 faults per create
+	 * with glibc's defaults, 0.26 with these). Larger blocks (big bodies,
+	 * frames) still come from mmap and go back when freed, and a heap
+	 * keeps at most 16 MiB it does not use: memory still follows what
+	 * clients send (tests/broker/test_input.c, test_prelogin.c). */
+	mallopt(M_MMAP_THRESHOLD, 4 << 20);
+	mallopt(M_TRIM_THRESHOLD, 16 << 20);
 	return tlb_run(&conf);
 }
