@@ -201,6 +201,9 @@ broker_start(tlb_broker *b, up_stage *up)
 	if (tlb_metrics_start(b) != 0) {
 		tlb_log(TLB_WARN, "B004", "running without metrics");
 	}
+	/* last: a test or a script that waits for the file may ask for
+	 * metrics at once */
+	tlb_server_ready(b);
 	return 0;
 }
 

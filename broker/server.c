@@ -1613,8 +1613,15 @@ tlb_server_start(tlb_broker *b, const tlb_server_hooks *hooks)
 			return -1;
 		}
 	}
-	write_ready_file(sv);
 	return 0;
+}
+
+void
+tlb_server_ready(tlb_broker *b)
+{
+	if (b->srv != NULL) {
+		write_ready_file(b->srv);
+	}
 }
 
 void

@@ -53,10 +53,13 @@ typedef struct tlb_server_hooks {
 	void (*closed)(tlb_broker *b, tlb_session *s);
 } tlb_server_hooks;
 
-/* Start the request worker and the listeners of b->conf, then write the
- * ready file. Returns -1 when a listener cannot start (logged); call
- * tlb_server_stop and tlb_server_wait all the same. */
+/* Start the request worker and the listeners of b->conf. Returns -1 when
+ * a listener cannot start (logged); call tlb_server_stop and
+ * tlb_server_wait all the same. */
 int tlb_server_start(tlb_broker *b, const tlb_server_hooks *hooks);
+/* Write the ready file (the listeners' bound addresses): once everything
+ * the broker serves is up, the metrics too. */
+void tlb_server_ready(tlb_broker *b);
 /* Stop accepting, finish the queued requests, close every session. */
 void tlb_server_stop(tlb_broker *b);
 /* After the store is closed (every completion ran): wait until every
