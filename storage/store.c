@@ -20,7 +20,8 @@
  * (from another thread, usually while the writer waits). A failed
  * replicate is a failed write.
  */
-#define _GNU_SOURCE /* pthread_setname_np, pthread_rwlockattr_setkind_np */
+#define _GNU_SOURCE /* pthread_setname_np, pthread_rwlockattr_setkind_np, \
+                       qsort_r */
 #include <errno.h>
 #include <ftw.h>
 #include <stdarg.h>
@@ -289,12 +290,11 @@ tli_stage_del(tli_store *s, int cf, const void *k, size_t kl)
 	}
 }
 
-static const uint8_t *stage_sort_arena;
-
 static int
-stage_cmp(const void *a, const void *b)
+stage_cmp(const void *a, const void *b, void *arena)
 {
 	const stage_ent *x = a, *y = b;
+	const uint8_t *ar = arena;
 	size_t n;
 	int c;
 
@@ -302,7 +302,7 @@ stage_cmp(const void *a, const void *b)
 		return x->cf < y->cf ? -1 : 1;
 	}
 	n = x->klen < y->klen ? x->klen : y->klen;
-	c = memcmp(stage_sort_arena + x->koff, stage_sort_arena + y->koff, n);
+	c = memcmp(ar + x->koff, ar + y->koff, n);
 	if (c != 0) {
 		return c;
 	}
@@ -312,8 +312,8 @@ stage_cmp(const void *a, const void *b)
 	return x->seq < y->seq ? -1 : 1;
 }
 
-/* Sorted into the WriteBatch. Only the writer thread sorts, so the arena
- * pointer for the comparator can be a file static. */
+/* Sorted into the WriteBatch (the arena passed to the comparator: every
+ * store's writer sorts at the same time as the others). */
 static void
 stage_flush(tli_store *s)
 {
@@ -322,8 +322,7 @@ stage_flush(tli_store *s)
 	if (g->n == 0) {
 		return;
 	}
-	stage_sort_arena = g->arena;
-	qsort(g->e, g->n, sizeof(stage_ent), stage_cmp);
+	qsort_r(g->e, g->n, sizeof(stage_ent), stage_cmp, g->arena);
 	for (size_t i = 0; i < g->n; i++) {
 		const stage_ent *e = &g->e[i];
 		const char *k = (const char *) g->arena + e->koff;
