@@ -3,12 +3,17 @@
  * file helpers.
  */
 #define _GNU_SOURCE /* nftw */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <ftw.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base.h"
 #include "signals.h"
@@ -189,4 +194,44 @@ tli_signal_wait(const sigset_t *sigs)
 	int sig;
 
 	return sigwait(sigs, &sig) == 0 ? sig : SIGTERM;
+}
+
+int
+tli_free_port(void)
+{
+	int lo = 32768;
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+
+	if (f != NULL) {
+		if (fscanf(f, "%d", &lo) != 1) {
+			lo = 32768;
+		}
+		fclose(f);
+	}
+	if (lo < 11000 || lo > 65535) {
+		lo = 60000; /* an odd range: any port the bind finds free */
+	}
+	for (int tries = 0; tries < 200; tries++) {
+		uint32_t r = 0;
+		struct sockaddr_in sa;
+		int fd, port, ok;
+
+		if (getrandom(&r, sizeof(r), 0) != (ssize_t) sizeof(r)) {
+			r = (uint32_t) tli_mono_ns() ^ (uint32_t) getpid();
+		}
+		port = 10000 + (int) (r % (uint32_t) (lo - 10000));
+		if ((fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0) {
+			return -1;
+		}
+		memset(&sa, 0, sizeof(sa));
+		sa.sin_family = AF_INET;
+		sa.sin_port = htons((uint16_t) port);
+		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		ok = bind(fd, (struct sockaddr *) &sa, sizeof(sa)) == 0;
+		close(fd);
+		if (ok) {
+			return port;
+		}
+	}
+	return -1;
 }

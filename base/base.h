@@ -45,6 +45,11 @@ int64_t tli_wall_ms(void);
 int64_t tli_wall_us(void);
 int64_t tli_mono_ms(void);
 int64_t tli_mono_ns(void);
+/* A loopback TCP port nothing listens on now, below the kernel's
+ * ephemeral range (ip_local_port_range), so that no outgoing connection
+ * or port-0 bind takes it before the process it is meant for binds it;
+ * -1 if none is found. For tests and benchmarks that start servers. */
+int tli_free_port(void);
 /* *ts = ms (>= 0) from now on clock clk: the deadline of a
  * pthread_cond_timedwait on a condition variable that uses clk. */
 void tli_deadline(struct timespec *ts, clockid_t clk, int64_t ms);

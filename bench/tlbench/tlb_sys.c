@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base.h"
 #include "driver.h"
 
 /* ---- bodies ---- */
@@ -63,23 +64,7 @@ tlb_body_parse(const void *body, size_t len, uint64_t *seq, int64_t *due)
 int
 tlb_free_port(void)
 {
-	struct sockaddr_in a;
-	socklen_t al = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	int port = -1;
-
-	if (fd < 0) {
-		return -1;
-	}
-	memset(&a, 0, sizeof(a));
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(fd, (struct sockaddr *) &a, sizeof(a)) == 0 &&
-	    getsockname(fd, (struct sockaddr *) &a, &al) == 0) {
-		port = ntohs(a.sin_port);
-	}
-	close(fd);
-	return port;
+	return tli_free_port();
 }
 
 pid_t

@@ -137,6 +137,9 @@ struct tlc {
 	struct raft_transfer transfer;
 	bool transfer_pending; /* raft thread */
 	uint64_t refused_term; /* raft thread: handed over in this term */
+	/* raft thread: stop asked, raft_close waits for an idle loop */
+	bool stopping;
+	int64_t stop_by_ms;
 };
 
 /* The snapshot buffer: magic, applied index, file count, then per file
@@ -311,7 +314,13 @@ propose_all(tlc *c)
 			rv = raft_apply(&c->raft, &p->req, &buf, 1, apply_cb);
 		}
 		if (rv != 0) {
-			raft_free(buf.base);
+			/* libraft 0.15 keeps the buffer when it refuses before
+			 * appending (not the leader, a transfer under way) and
+			 * frees it when the append fails later: on those rare
+			 * errors the buffer is left rather than freed twice */
+			if (rv == RAFT_NOTLEADER) {
+				raft_free(buf.base);
+			}
 			prop_finish(c, p, TL_ENOTLEADER);
 			continue;
 		}
@@ -798,15 +807,23 @@ refuse_leadership(tlc *c, uint64_t term)
 	            : "no other voter to hand it to");
 }
 
+static void close_when_idle(tlc *c);
+
 static void
 tick_cb(uv_timer_t *t)
 {
 	tlc *c = t->data;
-	int st = raft_state(&c->raft);
+	int st;
 	raft_id lid = 0;
 	const char *laddr = NULL;
 	uint64_t term = c->raft.current_term;
 	bool changed;
+
+	if (c->stopping) {
+		close_when_idle(c);
+		return;
+	}
+	st = raft_state(&c->raft);
 
 	raft_leader(&c->raft, &lid, &laddr);
 	pthread_mutex_lock(&c->mtx);
@@ -1236,6 +1253,24 @@ close_cb(struct raft *r)
 	raft_uv_tcp_close(&c->tr);
 }
 
+/* Close raft once no request of the loop is in flight. libraft 0.15
+ * frees a log truncation's request when it closes while the truncation
+ * runs in the thread pool, and the truncation's end then writes through
+ * the freed request (a follower that has just dropped a deposed leader's
+ * entries, stopped right then). Truncations, segment work and sends are
+ * requests of this loop; nothing starts one between this check and
+ * raft_close. After 2 s it closes anyway. */
+static void
+close_when_idle(tlc *c)
+{
+	if (c->loop.active_reqs.count != 0 && tli_mono_ms() < c->stop_by_ms) {
+		return; /* the tick looks again in 5 ms */
+	}
+	uv_timer_stop(&c->tick);
+	uv_close((uv_handle_t *) &c->tick, NULL);
+	raft_close(&c->raft, close_cb);
+}
+
 static void
 async_cb(uv_async_t *a)
 {
@@ -1252,10 +1287,10 @@ async_cb(uv_async_t *a)
 	propose_all(c); /* after stop: every one answers TL_ENOTLEADER */
 	admin_all(c, stop);
 	if (stop) {
-		uv_timer_stop(&c->tick);
-		uv_close((uv_handle_t *) &c->tick, NULL);
 		uv_close((uv_handle_t *) &c->async, NULL);
-		raft_close(&c->raft, close_cb);
+		c->stopping = true;
+		c->stop_by_ms = tli_mono_ms() + 2000;
+		close_when_idle(c);
 	}
 }
 

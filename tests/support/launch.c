@@ -160,22 +160,7 @@ tt_connect_or_close(int fd, const void *sa, size_t len)
 int
 tt_free_port(void)
 {
-	struct sockaddr_in sa;
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-
-	if (fd < 0) {
-		return -1;
-	}
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) == 0 &&
-	    getsockname(fd, (struct sockaddr *) &sa, &len) == 0) {
-		port = ntohs(sa.sin_port);
-	}
-	close(fd);
-	return port;
+	return tli_free_port();
 }
 
 /* ---- description ---- */
