@@ -60,8 +60,10 @@
 #define TLI_MAX_LEARNED 8
 /* The pause before trying the next URL when a node answers TL_ENOTLEADER
  * without naming a leader (an election): doubles from the reconnect
- * backoff's minimum up to this. */
-#define TLI_NOLEADER_MAX_MS 1000
+ * backoff's minimum up to this. An election takes an election timeout or
+ * two; a longer cap added up to a second to the time a client took to
+ * find the new leader after it (tl-bench failover). */
+#define TLI_NOLEADER_MAX_MS 200
 /* A send is cut into batches of bodies below this many bytes. */
 #define TLI_BATCH_BYTES (24u * 1024u * 1024u)
 

@@ -68,6 +68,10 @@ typedef struct run_state {
 	_Atomic uint8_t *acked;
 	_Atomic uint8_t *seen;
 	_Atomic uint8_t *deleted;
+	/* F_ACKED | F_SEEN | F_DELETED, set once each: a message's ack may
+	 * come after its delivery or delete (a put resent across a failover
+	 * that had committed), and counts it as acknowledged and seen then */
+	_Atomic uint8_t *flags;
 	int64_t *late_us; /* of the first delivery */
 	int64_t *ack_us;  /* failover: wall time of the acknowledgement */
 	atomic_uint_fast64_t nacked, nseen, nseen_acked, ndeleted, ndel_acked;
@@ -80,6 +84,8 @@ typedef struct run_state {
 	atomic_bool killed;
 	atomic_bool kill_taken;
 } run_state;
+
+enum { F_ACKED = 1, F_SEEN = 2, F_DELETED = 4 };
 
 static void
 kill_now(run_state *st)
@@ -95,6 +101,7 @@ on_ack(void *arg, uint64_t seq)
 {
 	run_state *st = arg;
 	uint64_t k;
+	uint8_t old;
 
 	if (seq >= st->n) {
 		return;
@@ -105,7 +112,14 @@ on_ack(void *arg, uint64_t seq)
 	if (st->ack_us != NULL) {
 		st->ack_us[seq] = tlb_bench_wall_us();
 	}
+	old = atomic_fetch_or(&st->flags[seq], F_ACKED);
 	atomic_store(&st->acked[seq], 1);
+	if ((old & (F_ACKED | F_SEEN)) == F_SEEN) {
+		atomic_fetch_add(&st->nseen_acked, 1);
+	}
+	if ((old & (F_ACKED | F_DELETED)) == F_DELETED) {
+		atomic_fetch_add(&st->ndel_acked, 1);
+	}
 	k = atomic_fetch_add(&st->nacked, 1) + 1;
 	if (st->kill_at_ack != 0 && k == st->kill_at_ack) {
 		kill_now(st);
@@ -135,9 +149,11 @@ on_msg(void *arg, uint64_t seq, int64_t due_ms)
 		atomic_fetch_add(&st->nresurrected, 1);
 	}
 	if (atomic_exchange(&st->seen[seq], 1) == 0) {
+		uint8_t old = atomic_fetch_or(&st->flags[seq], F_SEEN);
+
 		st->late_us[seq] = late;
 		atomic_fetch_add(&st->nseen, 1);
-		if (atomic_load(&st->acked[seq])) {
+		if (old & F_ACKED) {
 			atomic_fetch_add(&st->nseen_acked, 1);
 		}
 	} else {
@@ -159,7 +175,7 @@ on_done(void *arg, uint64_t seq, int err)
 		return;
 	}
 	if (atomic_exchange(&st->deleted[seq], 1) == 0 &&
-	    atomic_load(&st->acked[seq])) {
+	    (atomic_fetch_or(&st->flags[seq], F_DELETED) & F_ACKED)) {
 		atomic_fetch_add(&st->ndel_acked, 1);
 	}
 	k = atomic_fetch_add(&st->ndeleted, 1) + 1;
@@ -177,9 +193,10 @@ state_init(run_state *st, const tlb_item *items, uint64_t n)
 	st->acked = calloc(n, 1);
 	st->seen = calloc(n, 1);
 	st->deleted = calloc(n, 1);
+	st->flags = calloc(n, 1);
 	st->late_us = calloc(n, sizeof(*st->late_us));
 	if (st->acked == NULL || st->seen == NULL || st->deleted == NULL ||
-	    st->late_us == NULL) {
+	    st->flags == NULL || st->late_us == NULL) {
 		fprintf(stderr, "out of memory\n");
 		return -1;
 	}
@@ -192,6 +209,7 @@ state_fini(run_state *st)
 	free((void *) st->acked);
 	free((void *) st->seen);
 	free((void *) st->deleted);
+	free((void *) st->flags);
 	free(st->late_us);
 }
 
