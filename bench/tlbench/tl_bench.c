@@ -76,6 +76,7 @@ typedef struct run_state {
 	int64_t *ack_us;  /* failover: wall time of the acknowledgement */
 	atomic_uint_fast64_t nacked, nseen, nseen_acked, ndeleted, ndel_acked;
 	atomic_uint_fast64_t ndel_fail;
+	atomic_uint_fast64_t nack_late; /* acknowledged after delivery */
 	atomic_uint_fast64_t ndup, nearly, nbad, nresurrected, ncreated_late;
 	atomic_int_fast64_t first_us, last_us;
 	_Atomic double first_mono;
@@ -116,6 +117,7 @@ on_ack(void *arg, uint64_t seq)
 	atomic_store(&st->acked[seq], 1);
 	if ((old & (F_ACKED | F_SEEN)) == F_SEEN) {
 		atomic_fetch_add(&st->nseen_acked, 1);
+		atomic_fetch_add(&st->nack_late, 1);
 	}
 	if ((old & (F_ACKED | F_DELETED)) == F_DELETED) {
 		atomic_fetch_add(&st->ndel_acked, 1);
@@ -967,11 +969,13 @@ w_failover(const tlb_system *sys, tlb_result *r)
 	printf("  %-20s failover: %" PRIu64 "/%" PRIu64 " puts acknowledged "
 	       "(%u/s paced); leader killed at %.2f s; first acknowledged "
 	       "put %.2f s after, first delivery of a message due in the "
-	       "outage %.2f s after (lateness up to %.0f ms); lost %" PRIu64
+	       "outage %.2f s after (lateness up to %.0f ms); %" PRIu64
+	       " acknowledged after their delivery; lost %" PRIu64
 	       ", early %" PRIu64,
 	    sys->label, r->acked, n, cfg->failover_rate,
 	    (double) (k.killed_us - t0_us) / 1e6, r->first1_s, r->first2_s,
-	    r->fo_lateness_max, r->lost, r->early);
+	    r->fo_lateness_max, (uint64_t) atomic_load(&st->nack_late), r->lost,
+	    r->early);
 	free(st->ack_us);
 	st->ack_us = NULL;
 	return wl_end(&w);
