@@ -52,6 +52,46 @@ has_voter(const tl_cluster_info *st, uint64_t id)
 	return false;
 }
 
+/* Node `id`'s URL in the status node i gives ("": none). */
+static void
+url_seen_by(tc_cluster *c, int i, uint64_t id, char *out, size_t cap)
+{
+	tl_cluster_info st;
+
+	status_of(c, i, &st);
+	out[0] = '\0';
+	for (size_t k = 0; k < st.n; k++) {
+		if (st.nodes[k].id == id) {
+			snprintf(out, cap, "%s", st.nodes[k].url);
+		}
+	}
+	tl_cluster_info_free(&st);
+}
+
+/* Wait (at most 5 s) until node i names `want` as node id's URL. */
+static void
+wait_url(tc_cluster *c, int i, uint64_t id, const char *want)
+{
+	int64_t end = tli_mono_ms() + 5000;
+	char url[256];
+
+	url_seen_by(c, i, id, url, sizeof(url));
+	while (strcmp(url, want) != 0 && tli_mono_ms() < end) {
+		tt_nap_ms(20);
+		url_seen_by(c, i, id, url, sizeof(url));
+	}
+	cr_assert_str_eq(url, want, "node %d names node %llu's URL as", i + 1,
+	    (unsigned long long) id);
+}
+
+static void
+list_url(void *arg, uint64_t id, const char *url)
+{
+	(void) url;
+	(*(int *) arg)++;
+	cr_log_info("a URL is left for node %llu", (unsigned long long) id);
+}
+
 Test(admin, status_transfer_add_and_remove)
 {
 	tc_cluster c;
@@ -134,6 +174,8 @@ Test(admin, status_transfer_add_and_remove)
 	cr_assert(has_voter(&st, 4), "node 4 is not a voter");
 	tl_cluster_info_free(&st);
 	cr_assert(tc_converged(&c, leader, 10000), "node 4 did not catch up");
+	/* a follower knows its URL, not only the leader that added it */
+	wait_url(&c, (leader + 1) % 3, 4, c.url[3]);
 
 	/* and leaves again; the three go on */
 	TL_PASS(tl_cluster_remove(cl, 4));
@@ -154,23 +196,19 @@ Test(admin, status_transfer_add_and_remove)
 		tli_msg_fini(&m);
 	}
 	tli_store_close(s);
-	tc_fini(&c);
-}
+	/* and the removal took its URL off the others' stores */
+	cr_assert(tc_converged(&c, leader, 10000));
+	target = (leader + 1) % 3;
+	tt_proc_stop_clean(&c.p[target]);
+	s = tc_open_store(&c, target);
+	{
+		int left = 0;
 
-/* Node `id`'s URL in the status node i gives. */
-static void
-url_seen_by(tc_cluster *c, int i, uint64_t id, char *out, size_t cap)
-{
-	tl_cluster_info st;
-
-	status_of(c, i, &st);
-	out[0] = '\0';
-	for (size_t k = 0; k < st.n; k++) {
-		if (st.nodes[k].id == id) {
-			snprintf(out, cap, "%s", st.nodes[k].url);
-		}
+		TL_PASS(tli_store_node_urls(s, list_url, &left));
+		cr_assert_eq(left, 0, "node %d keeps a URL", target + 1);
 	}
-	tl_cluster_info_free(&st);
+	tli_store_close(s);
+	tc_fini(&c);
 }
 
 Test(admin, an_added_nodes_url_is_known_to_all_after_restarts)
@@ -233,15 +271,7 @@ Test(admin, an_added_nodes_url_is_known_to_all_after_restarts)
 	    "node 4 does not lead");
 
 	/* a follower names node 4 in its status and in its redirect */
-	{
-		int64_t end = tli_mono_ms() + 5000;
-
-		do {
-			url_seen_by(&c, 0, 4, url, sizeof(url));
-		} while (strcmp(url, c.url[3]) != 0 && tli_mono_ms() < end &&
-		    (tt_nap_ms(20), true));
-		cr_assert_str_eq(url, c.url[3], "node 1's status");
-	}
+	wait_url(&c, 0, 4, c.url[3]);
 	rc = rc_open(c.url[0], "app");
 	url[0] = '\0';
 	for (int64_t end = tli_mono_ms() + 5000; tli_mono_ms() < end;) {
