@@ -473,6 +473,8 @@ extra_load(tlc *c)
 static int
 node_apply(tlc *c, uint64_t index, const uint8_t *entry, size_t len)
 {
+	/* a replay: the store (read at start) holds what came after */
+	bool replay = index <= tli_store_applied_index(c->b->store);
 	int rv = tli_store_node_apply(c->b->store, index, entry, len);
 
 	if (rv == TL_ECORRUPT) {
@@ -483,7 +485,7 @@ node_apply(tlc *c, uint64_t index, const uint8_t *entry, size_t len)
 		    tli_store_last_error(c->b->store));
 		return TL_OK;
 	}
-	if (rv == TL_OK) {
+	if (rv == TL_OK && !replay) {
 		pthread_mutex_lock(&c->mtx);
 		extra_set(c, tli_get_be64(entry + TLI_REPL_HEADER),
 		    (const char *) entry + TLI_REPL_HEADER + 8);
@@ -1308,7 +1310,11 @@ admin_run(tlc *c, admin *a)
 		return;
 	}
 	if (raft_state(&c->raft) != RAFT_LEADER) {
-		admin_answer(a, TL_ENOTLEADER, "not the leader");
+		if (a->step != 0) {
+			admin_fail(a, RAFT_NOTLEADER); /* says what is done */
+		} else {
+			admin_answer(a, TL_ENOTLEADER, "not the leader");
+		}
 		return;
 	}
 	a->change.data = a;

@@ -3,7 +3,8 @@
  * URLs of the group's nodes") on a real RocksDB database: an entry sets,
  * replaces and removes a URL with the applied index, a replay changes
  * nothing, both survive a reopen and a checkpoint, the checker sees no
- * problem; malformed entries are refused and write nothing.
+ * problem; malformed entries are refused and write nothing; a store
+ * prepared as a seed keeps none.
  */
 #define _GNU_SOURCE /* asprintf */
 #include <criterion/criterion.h>
@@ -176,6 +177,27 @@ Test(nodes, malformed_entries_are_refused_and_write_nothing)
 	TL_PASS(tli_store_node_apply(s, 2, good, n));
 	cr_assert_str_eq(
 	    urls(s, &l), "2=tcp://127.0.0.1:7402;4=tcp://127.0.0.1:7404;");
+	tli_store_close(s);
+	free(path);
+}
+
+/* A store prepared to seed a new group keeps no URL of the old group's
+ * nodes (the new group may give those ids to other nodes). */
+Test(nodes, seed_preparation_drops_them)
+{
+	char *path = sub("store");
+	tli_store *s = tt_store_open(path, &clk);
+	uint64_t was = 0, id = 0;
+	char why[256];
+	listing l;
+
+	TL_PASS(set_url(s, 1, 4, "tcp://127.0.0.1:7404"));
+	tli_store_close(s);
+	TL_PASS(tli_store_seed(path, &was, &id, why, sizeof(why)), "%s", why);
+	cr_assert_eq(was, 1);
+	s = tt_store_open(path, &clk);
+	cr_assert_str_eq(urls(s, &l), "");
+	cr_assert_eq(tli_store_applied_index(s), 0);
 	tli_store_close(s);
 	free(path);
 }
