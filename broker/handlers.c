@@ -1564,6 +1564,17 @@ h_CLUSTER(req *q)
 		    "add needs the node's Raft address HOST:PORT");
 		return;
 	}
+	/* the URL is replicated and handed to clients as the leader's */
+	if (a == TLC_ADD &&
+	    (m.url.n == 0 || m.url.n >= sizeof(url) ||
+	        !tlp_url_scheme_ok(m.url.p, m.url.n) ||
+	        memchr(m.url.p, ',', m.url.n) != NULL ||
+	        memchr(m.url.p, ' ', m.url.n) != NULL)) {
+		reply_err(q, TL_EINVAL,
+		    "add needs the node's client URL, one of tcp://HOST:PORT, "
+		    "tls+tcp://HOST:PORT or ipc://PATH, under 256 bytes");
+		return;
+	}
 	snprintf(raft, sizeof(raft), "%.*s", (int) m.raft.n,
 	    m.raft.p != NULL ? m.raft.p : "");
 	snprintf(url, sizeof(url), "%.*s", (int) m.url.n,

@@ -864,3 +864,18 @@ tlp_dec_reply_head(tlp_r *r, int *err, tlp_str *detail, size_t *nfields)
 	}
 	return TL_OK;
 }
+
+bool
+tlp_url_scheme_ok(const char *url, size_t n)
+{
+	static const char *const schemes[] = {
+	    "tcp://", "ipc://", "tls+tcp://", "tcp4://", "tcp6://"};
+
+	for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++) {
+		size_t k = strlen(schemes[i]);
+		if (n > k && strncmp(url, schemes[i], k) == 0) {
+			return true;
+		}
+	}
+	return false;
+}

@@ -23,6 +23,11 @@ typedef struct tlp_str {
 
 #define TLP_STR(s) ((tlp_str){(s), (s) != NULL ? strlen(s) : 0})
 
+/* Whether url[0..n) starts with a scheme the SDK dials (tcp://, tcp4://,
+ * tcp6://, ipc://, tls+tcp://) and has something after it: a URL the
+ * broker may hand a client (a leader's), checked by both ends. */
+bool tlp_url_scheme_ok(const char *url, size_t n);
+
 /* ---- sessions ---- */
 
 typedef struct tlp_hello {

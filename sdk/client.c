@@ -898,7 +898,7 @@ conn_leader(tl_client *c, tlp_r *r)
 		return -1;
 	}
 	if (!url_find(c, u.p, u.n, &idx)) {
-		if (!tli_url_scheme_ok(u.p, u.n) ||
+		if (!tlp_url_scheme_ok(u.p, u.n) ||
 		    (rv = url_add(c, u.p, u.n, &idx)) != TL_OK) {
 			tli_client_log(c, TL_LOG_WARN,
 			    "the cluster names %.*s as its leader, which "

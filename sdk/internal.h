@@ -292,8 +292,6 @@ void tli_client_log(tl_client *c, tl_log_level lvl, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* options */
-/* Whether url[0..n) starts with a scheme the client dials. */
-bool tli_url_scheme_ok(const char *url, size_t n);
 /* The next element of a comma-separated URL list at *p (spaces around it
  * trimmed): 1 with *item, *n set and *p advanced, 0 at the end. */
 int tli_url_next(const char **p, const char **item, size_t *n);

@@ -25,21 +25,6 @@ opts_set_str(char **dst, const char *s)
 	return TL_OK;
 }
 
-bool
-tli_url_scheme_ok(const char *url, size_t n)
-{
-	static const char *const schemes[] = {
-	    "tcp://", "ipc://", "tls+tcp://", "tcp4://", "tcp6://"};
-
-	for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++) {
-		size_t k = strlen(schemes[i]);
-		if (n > k && strncmp(url, schemes[i], k) == 0) {
-			return true;
-		}
-	}
-	return false;
-}
-
 int
 tli_url_next(const char **p, const char **item, size_t *n)
 {
@@ -74,7 +59,7 @@ opts_url_ok(const char *url)
 		return false;
 	}
 	while (tli_url_next(&p, &item, &n)) {
-		if (++cnt > TLI_MAX_URLS || !tli_url_scheme_ok(item, n)) {
+		if (++cnt > TLI_MAX_URLS || !tlp_url_scheme_ok(item, n)) {
 			return false;
 		}
 	}

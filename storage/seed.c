@@ -1,12 +1,12 @@
 /*
  * Seeding a new Raft group from a store (store.h, "seeding a new group"):
  * offline, a consistent copy of a stopped store and its preparation (the
- * old group's applied index, key "A", removed; the seed mark, key "S",
- * written); online, the seed check entry that the new group's first leader
- * proposes and every node applies. Each offline call opens the database
- * itself; a broker that runs on it holds RocksDB's LOCK file, which is
- * asked first so that the refusal names the process instead of RocksDB's
- * lock error.
+ * old group's applied index, key "A", and node URLs, keys "M", removed;
+ * the seed mark, key "S", written); online, the seed check entry that the new
+ * group's first leader proposes and every node applies. Each offline call opens
+ * the database itself; a broker that runs on it holds RocksDB's LOCK file,
+ * which is asked first so that the refusal names the process instead of
+ * RocksDB's lock error.
  *
  * The seed mark: 8 bytes of id (big-endian), then 0 (pending: no entry of
  * the new group applied yet) or 1 (confirmed by the seed check). The id is
@@ -220,8 +220,8 @@ tli_store_seed_get(tli_store *s, uint64_t *id, bool *pending)
 	return rv;
 }
 
-/* Remove the applied index and mark the store as the seed `id` (pending),
- * in one synced write. */
+/* Remove the applied index and the node URLs and mark the store as the
+ * seed `id` (pending), in one synced write. */
 static int
 mark_seed(tli_store *s, uint64_t id)
 {
@@ -238,6 +238,9 @@ mark_seed(tli_store *s, uint64_t id)
 	tli_put_be64(v, id);
 	v[8] = 0;
 	rocksdb_writebatch_delete_cf(wb, s->cf[CF_DEFAULT], "A", 1);
+	/* the old group's node URLs (key "M" id) name other nodes */
+	rocksdb_writebatch_delete_range_cf(
+	    wb, s->cf[CF_DEFAULT], "M", 1, "N", 1);
 	rocksdb_writebatch_put_cf(
 	    wb, s->cf[CF_DEFAULT], SEED_KEY, 1, (const char *) v, sizeof(v));
 	rocksdb_writeoptions_set_sync(wo, 1);

@@ -1496,8 +1496,8 @@ tli_db_unlock(tli_store *s)
 }
 
 /* A failure of the store's own (not RocksDB's) as the last error. */
-static int
-store_err(tli_store *s, int rv, const char *fmt, ...)
+int
+tli_store_err(tli_store *s, int rv, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -1530,7 +1530,7 @@ db_wrlock(tli_store *s)
 			return TL_OK;
 		}
 		if (atomic_load(&s->in_replicate)) {
-			return store_err(s, TL_EBUSY,
+			return tli_store_err(s, TL_EBUSY,
 			    "the writer is replicating a batch (it must be "
 			    "idle)");
 		}
@@ -1556,7 +1556,8 @@ registry_reload(tli_store *s)
 		return rv;
 	}
 	if (!found) {
-		return store_err(s, TL_ECORRUPT, "reload: no next topic id");
+		return tli_store_err(
+		    s, TL_ECORRUPT, "reload: no next topic id");
 	}
 	pthread_rwlock_wrlock(&s->topics_lock);
 	s->topics = NULL;
@@ -1612,7 +1613,7 @@ tli_store_apply_entry(
 	if (len < TLI_REPL_HEADER || p[0] != TLI_REPL_VERSION ||
 	    p[1] < TLI_REPL_OPS || p[1] > TLI_REPL_TOPIC_DELETE ||
 	    p[2] != TLI_STORE_FORMAT || p[3] != 0) {
-		return store_err(s, TL_ECORRUPT,
+		return tli_store_err(s, TL_ECORRUPT,
 		    "replicated entry %llu: unknown header",
 		    (unsigned long long) index);
 	}
@@ -1723,8 +1724,8 @@ tli_store_restore(tli_store *s, const char *dir)
 	rv = stat(old, &st) == 0 ? TL_OK : errno;
 	tli_free(old);
 	if (rv != TL_OK) {
-		return store_err(s, TL_ESTORAGE, "restore: %s: no database: %s",
-		    dir, strerror(rv));
+		return tli_store_err(s, TL_ESTORAGE,
+		    "restore: %s: no database: %s", dir, strerror(rv));
 	}
 	plen = strlen(s->path);
 	if ((old = tli_alloc(plen + sizeof(".old"))) == NULL) {
@@ -1740,14 +1741,15 @@ tli_store_restore(tli_store *s, const char *dir)
 	}
 	db_close(s);
 	if (!rmtree(old)) { /* left by an interrupted restore */
-		rv = store_err(s, TL_ESTORAGE, "restore: removing %s: %s", old,
-		    strerror(errno));
+		rv = tli_store_err(s, TL_ESTORAGE, "restore: removing %s: %s",
+		    old, strerror(errno));
 	} else if (rename(s->path, old) != 0) {
-		rv = store_err(s, TL_ESTORAGE, "restore: moving %s aside: %s",
-		    s->path, strerror(errno));
+		rv = tli_store_err(s, TL_ESTORAGE,
+		    "restore: moving %s aside: %s", s->path, strerror(errno));
 	} else if (rename(dir, s->path) != 0) {
-		rv = store_err(s, TL_ESTORAGE, "restore: moving %s to %s: %s",
-		    dir, s->path, strerror(errno));
+		rv = tli_store_err(s, TL_ESTORAGE,
+		    "restore: moving %s to %s: %s", dir, s->path,
+		    strerror(errno));
 		(void) rename(old, s->path);
 	} else if ((rv = db_open(s)) != TL_OK) {
 		/* The checkpoint back where it was, the old database in

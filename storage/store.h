@@ -402,6 +402,8 @@ typedef enum tli_repl_kind {
 	/* the seed check of a group seeded from a store (applied with
 	 * tli_store_seed_apply, never tli_store_apply_entry) */
 	TLI_REPL_SEED = 4,
+	/* a node's client URL (applied with tli_store_node_apply) */
+	TLI_REPL_NODE = 5,
 } tli_repl_kind;
 
 /* Apply one committed entry as Raft index `index`: its WriteBatch plus
@@ -484,7 +486,8 @@ int tli_store_copy(
 
 /* Prepare the store in path to seed a new Raft group: remove its applied
  * index (key "A"; a new group's log starts again at index 1, which the old
- * index would have skipped as applied) and mark it as a seed (key "S":
+ * index would have skipped as applied) and the old group's node URLs
+ * (keys "M", naming nodes of the old group), and mark it as a seed (key "S":
  * the seed id, a digest of its metadata, pending), in one synced write.
  * Nothing else in a store belongs to its group (the Raft log, terms,
  * votes and the configuration live beside it in DATA/raft), but every
@@ -526,6 +529,40 @@ void tli_store_seed_entry(uint64_t id, uint8_t out[TLI_REPL_SEED_LEN]);
  * TL_EINVAL. */
 int tli_store_seed_apply(tli_store *s, uint64_t index, const void *entry,
     size_t len, uint64_t *have);
+
+/* ---- the client URLs of the group's nodes (nodes.c) ----
+ *
+ * Raft's configuration keeps only a node's Raft address; the client URL
+ * a follower redirects to is replicated beside it as an entry of kind
+ * TLI_REPL_NODE: the header, the node id (8 bytes, big-endian), the URL
+ * and its NUL, nothing after (an empty URL removes the node's). Every
+ * node applies it with tli_store_node_apply: the URL under the key "M"
+ * id(8) of the default column family (the bytes without the NUL) and the
+ * applied index, in one write (not synced, as every applied entry). A
+ * snapshot (a checkpoint) carries the URLs with the rest.
+ */
+#define TLI_NODE_URL_CAP 256 /* a URL's bytes with its NUL */
+#define TLI_REPL_NODE_MAX (TLI_REPL_HEADER + 8 + TLI_NODE_URL_CAP)
+
+/* Write the entry setting node id's URL ("" removes it) into out; its
+ * length, or 0 when the URL does not fit (TLI_NODE_URL_CAP - 1 bytes at
+ * most) or id is 0. */
+size_t tli_store_node_entry(
+    uint64_t id, const char *url, uint8_t out[TLI_REPL_NODE_MAX]);
+
+/* Apply a node URL entry at Raft index `index`. An index at or below the
+ * applied index is skipped (TL_OK). Errors: TL_ECORRUPT (an entry of
+ * another version, kind or storage format, node id 0, a length that is
+ * not header + 8 + URL + NUL, a URL without its NUL, with a NUL inside or
+ * over TLI_NODE_URL_CAP bytes; nothing written, tli_store_last_error says
+ * which), TL_ESTORAGE / TL_EIO / TL_ENOSPC (RocksDB refused), TL_EINVAL. */
+int tli_store_node_apply(
+    tli_store *s, uint64_t index, const void *entry, size_t len);
+
+/* Call fn(arg, id, url) for each node URL the store holds, by id. A stored
+ * value that is no URL is skipped. Errors: TL_ESTORAGE, TL_EINVAL. */
+int tli_store_node_urls(tli_store *s,
+    void (*fn)(void *arg, uint64_t id, const char *url), void *arg);
 
 /* ---- statistics ---- */
 

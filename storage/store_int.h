@@ -235,6 +235,10 @@ int tli_rdb_batch_check(
     const char *rep, size_t len, const uint32_t *ids, size_t n, char **errptr);
 
 /* ---- store.c: the RocksDB handles (db_lock) ---- */
+/* A failure of the store's own (not RocksDB's): fmt becomes the last error
+ * (tli_store_last_error); returns rv. */
+int tli_store_err(tli_store *s, int rv, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* Take db_lock for reading: TL_OK, or TL_ESTORAGE (nothing held) when the
  * database is closed because a tli_store_restore failed beyond repair. */
 int tli_db_rdlock(tli_store *s);

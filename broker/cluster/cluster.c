@@ -42,14 +42,17 @@ typedef struct admin {
 	uint64_t id;
 	char raft[256];
 	char url[256];
-	int step; /* add: 0 to add as a spare, 1 to make it a voter */
+	/* add: 0 to replicate the URL, 1 to add as a spare, 2 to make it
+	 * a voter; remove: 0 to remove, 1 to replicate the URL's removal */
+	int step;
 	struct raft_transfer transfer;
 	struct raft_change change;
+	struct raft_apply apply;
 } admin;
 
-/* A node added at run time: its client URL for redirects (the others come
- * from the configuration). Lost at restart: list it in every node's
- * configuration too (docs/cluster.md). */
+/* A node's client URL for redirects and status, from the replicated node
+ * URL entries (TLI_REPL_NODE; the store keeps them, loaded at start and
+ * after a snapshot). A node's cluster_node line wins over it. */
 typedef struct extra_node {
 	uint64_t id;
 	char url[256];
@@ -283,6 +286,23 @@ take_queue(tlc *c)
 	return l;
 }
 
+/* A frame of whole 8-byte words holding the entry (see ENTRY_HEAD). */
+static int
+frame_entry(const void *entry, size_t len, struct raft_buffer *buf)
+{
+	buf->len = (ENTRY_HEAD + len + 7) / 8 * 8;
+	buf->base = raft_malloc(buf->len);
+	if (buf->base == NULL) {
+		return TL_ENOMEM;
+	}
+	memcpy(buf->base, entry_magic, 4);
+	put_u32((uint8_t *) buf->base + 4, (uint32_t) len);
+	memcpy((uint8_t *) buf->base + ENTRY_HEAD, entry, len);
+	memset((uint8_t *) buf->base + ENTRY_HEAD + len, 0,
+	    buf->len - ENTRY_HEAD - len);
+	return TL_OK;
+}
+
 /* Hand the queued entries to raft (the only place that proposes). */
 static void
 propose_all(tlc *c)
@@ -298,18 +318,10 @@ propose_all(tlc *c)
 		int rv = RAFT_NOTLEADER;
 
 		l = l->next;
-		/* a frame of whole 8-byte words (see ENTRY_HEAD) */
-		buf.len = (ENTRY_HEAD + p->len + 7) / 8 * 8;
-		buf.base = raft_malloc(buf.len);
-		if (buf.base == NULL) {
+		if (frame_entry(p->entry, p->len, &buf) != TL_OK) {
 			prop_finish(c, p, TL_ENOMEM);
 			continue;
 		}
-		memcpy(buf.base, entry_magic, 4);
-		put_u32((uint8_t *) buf.base + 4, (uint32_t) p->len);
-		memcpy((uint8_t *) buf.base + ENTRY_HEAD, p->entry, p->len);
-		memset((uint8_t *) buf.base + ENTRY_HEAD + p->len, 0,
-		    buf.len - ENTRY_HEAD - p->len);
 		if (raft_state(&c->raft) == RAFT_LEADER) {
 			rv = raft_apply(&c->raft, &p->req, &buf, 1, apply_cb);
 		}
@@ -386,6 +398,102 @@ seed_apply(tlc *c, uint64_t index, const uint8_t *entry, size_t len)
 	return TL_OK;
 }
 
+/* The client URL of node id as this node knows it, or "": its
+ * cluster_node line first. Raft thread, or with c->mtx. */
+static const char *
+url_of(tlc *c, uint64_t id)
+{
+	for (int i = 0; i < c->b->conf.nnodes; i++) {
+		if (c->b->conf.nodes[i].id == id) {
+			return c->b->conf.nodes[i].url;
+		}
+	}
+	for (int i = 0; i < c->nextra; i++) {
+		if (c->extra[i].id == id) {
+			return c->extra[i].url;
+		}
+	}
+	return "";
+}
+
+/* Set node id's URL in memory ("" forgets it); the caller holds c->mtx. */
+static void
+extra_set(tlc *c, uint64_t id, const char *url)
+{
+	int i = 0;
+
+	while (i < c->nextra && c->extra[i].id != id) {
+		i++;
+	}
+	if (url[0] == '\0') {
+		if (i < c->nextra) {
+			c->extra[i] = c->extra[--c->nextra];
+		}
+		return;
+	}
+	if (i == c->nextra) {
+		if (c->nextra == TLB_MAX_NODES) {
+			return; /* more URLs stored than nodes: stale ones */
+		}
+		c->nextra++;
+	}
+	c->extra[i].id = id;
+	snprintf(c->extra[i].url, sizeof(c->extra[i].url), "%s", url);
+}
+
+static void
+extra_load_one(void *arg, uint64_t id, const char *url)
+{
+	extra_set(arg, id, url);
+}
+
+/* Read every node URL the store holds into memory (at start, after a
+ * snapshot): the store is what the applied entries left. */
+static int
+extra_load(tlc *c)
+{
+	int rv;
+
+	pthread_mutex_lock(&c->mtx);
+	c->nextra = 0;
+	rv = tli_store_node_urls(c->b->store, extra_load_one, c);
+	pthread_mutex_unlock(&c->mtx);
+	if (rv != TL_OK) {
+		tlb_log(TLB_ERROR, "R007",
+		    "cannot read the nodes' client URLs from the store: %s "
+		    "(%s)",
+		    tl_strerror(rv), tli_store_last_error(c->b->store));
+	}
+	return rv;
+}
+
+/* A node URL entry. One that does not decode is refused and skipped
+ * rather than stopping the node: every node would refuse the same
+ * committed entry, and a URL is not worth the group. */
+static int
+node_apply(tlc *c, uint64_t index, const uint8_t *entry, size_t len)
+{
+	/* a replay: the store (read at start) holds what came after */
+	bool replay = index <= tli_store_applied_index(c->b->store);
+	int rv = tli_store_node_apply(c->b->store, index, entry, len);
+
+	if (rv == TL_ECORRUPT) {
+		tlb_log(TLB_ERROR, "R021",
+		    "Raft entry %llu (a node's client URL, %zu bytes) "
+		    "refused: %s; no URL recorded, going on",
+		    (unsigned long long) index, len,
+		    tli_store_last_error(c->b->store));
+		return TL_OK;
+	}
+	if (rv == TL_OK && !replay) {
+		pthread_mutex_lock(&c->mtx);
+		extra_set(c, tli_get_be64(entry + TLI_REPL_HEADER),
+		    (const char *) entry + TLI_REPL_HEADER + 8);
+		pthread_mutex_unlock(&c->mtx);
+	}
+	return rv;
+}
+
 static int
 fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
 {
@@ -404,6 +512,11 @@ fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
 	} else if (len > 1 &&
 	    ((const uint8_t *) buf->base)[ENTRY_HEAD + 1] == TLI_REPL_SEED) {
 		rv = seed_apply(
+		    c, index, (const uint8_t *) buf->base + ENTRY_HEAD, len);
+	} else if (len > 1 &&
+	    ((const uint8_t *) buf->base)[ENTRY_HEAD + 1] == TLI_REPL_NODE) {
+		/* not the store's data: it may come before the seed check */
+		rv = node_apply(
 		    c, index, (const uint8_t *) buf->base + ENTRY_HEAD, len);
 	} else {
 		if (c->seed_pending) {
@@ -702,6 +815,7 @@ fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
 		(void) tli_store_seed_get(c->b->store, &id, &pending);
 		c->seed_pending = pending;
 	}
+	(void) extra_load(c);
 	pthread_mutex_lock(&c->mtx);
 	c->snaps_installed++;
 	c->applied_index = index;
@@ -833,20 +947,9 @@ tick_cb(uv_timer_t *t)
 	if (!c->is_leader) {
 		c->ready_term = 0;
 	}
+	/* every poll: a node URL entry may apply after the election */
+	snprintf(c->leader_url, sizeof(c->leader_url), "%s", url_of(c, lid));
 	if (lid != c->leader_id || term != c->term) {
-		c->leader_url[0] = '\0';
-		for (int i = 0; i < c->b->conf.nnodes; i++) {
-			if (c->b->conf.nodes[i].id == lid) {
-				snprintf(c->leader_url, sizeof(c->leader_url),
-				    "%s", c->b->conf.nodes[i].url);
-			}
-		}
-		for (int i = 0; i < c->nextra; i++) {
-			if (c->extra[i].id == lid) {
-				snprintf(c->leader_url, sizeof(c->leader_url),
-				    "%s", c->extra[i].url);
-			}
-		}
 		if (lid != 0 && term != c->seen_term) {
 			c->seen_term = term;
 			c->elections++;
@@ -986,7 +1089,18 @@ admin_fail(admin *a, int rv)
 		err = TL_EINVAL;
 		break;
 	}
-	snprintf(detail, sizeof(detail), "%s", raft_strerror(rv));
+	if (a->action == TLC_ADD && a->step == 0) {
+		snprintf(detail, sizeof(detail),
+		    "the node's client URL did not commit (%s): not added",
+		    raft_strerror(rv));
+	} else if (a->action == TLC_REMOVE && a->step == 1) {
+		snprintf(detail, sizeof(detail),
+		    "node %llu was removed, but the removal of its client URL "
+		    "did not commit (%s): run remove again",
+		    (unsigned long long) a->id, raft_strerror(rv));
+	} else {
+		snprintf(detail, sizeof(detail), "%s", raft_strerror(rv));
+	}
 	admin_answer(a, err, detail);
 }
 
@@ -1001,23 +1115,6 @@ role_name(int role)
 	default:
 		return "spare";
 	}
-}
-
-/* The client URL of node id as this node knows it, or "". */
-static const char *
-url_of(tlc *c, uint64_t id)
-{
-	for (int i = 0; i < c->b->conf.nnodes; i++) {
-		if (c->b->conf.nodes[i].id == id) {
-			return c->b->conf.nodes[i].url;
-		}
-	}
-	for (int i = 0; i < c->nextra; i++) {
-		if (c->extra[i].id == id) {
-			return c->extra[i].url;
-		}
-	}
-	return "";
 }
 
 static void
@@ -1096,6 +1193,19 @@ admin_transfer_cb(struct raft_transfer *req)
 	}
 }
 
+/* Queue a request for its next step on the raft thread: no libraft call
+ * from inside its own callbacks. */
+static void
+admin_requeue(tlc *c, admin *a)
+{
+	pthread_mutex_lock(&c->mtx);
+	a->next = NULL;
+	*c->a_tail = a;
+	c->a_tail = &a->next;
+	pthread_mutex_unlock(&c->mtx);
+	uv_async_send(&c->async);
+}
+
 static void
 admin_change_cb(struct raft_change *req, int status)
 {
@@ -1106,23 +1216,90 @@ admin_change_cb(struct raft_change *req, int status)
 		admin_fail(a, status);
 		return;
 	}
-	if (a->action == TLC_ADD && a->step == 0) {
-		/* now a spare: make it a voter, from the async callback (no
-		 * libraft call from inside its own callback) */
-		a->step = 1;
-		pthread_mutex_lock(&c->mtx);
-		a->next = NULL;
-		*c->a_tail = a;
-		c->a_tail = &a->next;
-		pthread_mutex_unlock(&c->mtx);
-		uv_async_send(&c->async);
+	if (a->action == TLC_ADD && a->step == 1) {
+		a->step = 2; /* now a spare: make it a voter */
+		admin_requeue(c, a);
 		return;
 	}
 	tlb_log(TLB_INFO, "R016", "node %llu %s", (unsigned long long) a->id,
 	    a->action == TLC_ADD ? "added as a voter" : "removed");
+	if (a->action == TLC_REMOVE) {
+		a->step = 1; /* then its URL */
+		admin_requeue(c, a);
+		return;
+	}
 	admin_answer(a, TL_OK, NULL);
 }
 
+/* The node URL entry committed (and applied here). */
+static void
+admin_apply_cb(struct raft_apply *req, int status, void *result)
+{
+	admin *a = req->data;
+
+	(void) result;
+	if (status != 0) {
+		admin_fail(a, status);
+		return;
+	}
+	if (a->action == TLC_ADD) {
+		a->step = 1; /* every node knows the URL: add the node */
+		admin_requeue(a->c, a);
+		return;
+	}
+	admin_answer(a, TL_OK, NULL);
+}
+
+/* Propose the entry setting a->id's URL to url ("" removes it). */
+static int
+admin_propose_url(tlc *c, admin *a, const char *url)
+{
+	uint8_t e[TLI_REPL_NODE_MAX];
+	size_t n = tli_store_node_entry(a->id, url, e);
+	struct raft_buffer buf;
+	int rv;
+
+	if (n == 0) {
+		return RAFT_INVALID; /* the handler checked the URL */
+	}
+	if (frame_entry(e, n, &buf) != TL_OK) {
+		return RAFT_NOMEM;
+	}
+	a->apply.data = a;
+	rv = raft_apply(&c->raft, &a->apply, &buf, 1, admin_apply_cb);
+	if (rv == RAFT_NOTLEADER) {
+		raft_free(buf.base); /* as in propose_all */
+	}
+	return rv;
+}
+
+static bool
+in_config(tlc *c, uint64_t id)
+{
+	const struct raft_configuration *cf = &c->raft.configuration;
+
+	for (unsigned i = 0; i < cf->n; i++) {
+		if (cf->servers[i].id == id) {
+			return true;
+		}
+	}
+	return false;
+}
+
+static bool
+has_extra(tlc *c, uint64_t id)
+{
+	for (int i = 0; i < c->nextra; i++) {
+		if (c->extra[i].id == id) {
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Add: the URL first, committed, so that every node can name the new node
+ * as soon as it may lead. Remove: the URL last, once the node can no
+ * longer lead (a removal that fails leaves a member with its URL). */
 static void
 admin_run(tlc *c, admin *a)
 {
@@ -1133,9 +1310,14 @@ admin_run(tlc *c, admin *a)
 		return;
 	}
 	if (raft_state(&c->raft) != RAFT_LEADER) {
-		admin_answer(a, TL_ENOTLEADER, "not the leader");
+		if (a->step != 0) {
+			admin_fail(a, RAFT_NOTLEADER); /* says what is done */
+		} else {
+			admin_answer(a, TL_ENOTLEADER, "not the leader");
+		}
 		return;
 	}
+	a->change.data = a;
 	switch (a->action) {
 	case TLC_TRANSFER:
 		/* its target may be elected at once: no more reads here */
@@ -1145,17 +1327,15 @@ admin_run(tlc *c, admin *a)
 		    &c->raft, &a->transfer, a->id, admin_transfer_cb);
 		break;
 	case TLC_ADD:
-		a->change.data = a;
+		if (a->step == 0 && in_config(c, a->id)) {
+			/* before its URL would replace the member's */
+			admin_answer(a, TL_EINVAL,
+			    "a node of this id is in the cluster already");
+			return;
+		}
 		if (a->step == 0) {
-			if (c->nextra < TLB_MAX_NODES && a->url[0] != '\0') {
-				pthread_mutex_lock(&c->mtx);
-				c->extra[c->nextra].id = a->id;
-				snprintf(c->extra[c->nextra].url,
-				    sizeof(c->extra[c->nextra].url), "%s",
-				    a->url);
-				c->nextra++;
-				pthread_mutex_unlock(&c->mtx);
-			}
+			rv = admin_propose_url(c, a, a->url);
+		} else if (a->step == 1) {
 			rv = raft_add(&c->raft, &a->change, a->id, a->raft,
 			    admin_change_cb);
 		} else {
@@ -1164,8 +1344,17 @@ admin_run(tlc *c, admin *a)
 		}
 		break;
 	default:
-		a->change.data = a;
-		rv = raft_remove(&c->raft, &a->change, a->id, admin_change_cb);
+		/* removed before, its URL's removal lost: that is left */
+		if (a->step == 0 && !in_config(c, a->id) &&
+		    has_extra(c, a->id)) {
+			a->step = 1;
+		}
+		if (a->step == 0) {
+			rv = raft_remove(
+			    &c->raft, &a->change, a->id, admin_change_cb);
+		} else {
+			rv = admin_propose_url(c, a, "");
+		}
 		break;
 	}
 	if (rv != 0) {
@@ -1377,6 +1566,10 @@ node_open(tlc *c)
 	unsigned n = (unsigned) cf->cluster_snapshot_entries;
 	int rv;
 
+	/* the URLs of nodes added at run time, before any redirect */
+	if (extra_load(c) != TL_OK) {
+		return -1;
+	}
 	if (mkdir(c->raft_dir, 0755) != 0 && errno != EEXIST) {
 		tlb_log(TLB_ERROR, "R007", "cannot create %s: %s", c->raft_dir,
 		    strerror(errno));

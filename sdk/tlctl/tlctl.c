@@ -73,7 +73,7 @@ static const char usage_text[] =
     "  lock TOPIC ID --consumer ID [--lease DURATION] [--create GROUP]\n"
     "               [--timeout DURATION] [--hold DURATION]\n"
     "  cluster status | cluster transfer-leadership [ID]\n"
-    "  cluster add ID HOST:PORT [URL] | cluster remove ID\n"
+    "  cluster add ID HOST:PORT URL | cluster remove ID\n"
     "TIME: UTC ms or ISO-8601 (2026-11-22T10:00:00Z); DURATION: 300ms, 5s,\n"
     "2m, 1h. URL defaults to $TIMELINE_URL or tcp://127.0.0.1:7400; a\n"
     "cluster: its nodes' URLs separated by commas.\n";
@@ -1224,18 +1224,17 @@ cmd_cluster(args *a)
 		return TLCTL_OK;
 	}
 	if (strcmp(sub, "add") == 0) {
-		if ((a->npos != 5 &&
-		        (rv = need_pos(a, 4,
-		             "cluster add wants ID, HOST:PORT and maybe the "
-		             "client URL.")) != 0) ||
+		if ((rv = need_pos(a, 5,
+		         "cluster add wants ID, HOST:PORT and the node's "
+		         "client URL.")) != 0 ||
 		    (rv = pos_id(a, a->pos[2], &id)) != 0) {
 			return rv;
 		}
 		snprintf(what, sizeof(what), "adding node %s at %s", a->pos[2],
 		    a->pos[3]);
 		CONNECT(a, c);
-		if ((rv = tl_cluster_add(c, id, a->pos[3],
-		         a->npos > 4 ? a->pos[4] : "")) != TL_OK) {
+		if ((rv = tl_cluster_add(c, id, a->pos[3], a->pos[4])) !=
+		    TL_OK) {
 			return fail(a, rv, what);
 		}
 		fprintf(a->out, "node %s added as a voter\n", a->pos[2]);

@@ -483,8 +483,10 @@ TL_API void tl_cluster_info_free(tl_cluster_info *s);
 TL_API int tl_cluster_transfer(tl_client *c, uint64_t id);
 /* Add node id (Raft address HOST:PORT, client URL url) as a voter: it
  * catches up first (a node started with cluster_join = on), then votes;
- * returns once it does. Errors: TL_EINVAL (id or address in use, bad
- * address), TL_EBUSY. */
+ * returns once it does. url is replicated to every node (their redirects
+ * and status name it). Errors: TL_EINVAL (id or address in use, bad
+ * address, url empty, over 255 bytes, a list, or of a scheme the SDK does
+ * not dial), TL_EBUSY. */
 TL_API int tl_cluster_add(
     tl_client *c, uint64_t id, const char *raft, const char *url);
 /* Remove node id from the cluster. Errors: TL_ENOTFOUND, TL_EBUSY. */
