@@ -1194,16 +1194,23 @@ admin_transfer_cb(struct raft_transfer *req)
 }
 
 /* Queue a request for its next step on the raft thread: no libraft call
- * from inside its own callbacks. */
+ * from inside its own callbacks. While the node stops (raft still runs
+ * until its loop is idle, the wake-up handle is closed) it waits in the
+ * queue, and the raft thread answers it as it ends. */
 static void
 admin_requeue(tlc *c, admin *a)
 {
+	bool closed;
+
 	pthread_mutex_lock(&c->mtx);
 	a->next = NULL;
 	*c->a_tail = a;
 	c->a_tail = &a->next;
+	closed = c->closed;
+	if (!closed) {
+		uv_async_send(&c->async);
+	}
 	pthread_mutex_unlock(&c->mtx);
-	uv_async_send(&c->async);
 }
 
 static void
