@@ -70,58 +70,43 @@ node_check(tli_store *s, uint64_t index, const uint8_t *p, size_t len)
 	return TL_OK;
 }
 
+/* The batch of a checked node URL entry: its key set, or deleted for an
+ * empty URL. */
+static int
+build_node(tli_store *s, void *arg, rocksdb_writebatch_t **wb)
+{
+	const uint8_t *p = arg;
+	const char *url = (const char *) p + TLI_REPL_HEADER + 8;
+	uint8_t k[NODE_KEY_LEN];
+
+	if ((*wb = rocksdb_writebatch_create()) == NULL) {
+		return TL_ENOMEM;
+	}
+	k[0] = NODE_KEY;
+	memcpy(k + 1, p + TLI_REPL_HEADER, 8);
+	if (url[0] == '\0') {
+		rocksdb_writebatch_delete_cf(
+		    *wb, s->cf[CF_DEFAULT], (const char *) k, sizeof(k));
+	} else {
+		rocksdb_writebatch_put_cf(*wb, s->cf[CF_DEFAULT],
+		    (const char *) k, sizeof(k), url, strlen(url));
+	}
+	return TL_OK;
+}
+
 int
 tli_store_node_apply(
     tli_store *s, uint64_t index, const void *entry, size_t len)
 {
-	const uint8_t *p = entry;
-	rocksdb_writebatch_t *wb;
-	uint8_t k[NODE_KEY_LEN], v[8];
-	size_t n;
-	char *err = NULL;
 	int rv;
 
-	if (s == NULL || p == NULL) {
+	if (s == NULL || entry == NULL) {
 		return TL_EINVAL;
 	}
-	if ((rv = node_check(s, index, p, len)) != TL_OK) {
+	if ((rv = node_check(s, index, entry, len)) != TL_OK) {
 		return rv;
 	}
-	n = len - TLI_REPL_HEADER - 8 - 1;
-	k[0] = NODE_KEY;
-	memcpy(k + 1, p + TLI_REPL_HEADER, 8);
-	pthread_mutex_lock(&s->apply_lock);
-	if ((rv = tli_db_rdlock(s)) != TL_OK) {
-		pthread_mutex_unlock(&s->apply_lock);
-		return rv;
-	}
-	if (index <= atomic_load(&s->applied)) {
-		goto out; /* applied before (a replay after a restart) */
-	}
-	if ((wb = rocksdb_writebatch_create()) == NULL) {
-		rv = TL_ENOMEM;
-		goto out;
-	}
-	if (n == 0) {
-		rocksdb_writebatch_delete_cf(
-		    wb, s->cf[CF_DEFAULT], (const char *) k, sizeof(k));
-	} else {
-		rocksdb_writebatch_put_cf(wb, s->cf[CF_DEFAULT],
-		    (const char *) k, sizeof(k),
-		    (const char *) p + TLI_REPL_HEADER + 8, n);
-	}
-	tli_put_be64(v, index);
-	rocksdb_writebatch_put_cf(
-	    wb, s->cf[CF_DEFAULT], "A", 1, (const char *) v, sizeof(v));
-	rocksdb_write(s->db, s->apply_wopts, wb, &err);
-	rocksdb_writebatch_destroy(wb);
-	if ((rv = tli_rdb_err(s, err)) == TL_OK) {
-		atomic_store(&s->applied, index);
-	}
-out:
-	tli_db_unlock(s);
-	pthread_mutex_unlock(&s->apply_lock);
-	return rv;
+	return tli_store_apply_with(s, index, build_node, (void *) entry);
 }
 
 int

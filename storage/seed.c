@@ -311,26 +311,16 @@ static int
 confirm(tli_store *s, uint64_t index, uint64_t id)
 {
 	rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
-	uint8_t v[SEED_LEN], a[8];
-	char *err = NULL;
-	int rv;
+	uint8_t v[SEED_LEN];
 
 	if (wb == NULL) {
 		return TL_ENOMEM;
 	}
 	tli_put_be64(v, id);
 	v[8] = 1;
-	tli_put_be64(a, index);
 	rocksdb_writebatch_put_cf(
 	    wb, s->cf[CF_DEFAULT], SEED_KEY, 1, (const char *) v, sizeof(v));
-	rocksdb_writebatch_put_cf(
-	    wb, s->cf[CF_DEFAULT], "A", 1, (const char *) a, sizeof(a));
-	rocksdb_write(s->db, s->apply_wopts, wb, &err);
-	rocksdb_writebatch_destroy(wb);
-	if ((rv = tli_rdb_err(s, err)) == TL_OK) {
-		atomic_store(&s->applied, index);
-	}
-	return rv;
+	return tli_store_write_applied(s, wb, index);
 }
 
 int

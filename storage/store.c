@@ -1597,15 +1597,32 @@ tli_store_applied_index(tli_store *s)
 	return atomic_load(&s->applied);
 }
 
+/* The batch of an ordinary entry: its serialized WriteBatch, checked. */
+struct entry_rep {
+	const char *rep;
+	size_t len;
+};
+
+static int
+build_entry(tli_store *s, void *arg, rocksdb_writebatch_t **wb)
+{
+	struct entry_rep *e = arg;
+	char *err = NULL;
+
+	if (tli_rdb_batch_check(e->rep, e->len, s->cf_ids, CF_COUNT, &err) !=
+	    0) {
+		return tli_rdb_err(s, err);
+	}
+	*wb = rocksdb_writebatch_create_from(e->rep, e->len);
+	return TL_OK;
+}
+
 int
 tli_store_apply_entry(
     tli_store *s, uint64_t index, const void *entry, size_t len)
 {
 	const uint8_t *p = entry;
-	rocksdb_writebatch_t *wb;
-	char *err = NULL;
-	uint8_t v[8];
-	int rv;
+	struct entry_rep e;
 
 	if (s == NULL || (p == NULL && len > 0)) {
 		return TL_EINVAL;
@@ -1617,21 +1634,39 @@ tli_store_apply_entry(
 		    "replicated entry %llu: unknown header",
 		    (unsigned long long) index);
 	}
+	e.rep = (const char *) p + TLI_REPL_HEADER;
+	e.len = len - TLI_REPL_HEADER;
+	return tli_store_apply_with(s, index, build_entry, &e);
+}
+
+int
+tli_store_apply_with(tli_store *s, uint64_t index,
+    int (*build)(tli_store *s, void *arg, rocksdb_writebatch_t **wb), void *arg)
+{
+	rocksdb_writebatch_t *wb = NULL;
+	int rv;
+
 	pthread_mutex_lock(&s->apply_lock);
 	if ((rv = tli_db_rdlock(s)) != TL_OK) {
 		pthread_mutex_unlock(&s->apply_lock);
 		return rv;
 	}
-	if (index <= atomic_load(&s->applied)) {
-		goto out; /* applied before (a replay after a restart) */
+	if (index > atomic_load(&s->applied) &&
+	    (rv = build(s, arg, &wb)) == TL_OK) {
+		rv = tli_store_write_applied(s, wb, index);
 	}
-	if (tli_rdb_batch_check((const char *) p + TLI_REPL_HEADER,
-	        len - TLI_REPL_HEADER, s->cf_ids, CF_COUNT, &err) != 0) {
-		rv = tli_rdb_err(s, err);
-		goto out;
-	}
-	wb = rocksdb_writebatch_create_from(
-	    (const char *) p + TLI_REPL_HEADER, len - TLI_REPL_HEADER);
+	tli_db_unlock(s);
+	pthread_mutex_unlock(&s->apply_lock);
+	return rv;
+}
+
+int
+tli_store_write_applied(tli_store *s, rocksdb_writebatch_t *wb, uint64_t index)
+{
+	uint8_t v[8];
+	char *err = NULL;
+	int rv;
+
 	tli_put_be64(v, index);
 	rocksdb_writebatch_put_cf(
 	    wb, s->cf[CF_DEFAULT], "A", 1, (const char *) v, sizeof(v));
@@ -1640,9 +1675,6 @@ tli_store_apply_entry(
 	if ((rv = tli_rdb_err(s, err)) == TL_OK) {
 		atomic_store(&s->applied, index);
 	}
-out:
-	tli_db_unlock(s);
-	pthread_mutex_unlock(&s->apply_lock);
 	return rv;
 }
 

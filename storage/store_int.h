@@ -243,6 +243,16 @@ int tli_store_err(tli_store *s, int rv, const char *fmt, ...)
  * database is closed because a tli_store_restore failed beyond repair. */
 int tli_db_rdlock(tli_store *s);
 void tli_db_unlock(tli_store *s);
+/* With apply_lock and db_lock: replicated entry `index` applies as wb
+ * (taken and destroyed) with the applied index beside it, in one write. */
+int tli_store_write_applied(
+    tli_store *s, rocksdb_writebatch_t *wb, uint64_t index);
+/* Apply replicated entry `index` under apply_lock and db_lock, unless it
+ * applied before (a replay after a restart: TL_OK, nothing written):
+ * build(s, arg, &wb) makes its batch or refuses (its error returned). */
+int tli_store_apply_with(tli_store *s, uint64_t index,
+    int (*build)(tli_store *s, void *arg, rocksdb_writebatch_t **wb),
+    void *arg);
 
 /* ---- store.c: topic registry ---- */
 /* Writer thread or with topics_lock held. */
