@@ -16,6 +16,33 @@
 #include "frame.h"
 
 /* "always", "none" or "interval:MS" (MS > 0). */
+/* lease_ahead_ms: MS, or auto (-1 until tlb_conf_load resolves it). */
+static int
+set_lease_ahead(
+    void *obj, const tli_conf_item *it, const char *v, char *msg, size_t cap)
+{
+	tlb_conf *c = obj;
+	char *end;
+	long ms;
+
+	(void) it;
+	if (strcmp(v, "auto") == 0) {
+		c->lease_ahead_ms = -1;
+		return TLI_CONF_OK;
+	}
+	errno = 0;
+	ms = strtol(v, &end, 10);
+	if (errno == 0 && end != v && *end == '\0' && ms >= 0 && ms <= 10000) {
+		c->lease_ahead_ms = ms;
+		return TLI_CONF_OK;
+	}
+	snprintf(msg, cap,
+	    "lease_ahead_ms must be auto or a whole number from 0 to 10000, "
+	    "not \"%s\"",
+	    v);
+	return TLI_CONF_EVALUE;
+}
+
 static int
 set_durability(
     void *obj, const tli_conf_item *it, const char *v, char *msg, size_t cap)
@@ -219,8 +246,13 @@ tlb_conf_load(
 	if ((*action = cli.action) != TLB_CONF_RUN) {
 		return 0;
 	}
-	if ((rv = check_auth(c, err, cap)) != 0) {
+	if ((rv = check_auth(c, err, cap)) != 0 ||
+	    (rv = check_cluster(c, err, cap)) != 0) {
 		return rv;
 	}
-	return check_cluster(c, err, cap);
+	if (c->lease_ahead_ms < 0) { /* auto */
+		c->lease_ahead_ms = c->nnodes > 0 ? TLB_LEASE_AHEAD_CLUSTER_MS
+		                                  : TLB_LEASE_AHEAD_MS;
+	}
+	return 0;
 }

@@ -18,6 +18,9 @@
 #define TLB_MAX_LISTEN 8
 #define TLB_MAX_TOPICS 32
 #define TLB_MAX_NODES 7 /* nodes of a cluster */
+/* lease_ahead_ms = auto: on a single broker, and in a cluster */
+#define TLB_LEASE_AHEAD_MS 50
+#define TLB_LEASE_AHEAD_CLUSTER_MS 250
 
 /* One `cluster_node` line, parsed. */
 typedef struct tlb_node {

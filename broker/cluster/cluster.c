@@ -1632,9 +1632,11 @@ node_open(tlc *c)
 	c->tick.data = c;
 	uv_timer_start(&c->tick, tick_cb, 0, 5);
 	tlb_log(TLB_INFO, "R000",
-	    "Raft node %llu of %d at %s (log %s, election timeout %lld ms)",
+	    "Raft node %llu of %d at %s (log %s, election timeout %lld ms, "
+	    "leases taken %lld ms ahead)",
 	    (unsigned long long) me->id, cf->nnodes, me->raft, c->raft_dir,
-	    (long long) cf->cluster_election_ms);
+	    (long long) cf->cluster_election_ms,
+	    (long long) cf->lease_ahead_ms);
 	return 0;
 }
 

@@ -84,10 +84,20 @@ Test(cluster, leader_serves_followers_redirect_everyone_has_the_acks)
 	int leader, follower;
 
 	tc_init(&C, 3, "cluster-a");
+	tc_node_set(&C, 2, "lease_ahead_ms", "80");
 	tc_start_all(&C);
 	leader = tc_leader(&C, 10000);
 	cr_assert(leader >= 0, "no leader within 10 s");
 	follower = (leader + 1) % 3;
+	/* lease_ahead_ms = auto is 250 ms in a cluster (a lease is durable
+	 * once an entry commits); a value given stays */
+	for (int i = 0; i < 3; i++) {
+		const char *want = i == 2 ? "leases taken 80 ms ahead"
+		                          : "leases taken 250 ms ahead";
+
+		cr_assert(tt_proc_log_wait(&C.p[i], want, 5000),
+		    "node %d does not say \"%s\"", i + 1, want);
+	}
 
 	/* a follower: HELLO and PING work, a create names the leader */
 	fc = rc_open(C.url[follower], "tester");
@@ -227,6 +237,9 @@ Test(cluster, bad_configuration_exits_1_with_a_clear_line)
 	        "the id must be a number >= 1"},
 	    {"cluster_node = 1 127.0.0.1:17411 tcp://127.0.0.1:17400\n",
 	        "need cluster_id"},
+	    {"lease_ahead_ms = soon\n",
+	        "lease_ahead_ms must be auto or a whole number from 0 to "
+	        "10000"},
 	};
 	char out[4096];
 
