@@ -931,9 +931,13 @@ push_parked(tlb_dsp *p, dtopic *t, int64_t *wake)
 	qsort(due, n, sizeof(*due), parked_cmp);
 	for (size_t i = 0; i < n; i++) {
 		parked *k = due[i];
+		held *h = held_find(k->d, k->m.id, k->m.id_len);
 		/* Gone, or out of memory: the lease runs out (or comes back to
-		 * a returning consumer) and the message with it. */
-		if (!k->d->gone && u.dv != NULL) {
+		 * a returning consumer) and the message with it. A lease the
+		 * consumer already ended or extended (a recovered one it was
+		 * working on) is not pushed again. */
+		if (!k->d->gone && u.dv != NULL && h != NULL &&
+		    h->version == k->version) {
 			pusher_add(&u, k->d, &k->m, k->version, k->until,
 			    k->due, k->deliveries);
 		}
@@ -1612,7 +1616,11 @@ tlb_dsp_lease_done(tlb_broker *b, const char *topic, const char *consumer,
 }
 
 /* Leases a returning consumer still holds: deliver them again (those
- * taken ahead of their due time: at that time). */
+ * taken ahead of their due time: at that time). Each message is read,
+ * checked and pushed under dsp->mtx: an EXTEND, RELEASE or ACK of it that
+ * the store applies after the read tells the dispatcher (and answers its
+ * client) only after the push is on the session, so the client never gets
+ * a lease back after the answer that ended it. */
 static void
 recover_leases(tlb_broker *b, tlb_session *s, const char *topic, dsub *d)
 {
@@ -1624,7 +1632,6 @@ recover_leases(tlb_broker *b, tlb_session *s, const char *topic, dsub *d)
 	memset(&after, 0, sizeof(after));
 	while (v != NULL && more) {
 		size_t n = 0;
-		int64_t now = tlb_clock_now(NULL);
 
 		if (tli_store_scan_consumer(b->store, topic, d->consumer,
 		        d->clen, &after, v, 256, &n, &more) != TL_OK) {
@@ -1633,51 +1640,50 @@ recover_leases(tlb_broker *b, tlb_session *s, const char *topic, dsub *d)
 		for (size_t i = 0; i < n; i++) {
 			tli_msg m;
 			tlp_delivery dv;
+			dtopic *t;
 
-			if (v[i].ts <= now ||
-			    tli_store_get(b->store, topic, v[i].id, v[i].id_len,
-			        &m) != TL_OK) {
-				continue; /* run out: it will be delivered anew
-				           */
+			pthread_mutex_lock(&p->mtx);
+			if (d->gone || v[i].ts <= tlb_clock_now(NULL) ||
+			    held_find(d, v[i].id, v[i].id_len) != NULL) {
+				/* Gone; run out (it will be delivered anew);
+				 * or already pushed (or parked) to d. */
+				pthread_mutex_unlock(&p->mtx);
+				continue;
+			}
+			if (tli_store_get(b->store, topic, v[i].id,
+			        v[i].id_len, &m) != TL_OK) {
+				pthread_mutex_unlock(&p->mtx);
+				continue;
 			}
 			if (m.version != v[i].version ||
 			    m.consumer_len != d->clen ||
-			    memcmp(m.consumer, d->consumer, d->clen) != 0) {
-				tli_msg_fini(&m);
-				continue;
-			}
-			pthread_mutex_lock(&p->mtx);
-			if (d->gone ||
-			    held_find(d, v[i].id, v[i].id_len) != NULL ||
+			    memcmp(m.consumer, d->consumer, d->clen) != 0 ||
 			    dlock_held(p, topic, v[i].id, v[i].id_len,
 			        d->consumer, d->clen, m.version)) {
-				/* Already pushed (or parked) to d, or a lock's
-				 * lease: its LOCK holds it, not d. */
+				/* Changed since the scan, or a lock's lease:
+				 * its LOCK holds it, not d. */
 				pthread_mutex_unlock(&p->mtx);
 				tli_msg_fini(&m);
 				continue;
 			}
 			held_put(d, v[i].id, v[i].id_len, m.version, m.ts);
 			d->inflight++;
-			if (v[i].push_at > now) {
+			if (v[i].push_at > tlb_clock_now(NULL)) {
 				/* Leased ahead of a due time still to come: at
 				 * that time (out of memory: never early, the
 				 * lease runs out). */
-				dtopic *t = topic_find(p, topic);
+				t = topic_find(p, topic);
 				if (t != NULL &&
 				    park(t, d, &m, v[i].push_at, m.version,
 				        m.ts, m.deliveries)) {
 					wake(p);
-				} else {
-					tli_msg_fini(&m);
 				}
-				pthread_mutex_unlock(&p->mtx);
-				continue;
+			} else {
+				delivery_fill(&dv, m.id, m.id_len, &m,
+				    m.version, m.ts, m.ts, m.deliveries);
+				send_push(s, TLP_OP_DELIVER, topic, d, &dv, 1);
 			}
 			pthread_mutex_unlock(&p->mtx);
-			delivery_fill(&dv, m.id, m.id_len, &m, m.version, m.ts,
-			    m.ts, m.deliveries);
-			send_push(s, TLP_OP_DELIVER, topic, d, &dv, 1);
 			tli_msg_fini(&m);
 		}
 		if (n > 0) {

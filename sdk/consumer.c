@@ -636,6 +636,20 @@ consumer_offer(tl_consumer *k, tl_lease *l)
 	if (old != NULL && old->version == l->version) {
 		return false; /* the caller still works on it */
 	}
+	if (old != NULL && l->due == l->until) {
+		/* A lease recovered on a new subscription (its due_ts is its
+		 * end) that the caller holds: the same lease. Its version
+		 * differs when an operation of the caller's crossed the
+		 * broker's read: an older one is stale; a newer one is the
+		 * lease as the broker has it now (an extend whose answer was
+		 * lost, or is on its way with the same version). */
+		if (l->version > old->version) {
+			old->version = l->version;
+			old->until = l->until;
+			old->deliveries = l->deliveries;
+		}
+		return false;
+	}
 	live_add(k, l);
 	queue_push(k, l);
 	return true;

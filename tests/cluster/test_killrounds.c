@@ -45,6 +45,8 @@ typedef struct delivery {
 	int consumer;
 	int64_t at_us;    /* wall clock when it arrived */
 	int64_t until_ms; /* its lease's end (broker time) */
+	uint64_t version; /* the lease's, as delivered */
+	int64_t due_ms;   /* the delivery's due_ts */
 } delivery;
 
 typedef struct msgrec {
@@ -137,6 +139,8 @@ on_message(void *arg, tl_lease *l)
 		m->del[n].consumer = k->index;
 		m->del[n].at_us = tli_wall_us();
 		m->del[n].until_ms = tl_lease_until(l);
+		m->del[n].version = tl_lease_version(l);
+		m->del[n].due_ms = tl_lease_due(l);
 	}
 	rv = tl_lease_extend(l, LEASE_MS);
 	if (n < MAXDEL) {
@@ -313,6 +317,20 @@ Test(killrounds, twenty_leader_kills_lose_nothing_and_never_double_lease)
 		}
 		nacked += atomic_load(&m->acked) ? 1 : 0;
 		cr_assert_eq(atomic_load(&m->early), 0, "k%05d came early", i);
+		if (atomic_load(&m->after_delete) != 0) {
+			for (int a = 0; a < nd && a < MAXDEL; a++) {
+				fprintf(stderr,
+				    "k%05d delivery %d: consumer %d at %lld "
+				    "v%llu due %lld until %lld\n",
+				    i, a, m->del[a].consumer,
+				    (long long) (m->del[a].at_us / 1000),
+				    (unsigned long long) m->del[a].version,
+				    (long long) m->del[a].due_ms,
+				    (long long) m->del[a].until_ms);
+			}
+			fprintf(stderr, "k%05d deleted at %lld\n", i,
+			    (long long) (atomic_load(&m->deleted_us) / 1000));
+		}
 		cr_assert_eq(atomic_load(&m->after_delete), 0,
 		    "k%05d came back after its delete was acknowledged", i);
 		for (int a = 0; a < nd && a < MAXDEL; a++) {

@@ -4,6 +4,7 @@
  * open consumer is re-subscribed and keeps (or gets back) its leases.
  */
 #include "tltest.h"
+#include "raw_client.h"
 #include "sdk_util.h"
 
 static sb_broker B;
@@ -87,6 +88,63 @@ Test(reconnect, requests_fail_then_work_and_leases_come_back)
 	TL_PASS(tl_lease_delete(back));
 	tl_lease_free(ls[0]);
 	tl_lease_free(back);
+	TL_PASS(count_all(c, &cnt));
+	cr_assert_eq(cnt.available + cnt.waiting + cnt.processing, 0);
+	tl_consumer_close(k);
+	tl_client_close(c);
+}
+
+/* A lease the application holds whose version moved without its handle
+ * knowing (here another session of the same consumer id extended it; in
+ * a failover, an extend whose answer was lost) is recovered when the
+ * client subscribes again: the handle takes the broker's version and goes
+ * on working, and the lease is not handed to the application twice. */
+Test(reconnect, a_held_lease_that_moved_is_adopted_not_delivered_twice)
+{
+	tl_client *c;
+	tl_consumer *k = NULL;
+	tl_consumer_conf conf = {.topic = "rc",
+	    .consumer_id = "keeper",
+	    .lease_ms = 30000,
+	    .credit = 4};
+	tl_lease *l = NULL, *again = NULL;
+	tlp_result res;
+	tl_counts cnt;
+	rc_client *raw;
+	size_t n = 0;
+	int64_t deadline;
+
+	sb_start(&B, "sdk-rc3");
+	c = sb_client(&B);
+	sb_topic(c, "rc", 0);
+	TL_PASS(tl_consumer_open(&k, c, &conf));
+	TL_PASS(tl_put_in(c, "rc", "p", "m1", 0, "one", 3, NULL));
+	TL_PASS(tl_consumer_poll(k, &l, 1, &n, 10000));
+	cr_assert_eq(n, 1);
+
+	raw = rc_open(B.url, "other");
+	TL_PASS(rc_one(raw, TLP_OP_EXTEND, "rc", "keeper", "m1",
+	    tl_lease_version(l), 20000, true, NULL, &res));
+	rc_close(raw);
+	cr_assert_gt(res.version, tl_lease_version(l));
+
+	sb_kill(&B, SIGKILL);
+	unlink(B.sock);
+	sb_spawn(&B);
+	deadline = tli_mono_ms() + 15000;
+	while (tl_lease_version(l) != res.version &&
+	    tli_mono_ms() < deadline) {
+		tt_nap_ms(10);
+	}
+	cr_assert_eq(tl_lease_version(l), res.version,
+	    "the handle has v%llu, the broker v%llu",
+	    (unsigned long long) tl_lease_version(l),
+	    (unsigned long long) res.version);
+	cr_assert_eq(tl_lease_until(l), res.ts);
+	TL_PASS(tl_consumer_poll(k, &again, 1, &n, 0));
+	cr_assert_eq(n, 0, "the held lease was delivered a second time");
+	TL_PASS(tl_lease_delete(l));
+	tl_lease_free(l);
 	TL_PASS(count_all(c, &cnt));
 	cr_assert_eq(cnt.available + cnt.waiting + cnt.processing, 0);
 	tl_consumer_close(k);
