@@ -1650,8 +1650,8 @@ recover_leases(tlb_broker *b, tlb_session *s, const char *topic, dsub *d)
 				pthread_mutex_unlock(&p->mtx);
 				continue;
 			}
-			if (tli_store_get(b->store, topic, v[i].id,
-			        v[i].id_len, &m) != TL_OK) {
+			if (tli_store_get(b->store, topic, v[i].id, v[i].id_len,
+			        &m) != TL_OK) {
 				pthread_mutex_unlock(&p->mtx);
 				continue;
 			}

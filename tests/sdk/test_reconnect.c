@@ -132,8 +132,7 @@ Test(reconnect, a_held_lease_that_moved_is_adopted_not_delivered_twice)
 	unlink(B.sock);
 	sb_spawn(&B);
 	deadline = tli_mono_ms() + 15000;
-	while (tl_lease_version(l) != res.version &&
-	    tli_mono_ms() < deadline) {
+	while (tl_lease_version(l) != res.version && tli_mono_ms() < deadline) {
 		tt_nap_ms(10);
 	}
 	cr_assert_eq(tl_lease_version(l), res.version,
