@@ -1688,6 +1688,22 @@ tli_store_checkpoint(tli_store *s, const char *dir, uint64_t *index)
 	if (s == NULL || dir == NULL || dir[0] == '\0' || index == NULL) {
 		return TL_EINVAL;
 	}
+	/* The memtables are flushed first, without the apply lock: the
+	 * checkpoint below then flushes only what was applied meanwhile, so
+	 * appliers wait for hard links and a small flush, not a full one. */
+	if ((rv = tli_db_rdlock(s)) != TL_OK) {
+		return rv;
+	}
+	{
+		rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
+		rocksdb_flushoptions_set_wait(fo, 1);
+		rocksdb_flush(s->db, fo, &err);
+		rocksdb_flushoptions_destroy(fo);
+	}
+	tli_db_unlock(s);
+	if ((rv = tli_rdb_err(s, err)) != TL_OK) {
+		return rv;
+	}
 	/* apply_lock: no entry lands between the checkpoint and the index
 	 * read next to it. */
 	pthread_mutex_lock(&s->apply_lock);

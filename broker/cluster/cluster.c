@@ -69,6 +69,11 @@ typedef struct prop {
 	bool done;
 } prop;
 
+typedef struct snap_file {
+	char name[256];
+	uint64_t size;
+} snap_file;
+
 struct tlc {
 	tlb_broker *b;
 	char raft_dir[600];
@@ -92,6 +97,9 @@ struct tlc {
 	int64_t lease_sent_ms; /* raft thread: monotonic, when it was sent */
 	uint64_t barrier_term;
 	uint64_t refused_at; /* applied index of the last refused snapshot */
+	/* the snapshot being taken (fsm_snapshot to its finalize) */
+	uint64_t snap_applied; /* libraft's index for it */
+	snap_file *snap_files;
 	/* the store is a seed whose check has not applied: no other entry
 	 * may apply before it (store.h, "the seed check") */
 	bool seed_pending;
@@ -595,11 +603,6 @@ write_whole(const char *path, const uint8_t *p, size_t n)
 	return close(fd);
 }
 
-typedef struct snap_file {
-	char name[256];
-	uint64_t size;
-} snap_file;
-
 /* The regular files of dir (a checkpoint) with their sizes; *total gets
  * the size of the snapshot buffer that holds them. */
 static int
@@ -645,23 +648,50 @@ list_files(const char *dir, snap_file **out, size_t *n, uint64_t *total)
 	return 0;
 }
 
-/* A RocksDB checkpoint serialised into one buffer; refused above
- * cluster_snapshot_max. */
+/* A snapshot in two steps (raft_fsm version 3). On the Raft thread,
+ * fsm_snapshot only checks that one is wanted; the work is done on libuv's
+ * thread pool while the node goes on applying and answering its peers:
+ * fsm_snapshot_async takes a RocksDB checkpoint of the store (flushing its
+ * memtables first), refuses it above cluster_snapshot_max and reads its
+ * files into one buffer. libraft writes that and calls
+ * fsm_snapshot_finalize (Raft thread), which frees it and removes the
+ * checkpoint. One snapshot at a time (libraft's pending one).
+ *
+ * The checkpoint is taken after libraft's snapshot index, so it may hold
+ * later entries too: its own applied index, in the buffer, is the one a
+ * restore sets, and the entries after the snapshot's index that the store
+ * already has are skipped when they are applied again (fsm_apply). It
+ * never holds an uncommitted entry: a store applies committed ones only. */
 static int
 fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n_bufs)
 {
 	tlc *c = fsm->data;
-	uint64_t applied = raft_last_applied(&c->raft), index = 0, total;
-	snap_file *files = NULL;
-	size_t nfiles = 0, off;
-	uint8_t *p;
-	int rv;
+	uint64_t applied = raft_last_applied(&c->raft);
 
+	*bufs = NULL;
+	*n_bufs = 0;
 	if (c->refused_at != 0 &&
 	    applied - c->refused_at <
 	        (uint64_t) c->b->conf.cluster_snapshot_entries) {
 		return RAFT_TOOBIG; /* refused lately: keep the log */
 	}
+	c->snap_applied = applied;
+	return 0;
+}
+
+/* The checkpoint and its files in one buffer (a thread of libuv's pool). */
+static int
+fsm_snapshot_async(
+    struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n_bufs)
+{
+	tlc *c = fsm->data;
+	int64_t t0 = tli_mono_ms();
+	uint64_t index = 0, total;
+	snap_file *files = NULL;
+	size_t nfiles = 0, off;
+	uint8_t *p;
+	int rv;
+
 	tli_rmtree(c->snap_dir);
 	rv = tli_store_checkpoint(c->b->store, c->snap_dir, &index);
 	if (rv != TL_OK ||
@@ -669,27 +699,25 @@ fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n_bufs)
 		tlb_log(TLB_ERROR, "R010", "cannot take a snapshot in %s: %s",
 		    c->snap_dir,
 		    rv != TL_OK ? tl_strerror(rv) : strerror(errno));
-		tli_rmtree(c->snap_dir);
 		return RAFT_IOERR;
 	}
+	c->snap_files = files; /* freed by fsm_snapshot_finalize */
 	if (total > (uint64_t) c->b->conf.cluster_snapshot_max) {
 		tlb_log(TLB_ERROR, "R006",
 		    "snapshot at index %llu refused: %llu bytes is over "
 		    "cluster_snapshot_max (%lld); the Raft log is kept instead",
 		    (unsigned long long) index, (unsigned long long) total,
 		    (long long) c->b->conf.cluster_snapshot_max);
-		c->refused_at = applied;
-		free(files);
-		tli_rmtree(c->snap_dir);
+		c->refused_at = c->snap_applied;
 		return RAFT_TOOBIG;
 	}
+	c->refused_at = 0;
 	*bufs = raft_malloc(sizeof(**bufs));
 	p = raft_malloc(total);
 	if (*bufs == NULL || p == NULL) {
 		raft_free(*bufs);
 		raft_free(p);
-		free(files);
-		tli_rmtree(c->snap_dir);
+		*bufs = NULL;
 		return RAFT_NOMEM;
 	}
 	memcpy(p, snap_magic, sizeof(snap_magic));
@@ -712,8 +740,7 @@ fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n_bufs)
 			    strerror(errno));
 			raft_free(*bufs);
 			raft_free(p);
-			free(files);
-			tli_rmtree(c->snap_dir);
+			*bufs = NULL;
 			return RAFT_IOERR;
 		}
 		off += files[i].size;
@@ -721,15 +748,36 @@ fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n_bufs)
 	(*bufs)[0].base = p;
 	(*bufs)[0].len = total;
 	*n_bufs = 1;
-	free(files);
-	tli_rmtree(c->snap_dir);
-	c->refused_at = 0;
 	pthread_mutex_lock(&c->mtx);
 	c->snaps_taken++;
 	pthread_mutex_unlock(&c->mtx);
 	tlb_log(TLB_INFO, "R004",
-	    "snapshot taken at index %llu: %zu files, %llu bytes",
-	    (unsigned long long) index, nfiles, (unsigned long long) total);
+	    "snapshot taken at index %llu (the store at %llu): %zu files, "
+	    "%llu bytes in %lld ms, off the Raft thread",
+	    (unsigned long long) c->snap_applied, (unsigned long long) index,
+	    nfiles, (unsigned long long) total,
+	    (long long) (tli_mono_ms() - t0));
+	return 0;
+}
+
+/* After the snapshot was written (or failed): ours to free. */
+static int
+fsm_snapshot_finalize(
+    struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n_bufs)
+{
+	tlc *c = fsm->data;
+
+	if (*bufs != NULL) {
+		for (unsigned i = 0; i < *n_bufs; i++) {
+			raft_free((*bufs)[i].base);
+		}
+		raft_free(*bufs);
+	}
+	*bufs = NULL;
+	*n_bufs = 0;
+	free(c->snap_files);
+	c->snap_files = NULL;
+	tli_rmtree(c->snap_dir);
 	return 0;
 }
 
@@ -1594,11 +1642,19 @@ node_open(tlc *c)
 		return -1;
 	}
 	raft_uv_set_connect_retry_delay(&c->io, 100);
-	c->fsm.version = 1;
+	/* libuv's raft_io has async_work (the thread pool) in 0.15 but still
+	 * says version 1, and raft_init refuses asynchronous snapshots with
+	 * a version 1 io; later libraft versions say 2. */
+	if (c->io.version < 2 && c->io.async_work != NULL) {
+		c->io.version = 2;
+	}
+	c->fsm.version = 3;
 	c->fsm.data = c;
 	c->fsm.apply = fsm_apply;
 	c->fsm.snapshot = fsm_snapshot;
 	c->fsm.restore = fsm_restore;
+	c->fsm.snapshot_finalize = fsm_snapshot_finalize;
+	c->fsm.snapshot_async = fsm_snapshot_async;
 	if ((rv = raft_init(&c->raft, &c->io, &c->fsm, me->id, me->raft)) !=
 	    0) {
 		tlb_log(TLB_ERROR, "R007", "Raft node: %s", raft_strerror(rv));
@@ -1869,6 +1925,7 @@ tlc_free(tlb_broker *b)
 		return;
 	}
 	b->cluster = NULL;
+	free(c->snap_files); /* a snapshot cut short by the close */
 	pthread_cond_destroy(&c->cv);
 	pthread_mutex_destroy(&c->mtx);
 	tli_free(c);
