@@ -7,6 +7,7 @@
  * needs a certificate) is checked here after loading.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,14 +16,28 @@
 #include "config.h"
 #include "frame.h"
 
-/* "always", "none" or "interval:MS" (MS > 0). */
+/* A whole number of milliseconds in [lo, hi], the whole of v. */
+static bool
+parse_ms(const char *v, long lo, long hi, long *out)
+{
+	char *end;
+	long ms;
+
+	errno = 0;
+	ms = strtol(v, &end, 10);
+	if (errno != 0 || end == v || *end != '\0' || ms < lo || ms > hi) {
+		return false;
+	}
+	*out = ms;
+	return true;
+}
+
 /* lease_ahead_ms: MS, or auto (-1 until tlb_conf_load resolves it). */
 static int
 set_lease_ahead(
     void *obj, const tli_conf_item *it, const char *v, char *msg, size_t cap)
 {
 	tlb_conf *c = obj;
-	char *end;
 	long ms;
 
 	(void) it;
@@ -30,9 +45,7 @@ set_lease_ahead(
 		c->lease_ahead_ms = -1;
 		return TLI_CONF_OK;
 	}
-	errno = 0;
-	ms = strtol(v, &end, 10);
-	if (errno == 0 && end != v && *end == '\0' && ms >= 0 && ms <= 10000) {
+	if (parse_ms(v, 0, 10000, &ms)) {
 		c->lease_ahead_ms = ms;
 		return TLI_CONF_OK;
 	}
@@ -43,12 +56,12 @@ set_lease_ahead(
 	return TLI_CONF_EVALUE;
 }
 
+/* durability: "always", "none" or "interval:MS" (MS > 0). */
 static int
 set_durability(
     void *obj, const tli_conf_item *it, const char *v, char *msg, size_t cap)
 {
 	tlb_conf *c = obj;
-	char *end;
 	long ms;
 
 	(void) it;
@@ -57,15 +70,11 @@ set_durability(
 		c->sync_interval_ms = 100; /* the store's default, unused */
 		return TLI_CONF_OK;
 	}
-	if (strncmp(v, "interval:", 9) == 0) {
-		errno = 0;
-		ms = strtol(v + 9, &end, 10);
-		if (errno == 0 && end != v + 9 && *end == '\0' && ms > 0 &&
-		    ms <= INT32_MAX) {
-			c->sync_mode = TLI_SYNC_INTERVAL;
-			c->sync_interval_ms = (int) ms;
-			return TLI_CONF_OK;
-		}
+	if (strncmp(v, "interval:", 9) == 0 &&
+	    parse_ms(v + 9, 1, INT32_MAX, &ms)) {
+		c->sync_mode = TLI_SYNC_INTERVAL;
+		c->sync_interval_ms = (int) ms;
+		return TLI_CONF_OK;
 	}
 	snprintf(msg, cap,
 	    "durability must be always, interval:MS or none, not \"%s\"", v);
