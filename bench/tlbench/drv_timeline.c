@@ -388,10 +388,16 @@ tl_put_done(void *arg, int err)
 		if (sl->puts[i].err == TL_OK) {
 			ps->ack(ps->arg, sl->items[i].seq);
 		} else {
+			err = sl->puts[i].err;
 			failed = true;
 		}
 	}
 	pthread_mutex_lock(&ps->mtx);
+	if (failed && !ps->failed) {
+		/* the first failure says why */
+		fprintf(stderr, "timeline: a put of %zu failed: %s\n", sl->n,
+		    tl_errname(err));
+	}
 	ps->failed = ps->failed || failed;
 	sl->next = ps->free_list;
 	ps->free_list = sl;

@@ -272,6 +272,11 @@ apply_cb(struct raft_apply *req, int status, void *result)
 
 	(void) result;
 	if (status != 0) {
+		tlb_log(TLB_WARN, "R022",
+		    "a Raft entry's fate is unknown (%s, term %llu): its "
+		    "clients are told TL_ELEADERLOST",
+		    raft_strerror(status),
+		    (unsigned long long) c->raft.current_term);
 		/* the entry may still commit under another leader: the store
 		 * must reload before its writer serves again, so this node
 		 * takes over afresh if it still leads */
