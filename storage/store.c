@@ -1697,7 +1697,9 @@ tli_store_checkpoint(tli_store *s, const char *dir, uint64_t *index)
 	{
 		rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
 		rocksdb_flushoptions_set_wait(fo, 1);
-		rocksdb_flush(s->db, fo, &err);
+		for (int i = 0; i < CF_COUNT && err == NULL; i++) {
+			rocksdb_flush_cf(s->db, fo, s->cf[i], &err);
+		}
 		rocksdb_flushoptions_destroy(fo);
 	}
 	tli_db_unlock(s);
