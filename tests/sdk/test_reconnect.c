@@ -17,6 +17,21 @@ teardown(void)
 
 TestSuite(reconnect, .fini = teardown, .timeout = 60);
 
+/* The consumer of both lease tests: long leases, so none runs out. */
+static const tl_consumer_conf keeper = {
+    .topic = "rc", .consumer_id = "keeper", .lease_ms = 30000, .credit = 4};
+
+/* Start the broker (tag), a client, topic "rc", the consumer and m1. */
+static void
+start_keeper(const char *tag, tl_client **c, tl_consumer **k)
+{
+	sb_start(&B, tag);
+	*c = sb_client(&B);
+	sb_topic(*c, "rc", 0);
+	TL_PASS(tl_consumer_open(k, *c, &keeper));
+	TL_PASS(tl_put_in(*c, "rc", "p", "m1", 0, "one", 3, NULL));
+}
+
 static int
 count_all(tl_client *c, tl_counts *k)
 {
@@ -27,10 +42,6 @@ Test(reconnect, requests_fail_then_work_and_leases_come_back)
 {
 	tl_client *c;
 	tl_consumer *k = NULL;
-	tl_consumer_conf conf = {.topic = "rc",
-	    .consumer_id = "keeper",
-	    .lease_ms = 30000,
-	    .credit = 4};
 	tl_lease *ls[2] = {NULL, NULL}, *back = NULL;
 	tl_counts cnt;
 	size_t n = 0, got = 0;
@@ -38,11 +49,7 @@ Test(reconnect, requests_fail_then_work_and_leases_come_back)
 	uint64_t v2;
 	int rv;
 
-	sb_start(&B, "sdk-rc");
-	c = sb_client(&B);
-	sb_topic(c, "rc", 0);
-	TL_PASS(tl_consumer_open(&k, c, &conf));
-	TL_PASS(tl_put_in(c, "rc", "p", "m1", 0, "one", 3, NULL));
+	start_keeper("sdk-rc", &c, &k);
 	TL_PASS(tl_put_in(c, "rc", "p", "m2", 0, "two", 3, NULL));
 	deadline = tli_mono_ms() + 10000;
 	while (got < 2 && tli_mono_ms() < deadline) {
@@ -103,10 +110,6 @@ Test(reconnect, a_held_lease_that_moved_is_adopted_not_delivered_twice)
 {
 	tl_client *c;
 	tl_consumer *k = NULL;
-	tl_consumer_conf conf = {.topic = "rc",
-	    .consumer_id = "keeper",
-	    .lease_ms = 30000,
-	    .credit = 4};
 	tl_lease *l = NULL, *again = NULL;
 	tlp_result res;
 	tl_counts cnt;
@@ -114,11 +117,7 @@ Test(reconnect, a_held_lease_that_moved_is_adopted_not_delivered_twice)
 	size_t n = 0;
 	int64_t deadline;
 
-	sb_start(&B, "sdk-rc3");
-	c = sb_client(&B);
-	sb_topic(c, "rc", 0);
-	TL_PASS(tl_consumer_open(&k, c, &conf));
-	TL_PASS(tl_put_in(c, "rc", "p", "m1", 0, "one", 3, NULL));
+	start_keeper("sdk-rc3", &c, &k);
 	TL_PASS(tl_consumer_poll(k, &l, 1, &n, 10000));
 	cr_assert_eq(n, 1);
 
