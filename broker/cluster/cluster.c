@@ -678,7 +678,11 @@ fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n_bufs)
 	if (c->refused_at != 0 &&
 	    applied - c->refused_at <
 	        (uint64_t) c->b->conf.cluster_snapshot_entries) {
-		return RAFT_TOOBIG; /* refused lately: keep the log */
+		/* Refused lately: keep the log. RAFT_BUSY, the one error
+		 * libraft 0.15 takes as "not now": any other fails the apply
+		 * that asked, and a follower then leaves the leader's
+		 * AppendEntries unanswered (the leader steps down). */
+		return RAFT_BUSY;
 	}
 	c->snap_applied = applied;
 	return 0;

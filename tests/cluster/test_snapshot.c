@@ -83,3 +83,44 @@ Test(snapshot, wiped_follower_rejoins_through_a_snapshot)
 		tli_store_close(s);
 	}
 }
+
+/* A store larger than cluster_snapshot_max: every snapshot is refused
+ * (R006) and the log is kept, and nothing else changes. libraft 0.15 takes
+ * any error but RAFT_BUSY from the state machine's snapshot call as a
+ * failed apply, and a follower then leaves the leader's AppendEntries
+ * unanswered: the leader, hearing from no majority, stepped down. */
+Test(snapshot, a_refused_snapshot_costs_no_leadership)
+{
+	int leader, n = 0;
+	int64_t term, end;
+	rc_client *cl;
+
+	tc_init(&C, 3, "cluster-r");
+	C.election_ms = 500;
+	C.snapshot_entries = 8;
+	for (int i = 0; i < 3; i++) {
+		/* smaller than any checkpoint: every one is refused */
+		tc_node_set(&C, i, "cluster_snapshot_max", "4096");
+	}
+	tc_start_all(&C);
+	leader = tc_leader(&C, 10000);
+	cr_assert(leader >= 0, "no leader within 10 s");
+	term = tc_metric(&C, leader, "timeline_cluster_term");
+	cl = rc_open(C.url[leader], "tester");
+	/* back to back for several election timeouts: every AppendEntries
+	 * then carries a commit for the followers to apply */
+	end = tli_mono_ms() + 4 * C.election_ms;
+	while (tli_mono_ms() < end) {
+		char id[16];
+
+		snprintf(id, sizeof(id), "m%06d", n++);
+		TL_PASS(tc_create(cl, id, NULL, 0), "create %s", id);
+	}
+	rc_close(cl);
+	cr_assert(tt_proc_log_wait(&C.p[leader], "R006 snapshot", 1000),
+	    "no snapshot was refused");
+	cr_assert_eq(tc_leader(&C, 10000), leader);
+	cr_assert_eq(tc_metric(&C, leader, "timeline_cluster_term"), term,
+	    "an election happened");
+	cr_assert(tc_converged(&C, leader, 15000));
+}
