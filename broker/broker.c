@@ -6,6 +6,7 @@
  * finishes every batch in flight and answers it), and free the sessions.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,6 +137,7 @@ static int
 open_store(tlb_broker *b)
 {
 	tli_store_opts so;
+	char bg[64] = "without a limit";
 	char path[600];
 	int rv;
 
@@ -155,6 +157,8 @@ open_store(tlb_broker *b)
 	}
 	so.sync_mode = b->conf.sync_mode;
 	so.sync_interval_ms = b->conf.sync_interval_ms;
+	so.background_bytes_per_s = (uint64_t) b->conf.background_write_mb
+	    << 20;
 	so.clock.now_ms = tlb_clock_now;
 	so.report = store_report;
 	so.report_arg = b;
@@ -166,10 +170,17 @@ open_store(tlb_broker *b)
 		                     : tli_store_last_error(b->store));
 		return -1;
 	}
-	tlb_log(TLB_INFO, "B002", "store %s open; durability %s", so.path,
+	if (b->conf.background_write_mb > 0) {
+		snprintf(bg, sizeof(bg), "at most %" PRId64 " MiB/s",
+		    b->conf.background_write_mb);
+	}
+	tlb_log(TLB_INFO, "B002",
+	    "store %s open; durability %s; flushes and compactions write %s",
+	    so.path,
 	    b->conf.nnodes > 0 ? "by the Raft log (an acknowledged write is "
 	                         "durable on a majority of the nodes)"
-	                       : sync_name(&b->conf));
+	                       : sync_name(&b->conf),
+	    bg);
 	return 0;
 }
 

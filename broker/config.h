@@ -40,9 +40,10 @@ typedef struct tlb_conf {
 	int log_level;     /* a tli_log_level; main applies it */
 	char metrics[256]; /* "host:port" or "" for none */
 	char name[64];
-	char ready_file[512];   /* written with the bound URLs when ready */
-	int64_t clock_warn_ms;  /* warn when a client's clock is this far off */
-	int64_t window_ms;      /* the dispatcher's near-future window */
+	char ready_file[512];  /* written with the bound URLs when ready */
+	int64_t clock_warn_ms; /* warn when a client's clock is this far off */
+	int64_t window_ms;     /* the dispatcher's near-future window */
+	int64_t background_write_mb; /* RocksDB flush+compaction MiB/s; 0 */
 	int64_t lease_ahead_ms; /* leases taken this long before the due time */
 	int64_t idle_ms;        /* close a session silent this long; 0: never */
 	int64_t hello_ms;       /* close a session without HELLO; 0: never */

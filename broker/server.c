@@ -14,7 +14,9 @@
  * memory, or the worker, starts it again. Output is coalesced: frames
  * queued while a send is in progress go out together in the next send.
  * Reads that scan the store run on reader threads (tlb_session_read) while
- * the worker holds their session's later frames aside.
+ * the worker holds their session's later frames aside; those threads run
+ * at a lower CPU priority (TLB_READER_NICE above the broker's nice value), so a
+ * long scan takes what the write and delivery paths leave.
  */
 #define _GNU_SOURCE /* pthread_setname_np */
 #include <arpa/inet.h>
@@ -22,7 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <nng/nng.h>
 #include <nng/supplemental/tls/tls.h>
@@ -1513,8 +1517,19 @@ reader_main(void *arg)
 	tlb_server *sv = arg;
 	tlb_broker *b = sv->b;
 	tlb_read *r;
+	int nice;
 
 	pthread_setname_np(pthread_self(), "tl-reader");
+	/* A long scan yields the CPU to the writer, the dispatcher and the
+	 * I/O threads that acknowledgements and deliveries wait for (on
+	 * Linux the nice value is per thread); failing that it runs as is. */
+	errno = 0;
+	nice = getpriority(PRIO_PROCESS, (id_t) gettid());
+	if (errno == 0) {
+		nice =
+		    nice + TLB_READER_NICE > 19 ? 19 : nice + TLB_READER_NICE;
+		(void) setpriority(PRIO_PROCESS, (id_t) gettid(), nice);
+	}
 	tli_store_thread_setup();
 	for (;;) {
 		pthread_mutex_lock(&sv->wq_mtx);

@@ -121,6 +121,8 @@ typedef void (*tlb_read_fn)(tlb_broker *b, tlb_session *s, void *arg, bool run);
 int tlb_session_read(tlb_session *s, tlb_read_fn fn, void *arg);
 /* The reader threads. */
 #define TLB_READERS 2
+/* How much nicer the reader threads are than the rest of the broker. */
+#define TLB_READER_NICE 10
 
 /* What HELLO set: the session's number, the client's name ("" before) and
  * whether HELLO was accepted. Name and greeting are the worker's. */

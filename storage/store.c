@@ -1174,6 +1174,20 @@ options_setup(tli_store *s)
 	 * much (measured: 1.7 GB of log and 3.6 s of replay after 5M creates
 	 * without it). */
 	rocksdb_options_set_max_total_wal_size(s->dbopts, 256u << 20);
+	/* Flushes and compactions write at most this much per second, in
+	 * 100 ms portions (the log's writes are never limited): unlimited,
+	 * after a large fill they wrote 100-250 MB/s here and the log's
+	 * fsync, which every acknowledgement waits for, took up to 100-250
+	 * ms meanwhile (docs/benchmarks.md, "Disk work behind the
+	 * acknowledgements"). The options hold the limiter (a shared
+	 * pointer); the handle goes at once. */
+	if (s->opts.background_bytes_per_s > 0) {
+		rocksdb_ratelimiter_t *rl = rocksdb_ratelimiter_create(
+		    (int64_t) s->opts.background_bytes_per_s, 100000, 10);
+
+		rocksdb_options_set_ratelimiter(s->dbopts, rl);
+		rocksdb_ratelimiter_destroy(rl);
+	}
 	/* RocksDB's own LOG file: with the Debian build, a logger whose file
 	 * hit a write error aborts the process (an assertion) on its next
 	 * line, and on a full disk RocksDB logs the error it is handling.
@@ -1219,6 +1233,20 @@ options_setup(tli_store *s)
 		if (i == CF_MSG) {
 			rocksdb_options_set_compression(
 			    s->cfopts[i], rocksdb_lz4_compression);
+		}
+		if (i == CF_TL || i == CF_OWN) {
+			/* The due-time and owner indexes take their keys in
+			 * the order of the due times, not of the writes:
+			 * leveled compaction rewrote them at every level and
+			 * a fill slowed to what the compactions left (30M
+			 * messages an hour ahead: 74k msg/s, a 5 s low of
+			 * 16k); universal compaction rewrites each key fewer
+			 * times (both indexes: 109k, 52k). docs/benchmarks.md,
+			 * "A backlog of 100 million". A store written with
+			 * leveled compaction opens as it is: its levels are
+			 * sorted runs. */
+			rocksdb_options_set_compaction_style(
+			    s->cfopts[i], rocksdb_universal_compaction);
 		}
 		rocksdb_options_set_block_based_table_factory(
 		    s->cfopts[i], s->bbto[i]);

@@ -57,9 +57,14 @@ typedef struct tli_store_opts {
 	int64_t min_lease_gap_ms; /* lease/extend must end this far ahead;
 	                             default 1 */
 	size_t cache_bytes;       /* block cache; default 64 MiB */
-	tli_clock clock;          /* default: wall clock */
-	bool no_record_cache;     /* the writer keeps no records between
-	                             batches (tests: every path reads) */
+	/* What RocksDB's flushes and compactions may write, bytes per
+	 * second; default 0, no limit. Their bursts share the disk with the
+	 * log's fsync that every acknowledgement waits for; a limit below
+	 * what they need makes writes wait for them instead. */
+	uint64_t background_bytes_per_s;
+	tli_clock clock;      /* default: wall clock */
+	bool no_record_cache; /* the writer keeps no records between
+	                         batches (tests: every path reads) */
 	/* Called from the writer thread once when writes stop (a write failed
 	 * for lack of disk space; stopped true, detail RocksDB's text) and
 	 * once when they resume (stopped false). Optional. */

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Sample a running timelined's /metrics and plot what can hold a delivery
 up, on one time axis: lateness, write+fsync durations, the writer's queue,
-RocksDB's memtables, L0 files, flushes, compactions and write stalls.
+RocksDB's memtables, L0 files, flushes, compactions and write stalls, and
+the bytes the machine's disks wrote (/proc/diskstats).
 
   tools/stallplot.py [--url http://127.0.0.1:7401/metrics] [--every 0.1]
                      [--secs 30] [--out stall]
@@ -69,10 +70,28 @@ def gauge(s, name):
 
 COLS = ["t", "delivered", "late_p50", "late_p99", "late_max", "sync_p99",
         "sync_max", "queued", "imm_memtables", "l0_files", "flushes",
-        "compactions", "write_stopped", "delayed_rate"]
+        "compactions", "write_stopped", "delayed_rate", "disk_mb_s"]
 
 
-def row(t, prev, cur, dt):
+def disk_sectors():
+    """Sectors written so far by the machine's disks (not partitions,
+    loop or ram devices), from /proc/diskstats."""
+    try:
+        import os
+        disks = {d for d in os.listdir("/sys/block")
+                 if not d.startswith(("loop", "ram"))}
+        total = 0
+        with open("/proc/diskstats") as f:
+            for line in f:
+                p = line.split()
+                if len(p) > 9 and p[2] in disks:
+                    total += int(p[9])
+        return total
+    except OSError:
+        return 0
+
+
+def row(t, prev, cur, dt, sectors):
     return [
         t,
         (gauge(cur, "timeline_delivered_total") -
@@ -89,6 +108,7 @@ def row(t, prev, cur, dt):
         gauge(cur, "timeline_rocksdb_running_compactions"),
         gauge(cur, "timeline_rocksdb_write_stopped"),
         gauge(cur, "timeline_rocksdb_delayed_write_rate") / 1e6,
+        sectors * 512 / 1e6 / dt,
     ]
 
 
@@ -107,7 +127,12 @@ plot "{out}.tsv" u 1:($5>0?$5:1/0) w steps lw 2 dt 2 t "lateness max (bucket)", 
      "" u 1:($6>0?$6:1/0) w steps t "write+fsync p99"
 unset logscale y
 set ylabel "per second"
-plot "{out}.tsv" u 1:2 w steps t "delivered/s"
+set y2label "MB/s"
+set y2tics
+plot "{out}.tsv" u 1:2 w steps t "delivered/s", \\
+     "" u 1:15 axes x1y2 w steps t "disk writes, MB/s (right)"
+unset y2tics
+unset y2label
 set ylabel "count"
 plot "{out}.tsv" u 1:8 w steps t "ops queued for the writer"
 plot "{out}.tsv" u 1:9 w steps t "immutable memtables", \\
@@ -140,6 +165,7 @@ def main():
                 sys.exit("no metrics at %s" % a.url)
             time.sleep(0.05)
     start = time.monotonic()
+    sect = disk_sectors()
     rows = []
     tprev = start
     while time.monotonic() - start < a.secs:
@@ -149,7 +175,10 @@ def main():
         except OSError:
             break
         now = time.monotonic()
-        rows.append(row(now - start, prev, cur, max(now - tprev, 1e-6)))
+        s2 = disk_sectors()
+        rows.append(row(now - start, prev, cur, max(now - tprev, 1e-6),
+                        s2 - sect))
+        sect = s2
         prev, tprev = cur, now
     with open(a.out + ".tsv", "w") as f:
         f.write("# " + "\t".join(COLS) + "\n")

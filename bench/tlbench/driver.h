@@ -108,6 +108,10 @@ typedef struct tlb_driver {
 	 * leads now, leaving the others running; 0, or -1 when no leader
 	 * was found. restart then starts it again. */
 	int (*kill_leader)(tlb_server *s);
+	/* One long read of every message of the topic, on a connection of
+	 * its own (NULL where the system has none): *n is how many it
+	 * counted; 0 or -1. */
+	int (*long_read)(tlb_server *s, uint64_t *n);
 } tlb_driver;
 
 /* Every driver, in the order of the tables (drivers.c). */

@@ -320,8 +320,9 @@ cl_disk(tlb_server *s)
 static const tlb_proc_kind cl_kind = {sizeof(tlb_server), "node1.log", "data",
     TLB_TL_START_MS, 120000, cl_prepare, tl_args, cl_spawn};
 
+/* A client of s whose calls wait up to timeout_ms for their answer. */
 static int
-tl_connect(tlb_server *s, tlb_conn **out)
+tl_connect_for(tlb_server *s, tlb_conn **out, int timeout_ms)
 {
 	tl_opts *o = NULL;
 	tlb_conn *c = calloc(1, sizeof(*c));
@@ -333,7 +334,7 @@ tl_connect(tlb_server *s, tlb_conn **out)
 	}
 	tl_opts_set_url(o, s->url);
 	tl_opts_set_name(o, "tl-bench");
-	tl_opts_set_timeout(o, TLB_TL_TIMEOUT_MS);
+	tl_opts_set_timeout(o, timeout_ms);
 	tl_opts_set_log(o, tl_log_cb, NULL);
 	rv = tl_client_open(&c->cl, o);
 	tl_opts_free(o);
@@ -344,6 +345,12 @@ tl_connect(tlb_server *s, tlb_conn **out)
 	}
 	*out = c;
 	return 0;
+}
+
+static int
+tl_connect(tlb_server *s, tlb_conn **out)
+{
+	return tl_connect_for(s, out, TLB_TL_TIMEOUT_MS);
 }
 
 static void
@@ -601,6 +608,28 @@ tl_consume(tlb_conn *c, const tlb_consume *cc)
 	return 0;
 }
 
+/* ---- a long read: COUNT over the whole timeline ---- */
+
+static int
+tl_long_read(tlb_server *s, uint64_t *n)
+{
+	tlb_conn *c;
+	tl_counts k;
+	int rv;
+
+	if (tl_connect_for(s, &c, TLB_SOCK_TIMEOUT_MS) != 0) {
+		return -1;
+	}
+	rv = tl_count(c->cl, TLB_TL_TOPIC, TL_TS_MIN, TL_TS_MAX + 1, &k);
+	tl_disconnect(c);
+	if (rv != TL_OK) {
+		fprintf(stderr, "tl_count: %s\n", tl_strerror(rv));
+		return -1;
+	}
+	*n = k.available + k.waiting + k.processing;
+	return 0;
+}
+
 const tlb_driver tlb_drv_timeline = {
     .name = "timeline",
     .nmodes = 1,
@@ -610,6 +639,7 @@ const tlb_driver tlb_drv_timeline = {
     .scale_mode = 0,
     TLB_DRIVER_OPS(
         &tl_kind, tl_connect, tl_disconnect, tl_put_items, tl_consume),
+    .long_read = tl_long_read,
 };
 
 const tlb_driver tlb_drv_timeline_cluster3 = {
@@ -632,4 +662,5 @@ const tlb_driver tlb_drv_timeline_cluster3 = {
     .put = tl_put_items,
     .consume = tl_consume,
     .kill_leader = cl_kill_leader,
+    .long_read = tl_long_read,
 };

@@ -103,6 +103,15 @@ static double f_acked_kill(const tlb_result *r) { return (double) r->acked_at_ki
 static double f_resurrected(const tlb_result *r) { return (double) r->resurrected; }
 static double f_undeleted(const tlb_result *r) { return (double) r->undeleted; }
 static double f_fo_late(const tlb_result *r) { return r->fo_lateness_max; }
+static double f_fill_min(const tlb_result *r) { return r->fill_min_rate; }
+static double f_rss_max(const tlb_result *r) { return (double) r->rss_max_kb / 1024.0; }
+static double f_put99_0(const tlb_result *r) { return r->put_p99[0]; }
+static double f_put99_1(const tlb_result *r) { return r->put_p99[1]; }
+static double f_putmax_1(const tlb_result *r) { return r->put_max[1]; }
+static double f_late99_0(const tlb_result *r) { return r->late_p99[0]; }
+static double f_late99_1(const tlb_result *r) { return r->late_p99[1]; }
+static double f_latemax_1(const tlb_result *r) { return r->late_max[1]; }
+static double f_read_s(const tlb_result *r) { return r->read_s; }
 /* clang-format on */
 
 /* One column of a workload's table. */
@@ -133,10 +142,12 @@ static const wtable tables[TLB_NWORKLOADS] = {
     [TLB_W_CYCLE] = {"lease-cycle (lease, extend, delete; cycles/s)",
         {{"cycles/s", f_rate, "%12.0f"}}, 1, 0, "cycles/s: > 1 is faster"},
     [TLB_W_SCALE] = {"scale (messages an hour ahead)",
-        {{"RSS MB", f_rss, "%9.1f"}, {"RSS B/msg", f_rss_msg, "%10.1f"},
-            {"disk B/msg", f_disk_msg, "%11.1f"},
+        {{"RSS MB", f_rss, "%9.1f"}, {"RSS max MB", f_rss_max, "%11.1f"},
+            {"RSS B/msg", f_rss_msg, "%10.1f"},
+            {"disk B/msg", f_disk_msg, "%11.1f"}, {"fill/s", f_rate, "%9.0f"},
+            {"fill/s low", f_fill_min, "%11.0f"},
             {"restart s", f_first, "%10.2f"}},
-        4, 1, "RSS B/msg: < 1 is smaller"},
+        7, 2, "RSS B/msg: < 1 is smaller"},
     [TLB_W_CRASH] = {"crash (kill -9 during puts, then during deletes)",
         {{"acked", f_acked_kill, "%8.0f"}, {"lost", f_lost, "%6.0f"},
             {"early", f_early, "%6.0f"}, {"redeliv", f_resurrected, "%8.0f"},
@@ -149,6 +160,14 @@ static const wtable tables[TLB_NWORKLOADS] = {
             {"deliver s", f_first2, "%10.2f"},
             {"late max ms", f_fo_late, "%12.0f"}},
         6, 3, "write s: < 1 is sooner"},
+    [TLB_W_LONGREAD] = {"long-read (ms, paced puts and their deliveries "
+                        "without / with one client counting the backlog)",
+        {{"put p99", f_put99_0, "%8.2f"}, {"+read", f_put99_1, "%8.2f"},
+            {"put max+r", f_putmax_1, "%10.2f"},
+            {"late p99", f_late99_0, "%9.2f"}, {"+read", f_late99_1, "%8.2f"},
+            {"late max+r", f_latemax_1, "%11.2f"}, {"early", f_early, "%6.0f"},
+            {"lost", f_lost, "%5.0f"}, {"read s", f_read_s, "%7.2f"}},
+        9, 1, "put p99 with the read: < 1 is sooner"},
 };
 
 static bool
@@ -370,6 +389,30 @@ run_json(FILE *f, const tlb_report *rp, const tlb_result *r)
 		jnum(f, "disk_bytes_per_msg", r->disk_per_msg, ", ");
 		jnum(f, "stop_s", r->stop_s, ", ");
 		jnum(f, "restart_to_first_delivery_s", r->first_s, ", ");
+		fprintf(f, "\"rss_max_kb\": %" PRIu64 ", ", r->rss_max_kb);
+		jnum(f, "fill_lowest_rate", r->fill_min_rate, ", ");
+		fprintf(f, "\"fill_per_s_every_%dms\": [", TLB_FILL_TICK_MS);
+		for (int i = 0; r->series != NULL && i < r->nseries; i++) {
+			fprintf(f, "%s%.0f", i > 0 ? ", " : "", r->series[i]);
+		}
+		fprintf(f, "], ");
+	}
+	if (r->w == TLB_W_LONGREAD) {
+		static const char *const ph[2] = {"alone", "reading"};
+
+		for (int p = 0; p < 2; p++) {
+			fprintf(f, "\"%s\": {", ph[p]);
+			jnum(f, "put_p50_ms", r->put_p50[p], ", ");
+			jnum(f, "put_p99_ms", r->put_p99[p], ", ");
+			jnum(f, "put_max_ms", r->put_max[p], ", ");
+			jnum(f, "late_p50_ms", r->late_p50[p], ", ");
+			jnum(f, "late_p99_ms", r->late_p99[p], ", ");
+			jnum(f, "late_max_ms", r->late_max[p], "}, ");
+		}
+		fprintf(f, "\"reads\": %d, \"counted\": %" PRIu64 ", ",
+		    r->reads, r->counted);
+		jnum(f, "read_median_s", r->read_s, ", ");
+		jnum(f, "fill_rate", r->rate, ", ");
 	}
 	if (r->w == TLB_W_FAILOVER) {
 		jnum(f, "kill_to_first_acknowledged_put_s", r->first1_s, ", ");
@@ -498,11 +541,13 @@ tlb_report_json(const tlb_report *rp, const char *path)
 	    ", \"produce_window_ms\": %" PRId64 ", \"lateness_n\": %" PRIu64
 	    ", \"lateness_window_ms\": %" PRId64 ", \"cycle_n\": %" PRIu64
 	    ", \"scale_n\": %" PRIu64 ", \"crash_n\": %" PRIu64
-	    ", \"crash_lease_ms\": %" PRId64 ", \"lateness_rates\": [",
+	    ", \"crash_lease_ms\": %" PRId64 ", \"read_n\": %" PRIu64
+	    ", \"read_rate\": %u, \"read_s\": %u, \"lateness_rates\": [",
 	    c->quick ? "true" : "false", c->com.repeat, c->body, c->producers,
 	    c->consumers, c->credit, c->lease_ms, c->produce_n,
 	    c->produce_window_ms, c->late_n, c->late_window_ms, c->cycle_n,
-	    c->scale_n, c->crash_n, c->crash_lease_ms);
+	    c->scale_n, c->crash_n, c->crash_lease_ms, c->read_n, c->read_rate,
+	    c->read_s);
 	for (int k = 0; k < c->nrates; k++) {
 		fprintf(f, "%s%u", k > 0 ? ", " : "", c->rates[k]);
 	}
@@ -674,10 +719,12 @@ cdf_plot(FILE *g, const tlb_report *rp, const char *dir, uint32_t rate_due)
 	fprintf(g, "unset xlabel\nunset logscale x\nunset grid\n");
 }
 
-/* Acknowledged puts per second over the failover run (the last run of
- * each system that has one), the kill marked; false when none ran. */
+/* A rate over time, per second: one curve per system (the last run of w
+ * that has a series, one point per tick_ms), into NAME.png; a failover's
+ * kill is marked. False when no run has one. */
 static bool
-failover_plot(FILE *g, const tlb_report *rp, const char *dir)
+series_plot(FILE *g, const tlb_report *rp, const char *dir, tlb_workload w,
+    const char *name, const char *title, int tick_ms)
 {
 	char path[4096];
 	const char *sep = "plot ";
@@ -688,42 +735,45 @@ failover_plot(FILE *g, const tlb_report *rp, const char *dir)
 		FILE *f;
 
 		for (int i = 0; i < rp->nres; i++) {
-			if (is_of(&rp->res[i], TLB_W_FAILOVER, s, 0) &&
+			if (is_of(&rp->res[i], w, s, 0) &&
 			    rp->res[i].series != NULL) {
 				r = &rp->res[i];
 			}
 		}
-		snprintf(path, sizeof(path), "%s/failover-%s.dat", dir,
+		snprintf(path, sizeof(path), "%s/%s-%s.dat", dir, name,
 		    rp->sys[s].label);
 		if (r == NULL || (f = fopen(path, "w")) == NULL) {
 			continue;
 		}
 		for (int i = 0; i < r->nseries; i++) {
-			fprintf(f, "%.2f %.0f\n",
-			    (double) i * TLB_FO_TICK_MS / 1000.0, r->series[i]);
+			fprintf(f, "%.2f %.0f\n", (double) i * tick_ms / 1000.0,
+			    r->series[i]);
 		}
 		fclose(f);
-		kill_s = (double) r->kill_tick * TLB_FO_TICK_MS / 1000.0;
 		if (sep[0] == 'p') {
 			fprintf(g,
-			    "set output '%s/failover.png'\nset title "
-			    "'Acknowledged puts across a leader kill -9 (at "
-			    "%.1f s)'\nset xlabel 's from the first put'\n"
-			    "set ylabel 'acknowledged puts/s'\nunset logscale\n"
-			    "set style data lines\nset grid\nset key top "
-			    "right\n"
-			    "set arrow 1 from %.2f, graph 0 to %.2f, graph 1 "
-			    "nohead dt 2\n",
-			    dir, kill_s, kill_s, kill_s);
+			    "set output '%s/%s.png'\nset title '%s'\nset "
+			    "xlabel 's from the first put'\nset ylabel "
+			    "'acknowledged puts/s'\nunset logscale\nset style "
+			    "data lines\nset grid\nset key top right\n",
+			    dir, name, title);
+			if (w == TLB_W_FAILOVER) {
+				kill_s =
+				    (double) r->kill_tick * tick_ms / 1000.0;
+				fprintf(g,
+				    "set arrow 1 from %.2f, graph 0 to %.2f, "
+				    "graph 1 nohead dt 2\n",
+				    kill_s, kill_s);
+			}
 		}
 		fprintf(g, "%s'%s' using 1:2 with lines lw 2 title '%s'", sep,
 		    path, rp->sys[s].label);
 		sep = ", ";
 	}
-	if (kill_s >= 0) {
+	if (sep[0] == ',') {
 		fprintf(g, "\nunset arrow 1\nunset xlabel\nunset grid\n");
 	}
-	return kill_s >= 0;
+	return sep[0] == ',';
 }
 
 /* The plots' data files go unless --keep. */
@@ -740,6 +790,9 @@ dat_remove(const tlb_report *rp, const char *dir)
 	unlink(path);
 	for (int s = 0; s < rp->nsys; s++) {
 		snprintf(path, sizeof(path), "%s/failover-%s.dat", dir,
+		    rp->sys[s].label);
+		unlink(path);
+		snprintf(path, sizeof(path), "%s/fill-%s.dat", dir,
 		    rp->sys[s].label);
 		unlink(path);
 	}
@@ -764,7 +817,7 @@ tlb_report_plots(const tlb_report *rp, const char *dir)
 	uint32_t rates[TLB_MAX_RATES];
 	FILE *g;
 	int st, nt, nm, nr;
-	bool fo;
+	bool fo, fill;
 
 	mkdir(dir, 0755);
 	snprintf(path, sizeof(path), "%s/throughput.dat", dir);
@@ -790,7 +843,12 @@ tlb_report_plots(const tlb_report *rp, const char *dir)
 	    g, nt, dir, "throughput", "Throughput (median)", "per second");
 	bars_plot(g, nm, dir, "memory", "Per scheduled message (scale, median)",
 	    "bytes");
-	fo = failover_plot(g, rp, dir);
+	fo = series_plot(g, rp, dir, TLB_W_FAILOVER, "failover",
+	    "Acknowledged puts across a leader kill -9 (dashed)",
+	    TLB_FO_TICK_MS);
+	fill = series_plot(g, rp, dir, TLB_W_SCALE, "fill",
+	    "Filling the scale backlog: acknowledged puts per second",
+	    TLB_FILL_TICK_MS);
 	st = pclose(g);
 	if (!rp->cfg->com.keep) {
 		dat_remove(rp, dir);
@@ -799,9 +857,9 @@ tlb_report_plots(const tlb_report *rp, const char *dir)
 		fprintf(stderr, "gnuplot failed (status %d)\n", st);
 		return -1;
 	}
-	printf("plots in %s: lateness%s.png%s%s%s\n", dir,
+	printf("plots in %s: lateness%s.png%s%s%s%s\n", dir,
 	    nr > 1 || rates[0] > 0 ? "-RATE" : "",
 	    nt > 0 ? " throughput.png" : "", nm > 0 ? " memory.png" : "",
-	    fo ? " failover.png" : "");
+	    fo ? " failover.png" : "", fill ? " fill.png" : "");
 	return 0;
 }

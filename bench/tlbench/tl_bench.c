@@ -13,8 +13,9 @@
  *                 consume msg/s.
  *  - lease-cycle: N messages already due; lease, extend, delete; cycles/s.
  *  - scale:       N messages far ahead; server RSS and disk bytes per
- *                 message; restart with that backlog to the first due
- *                 delivery.
+ *                 message, the fill rate over time (its lowest over
+ *                 TLB_FILL_WINDOW_S) and the highest RSS during it;
+ *                 restart with that backlog to the first due delivery.
  *  - crash:       kill -9 in the middle of the puts and again in the
  *                 middle of the deletes; after each restart, the time to
  *                 the first delivery; at the end every acknowledged
@@ -26,6 +27,11 @@
  *                 message that fell due in the outage, the throughput
  *                 over time, and every acknowledged message delivered,
  *                 none early.
+ *  - long-read:   N messages far ahead; paced puts due a second later,
+ *                 consumed, in slices that alternate without and with
+ *                 one more client counting the whole timeline over and
+ *                 over: put latency and lateness without and with that
+ *                 long read.
  *
  * Runs are interleaved (for each workload, each repeat runs every system
  * once) so a noisy machine hurts every system alike; the table gives the
@@ -53,8 +59,8 @@
 #define TLB_CRASH_CREDIT 16
 #define TLB_STALL_S 60.0
 
-const char *const tlb_workload_names[TLB_NWORKLOADS] = {
-    "produce", "lateness", "lease-cycle", "scale", "crash", "failover"};
+const char *const tlb_workload_names[TLB_NWORKLOADS] = {"produce", "lateness",
+    "lease-cycle", "scale", "crash", "failover", "long-read"};
 
 static const tlb_cfg *g_cfg;
 
@@ -660,6 +666,98 @@ w_cycle(const tlb_system *sys, tlb_result *r)
 	return wl_end(&w);
 }
 
+/* ---- a fill watched over time ---- */
+
+/* Every TLB_FILL_TICK_MS: the acknowledged puts of that tick (as a rate)
+ * and the server's resident memory. */
+typedef struct sampler {
+	pthread_t t;
+	const tlb_driver *d;
+	tlb_server *srv;
+	atomic_uint_fast64_t *count;
+	atomic_bool stop;
+	float *series;
+	int n, cap;
+	uint64_t rss_max_kb;
+} sampler;
+
+static void *
+sampler_main(void *arg)
+{
+	sampler *sp = arg;
+	double t0 = tlb_bench_mono_s();
+	uint64_t last = atomic_load(sp->count);
+
+	for (int k = 1; !atomic_load(&sp->stop); k++) {
+		double at = t0 + (double) k * TLB_FILL_TICK_MS / 1000.0;
+		uint64_t now, rss = 0;
+
+		while (!atomic_load(&sp->stop) && tlb_bench_mono_s() < at) {
+			tlb_bench_sleep_ms(10);
+		}
+		if (atomic_load(&sp->stop)) {
+			break; /* a partial tick is left out */
+		}
+		now = atomic_load(sp->count);
+		if (sp->n == sp->cap) {
+			int cap = sp->cap > 0 ? sp->cap * 2 : 256;
+			float *v =
+			    realloc(sp->series, sizeof(float) * (size_t) cap);
+
+			if (v == NULL) {
+				break;
+			}
+			sp->series = v;
+			sp->cap = cap;
+		}
+		sp->series[sp->n++] =
+		    (float) ((double) (now - last) * 1000.0 / TLB_FILL_TICK_MS);
+		last = now;
+		if (sp->d->rss_kb(sp->srv, &rss) == 0 && rss > sp->rss_max_kb) {
+			sp->rss_max_kb = rss;
+		}
+	}
+	return NULL;
+}
+
+static int
+sampler_start(sampler *sp, sut *u, atomic_uint_fast64_t *count)
+{
+	memset(sp, 0, sizeof(*sp));
+	sp->d = u->sys->d;
+	sp->srv = u->srv;
+	sp->count = count;
+	return pthread_create(&sp->t, NULL, sampler_main, sp) == 0 ? 0 : -1;
+}
+
+/* Stops the sampler and hands its series to r (series, nseries), with the
+ * lowest rate over TLB_FILL_WINDOW_S (the whole fill when shorter). */
+static void
+sampler_stop(sampler *sp, tlb_result *r)
+{
+	int w = TLB_FILL_WINDOW_S * 1000 / TLB_FILL_TICK_MS;
+
+	atomic_store(&sp->stop, true);
+	pthread_join(sp->t, NULL);
+	r->series = sp->series;
+	r->nseries = sp->n;
+	r->rss_max_kb = sp->rss_max_kb;
+	r->fill_min_rate = NAN;
+	if (w > sp->n) {
+		w = sp->n;
+	}
+	for (int i = 0; w > 0 && i + w <= sp->n; i++) {
+		double sum = 0;
+
+		for (int j = i; j < i + w; j++) {
+			sum += sp->series[j];
+		}
+		if (isnan(r->fill_min_rate) || sum / w < r->fill_min_rate) {
+			r->fill_min_rate = sum / w;
+		}
+	}
+}
+
 static int
 w_scale(const tlb_system *sys, tlb_result *r)
 {
@@ -667,6 +765,7 @@ w_scale(const tlb_system *sys, tlb_result *r)
 	uint64_t n = cfg->scale_n;
 	int64_t base = tlb_bench_wall_us() / 1000 + TLB_HOUR_MS;
 	cons_set cs;
+	sampler sp;
 	wl w;
 	double t0;
 
@@ -674,7 +773,11 @@ w_scale(const tlb_system *sys, tlb_result *r)
 		return -1;
 	}
 	sys->d->rss_kb(w.u.srv, &r->rss0_kb);
+	if (sampler_start(&sp, &w.u, &w.st.nacked) != 0) {
+		return wl_end(&w), -1;
+	}
 	r->secs = produce(&w.u, &w.st, w.items, n);
+	sampler_stop(&sp, r);
 	r->rate =
 	    r->secs > 0 ? (double) atomic_load(&w.st.nacked) / r->secs : 0;
 	sys->d->rss_kb(w.u.srv, &r->rss_kb);
@@ -703,12 +806,14 @@ w_scale(const tlb_system *sys, tlb_result *r)
 	}
 	wl_count(&w, r, true);
 	r->lost = atomic_load(&w.st.seen[n]) ? 0 : 1;
-	printf("  %-20s scale: %" PRIu64 " msgs (fill %.0f msg/s): RSS %.1f "
-	       "MB (+%.0f B/msg), disk %.1f MB (%.0f B/msg); stop %.2f s, "
-	       "restart to first delivery %.2f s",
-	    sys->label, n, r->rate, (double) r->rss_kb / 1024.0, r->rss_per_msg,
-	    (double) r->disk_bytes / 1048576.0, r->disk_per_msg, r->stop_s,
-	    r->first_s);
+	printf("  %-20s scale: %" PRIu64 " msgs (fill %.0f msg/s, lowest "
+	       "over %d s %.0f msg/s): RSS %.1f MB (+%.0f B/msg, highest "
+	       "during the fill %.1f MB), disk %.1f MB (%.0f B/msg); stop "
+	       "%.2f s, restart to first delivery %.2f s",
+	    sys->label, n, r->rate, TLB_FILL_WINDOW_S, r->fill_min_rate,
+	    (double) r->rss_kb / 1024.0, r->rss_per_msg,
+	    (double) r->rss_max_kb / 1024.0, (double) r->disk_bytes / 1048576.0,
+	    r->disk_per_msg, r->stop_s, r->first_s);
 	return wl_end(&w);
 }
 
@@ -827,22 +932,24 @@ fo_kill_main(void *arg)
 	return NULL;
 }
 
-/* Paced puts on one connection: chunk i at t0 + i * 10 ms (a put blocks
- * while the cluster elects; the next ones then catch up). A put that
- * fails is an unknown outcome across a failover: its messages are not
- * counted as acknowledged, and the connection is opened again. */
+/* Paced puts of items [from, to) on one connection: item i in chunk
+ * (i - from) / per_tick, sent at t0 + chunk * 10 ms (a put that blocks,
+ * e.g. while a cluster elects, delays the next chunks, which then catch
+ * up). A put that fails is an unknown outcome across a failover: its
+ * messages are not counted as acknowledged, and the connection is opened
+ * again. */
 static void
-fo_produce(sut *u, run_state *st, int64_t t0_us, uint32_t per_tick)
+paced_put(sut *u, run_state *st, uint64_t from, uint64_t to, int64_t t0_us,
+    uint32_t per_tick)
 {
 	const tlb_driver *d = u->sys->d;
 	tlb_conn *c = NULL;
-	uint64_t i = 0;
+	uint64_t i = from;
 
-	while (i < st->n) {
-		uint64_t k = i / per_tick;
+	while (i < to) {
+		uint64_t k = (i - from) / per_tick;
 		int64_t at = t0_us + (int64_t) k * 10000;
-		size_t n =
-		    st->n - i < per_tick ? (size_t) (st->n - i) : per_tick;
+		size_t n = to - i < per_tick ? (size_t) (to - i) : per_tick;
 		int64_t now = tlb_bench_wall_us();
 
 		if (at > now) {
@@ -901,7 +1008,7 @@ w_failover(const tlb_system *sys, tlb_result *r)
 		st->ack_us = NULL;
 		return wl_end(&w), -1;
 	}
-	fo_produce(&w.u, st, t0_us, per_tick);
+	paced_put(&w.u, st, 0, n, t0_us, per_tick);
 	pthread_join(k.t, NULL);
 	kill_ms = k.killed_us / 1000;
 	/* every acknowledged message delivered: the leases that the dead
@@ -981,9 +1088,203 @@ w_failover(const tlb_system *sys, tlb_result *r)
 	return wl_end(&w);
 }
 
+/* ---- long-read: one client reads the whole backlog, others go on ---- */
+
+#define TLB_LR_LEAD_MS 1000 /* a paced put's message is due this after */
+#define TLB_LR_MAX_READS 256
+
+typedef struct lr_reader {
+	pthread_t t;
+	const tlb_driver *d;
+	tlb_server *srv;
+	atomic_bool stop;
+	int reads, failed;
+	int64_t read_us[TLB_LR_MAX_READS];
+	uint64_t counted;
+} lr_reader;
+
+static void *
+lr_main(void *arg)
+{
+	lr_reader *k = arg;
+
+	while (!atomic_load(&k->stop)) {
+		double t0 = tlb_bench_mono_s();
+		uint64_t n = 0;
+
+		if (k->d->long_read(k->srv, &n) != 0) {
+			k->failed++;
+			tlb_bench_sleep_ms(100);
+			continue;
+		}
+		if (k->reads < TLB_LR_MAX_READS) {
+			k->read_us[k->reads++] =
+			    (int64_t) ((tlb_bench_mono_s() - t0) * 1e6);
+		}
+		k->counted = n;
+	}
+	return NULL;
+}
+
+/* Slices alternate: without the reader (phase 0), with it (phase 1). */
+#define TLB_LR_SLICES 4
+
+/* Phase p (slices p, p + 2, ...; ms items each from n + slice * ms, put
+ * from t0_us[slice]): put latency (planned send time to acknowledgement)
+ * and lateness into r's [p] fields; the acknowledged ones not delivered
+ * are added to r->lost. */
+static void
+lr_phase_stats(const run_state *st, uint64_t n, uint64_t ms,
+    const int64_t *t0_us, uint32_t per_tick, int p, tlb_result *r)
+{
+	uint64_t m = ms * (TLB_LR_SLICES / 2);
+	int64_t *v = malloc(sizeof(int64_t) * m);
+	int64_t *late = malloc(sizeof(int64_t) * m);
+	_Atomic uint8_t *seen = calloc(m, 1);
+	size_t nv = 0, nl;
+	uint64_t k = 0;
+	tlb_bench_late l;
+	int64_t *lv;
+
+	if (v == NULL || late == NULL || seen == NULL) {
+		free(v), free(late), free((void *) seen);
+		r->failed++;
+		return;
+	}
+	for (int q = p; q < TLB_LR_SLICES; q += 2) {
+		uint64_t off = n + (uint64_t) q * ms;
+
+		for (uint64_t j = 0; j < ms; j++, k++) {
+			bool acked = atomic_load(&st->acked[off + j]);
+
+			atomic_store(&seen[k], atomic_load(&st->seen[off + j]));
+			late[k] = st->late_us[off + j];
+			if (acked) {
+				v[nv++] = st->ack_us[off + j] - t0_us[q] -
+				    (int64_t) (j / per_tick) * 10000;
+			}
+			if (acked && !atomic_load(&seen[k])) {
+				r->lost++;
+			}
+		}
+	}
+	tlb_bench_sort_i64(v, nv);
+	r->put_p50[p] = tlb_bench_pct_ms(v, nv, 0.50);
+	r->put_p99[p] = tlb_bench_pct_ms(v, nv, 0.99);
+	r->put_max[p] = tlb_bench_pct_ms(v, nv, 1.0);
+	lv = tlb_bench_late_stats(seen, late, m, &l, &nl);
+	r->late_p50[p] = l.p50;
+	r->late_p99[p] = l.p99;
+	r->late_max[p] = l.max;
+	if (p == 1) {
+		TLB_BENCH_LATE_INTO(r, l);
+	}
+	free(lv);
+	free(v);
+	free(late);
+	free((void *) seen);
+}
+
+static int
+w_longread(const tlb_system *sys, tlb_result *r)
+{
+	const tlb_cfg *cfg = g_cfg;
+	uint64_t n = cfg->read_n;
+	uint32_t per_tick = cfg->read_rate / 100 > 0 ? cfg->read_rate / 100 : 1;
+	/* per slice: read_s seconds of puts per phase, over its slices */
+	uint64_t ms =
+	    (uint64_t) per_tick * 100 * cfg->read_s / (TLB_LR_SLICES / 2);
+	uint64_t m = ms * TLB_LR_SLICES;
+	int64_t base = tlb_bench_wall_us() / 1000 + TLB_HOUR_MS;
+	int64_t t0_us[TLB_LR_SLICES];
+	lr_reader rd;
+	cons_set cs;
+	wl w;
+	run_state *st = &w.st;
+
+	if (ms == 0) {
+		ms = per_tick;
+		m = ms * TLB_LR_SLICES;
+	}
+	if (wl_up(&w, sys, n, m, base, TLB_HOUR_MS, true, cfg->lease_ms) != 0) {
+		return -1;
+	}
+	if ((st->ack_us = calloc(n + m, sizeof(int64_t))) == NULL) {
+		return wl_end(&w), -1;
+	}
+	r->secs = produce(&w.u, st, w.items, n);
+	r->rate = r->secs > 0 ? (double) atomic_load(&st->nacked) / r->secs : 0;
+	memset(&rd, 0, sizeof(rd));
+	rd.d = sys->d;
+	rd.srv = w.u.srv;
+	cons_start(&cs, &w.u, st, false, cfg->lease_ms, cfg->credit);
+	for (int q = 0; q < TLB_LR_SLICES; q++) {
+		uint64_t off = n + (uint64_t) q * ms;
+		bool reading = q % 2 == 1;
+
+		if (reading) {
+			atomic_store(&rd.stop, false);
+			if (pthread_create(&rd.t, NULL, lr_main, &rd) != 0) {
+				rd.failed++;
+				reading = false;
+			} else {
+				tlb_bench_sleep_ms(200); /* under way */
+			}
+		}
+		t0_us[q] = tlb_bench_wall_us() + 100000;
+		for (uint64_t j = 0; j < ms; j++) {
+			w.items[off + j].seq = off + j;
+			w.items[off + j].due_ms = t0_us[q] / 1000 +
+			    (int64_t) (j / per_tick) * 10 + TLB_LR_LEAD_MS;
+		}
+		paced_put(&w.u, st, off, off + ms, t0_us[q], per_tick);
+		/* the slice ends when its messages are delivered and deleted */
+		wait_count(&st->nseen, (uint64_t) (q + 1) * ms,
+		    tlb_bench_mono_s() + TLB_LR_LEAD_MS / 1000.0 +
+		        (double) cfg->grace_ms / 1000.0,
+		    &cs.gone, NULL);
+		wait_count(&st->ndeleted, atomic_load(&st->nseen),
+		    tlb_bench_mono_s() + 10, &cs.gone, NULL);
+		if (reading) {
+			atomic_store(&rd.stop, true);
+			pthread_join(rd.t, NULL);
+		}
+	}
+	cons_stop(&cs);
+	wl_count(&w, r, true);
+	r->lost = 0;
+	for (int p = 0; p < 2; p++) {
+		lr_phase_stats(st, n, ms, t0_us, per_tick, p, r);
+	}
+	r->reads = rd.reads;
+	r->counted = rd.counted;
+	tlb_bench_sort_i64(rd.read_us, (size_t) rd.reads);
+	r->read_s =
+	    tlb_bench_pct_ms(rd.read_us, (size_t) rd.reads, 0.5) / 1000.0;
+	if (rd.reads == 0 || rd.failed > 0) {
+		fprintf(stderr, "%s: %d long read(s) failed, %d done\n",
+		    sys->label, rd.failed, rd.reads);
+		r->failed++;
+	}
+	printf("  %-20s long-read: %" PRIu64 " msgs (fill %.0f msg/s); %u "
+	       "puts/s, %u s without and %u s with one more client counting "
+	       "the whole timeline, alternating (%d reads of %" PRIu64
+	       " msgs, median %.2f s): put ms p50/p99/max %.2f/%.2f/%.2f -> "
+	       "%.2f/%.2f/%.2f, lateness ms p50/p99/max %.2f/%.2f/%.2f -> "
+	       "%.2f/%.2f/%.2f, early %" PRIu64,
+	    sys->label, n, r->rate, per_tick * 100, cfg->read_s, cfg->read_s,
+	    r->reads, r->counted, r->read_s, r->put_p50[0], r->put_p99[0],
+	    r->put_max[0], r->put_p50[1], r->put_p99[1], r->put_max[1],
+	    r->late_p50[0], r->late_p99[0], r->late_max[0], r->late_p50[1],
+	    r->late_p99[1], r->late_max[1], r->early);
+	free(st->ack_us);
+	st->ack_us = NULL;
+	return wl_end(&w);
+}
+
 static int (*const workload_fns[TLB_NWORKLOADS])(
     const tlb_system *, tlb_result *) = {
-    w_produce, w_lateness, w_cycle, w_scale, w_crash, w_failover};
+    w_produce, w_lateness, w_cycle, w_scale, w_crash, w_failover, w_longread};
 
 /* ---- options ---- */
 
@@ -993,6 +1294,7 @@ usage(FILE *f)
 	fprintf(f,
 	    "usage: tl-bench [options] [WORKLOAD,...|all]\n"
 	    "workloads: produce lateness lease-cycle scale crash failover "
+	    "long-read "
 	    "(all)\n"
 	    "  --quick             small counts: a correctness smoke test "
 	    "(< 2 min)\n"
@@ -1037,6 +1339,15 @@ usage(FILE *f)
 	    "  --failover-rate R   failover: puts per second, paced (5000)\n"
 	    "  --failover-s S      failover: seconds of puts; the leader is "
 	    "killed at S/3 (6)\n"
+	    "  --read-n N          long-read: messages an hour ahead, counted "
+	    "whole by\n"
+	    "                      one client over and over (10000000)\n"
+	    "  --read-rate R       long-read: other clients' puts per second, "
+	    "paced,\n"
+	    "                      each due 1 s later (2000)\n"
+	    "  --read-s S          long-read: seconds of puts without, then "
+	    "with the\n"
+	    "                      reader (10)\n"
 	    "Every system in turn; the exit status is 1 when any message was "
 	    "lost or early,\nor an operation failed (a crash loss by a mode "
 	    "that replies before its fsync,\nbeanstalkd-default or "
@@ -1073,6 +1384,9 @@ enum {
 	OPT_TL_DURABILITY,
 	OPT_FO_RATE,
 	OPT_FO_S,
+	OPT_READ_N,
+	OPT_READ_RATE,
+	OPT_READ_S,
 };
 
 static const struct option long_opts[] = {
@@ -1104,6 +1418,9 @@ static const struct option long_opts[] = {
     {"timeline-durability", required_argument, NULL, OPT_TL_DURABILITY},
     {"failover-rate", required_argument, NULL, OPT_FO_RATE},
     {"failover-s", required_argument, NULL, OPT_FO_S},
+    {"read-n", required_argument, NULL, OPT_READ_N},
+    {"read-rate", required_argument, NULL, OPT_READ_RATE},
+    {"read-s", required_argument, NULL, OPT_READ_S},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -1191,6 +1508,9 @@ quick_defaults(tlb_cfg *cfg)
 	cfg->crash_n = 2000;
 	cfg->failover_rate = 1000;
 	cfg->failover_s = 3;
+	cfg->read_n = 100000;
+	cfg->read_rate = 1000;
+	cfg->read_s = 2;
 }
 
 static int
@@ -1313,11 +1633,21 @@ parse_args(int argc, char **argv, tlb_cfg *cfg)
 			*(c == OPT_FO_RATE ? &cfg->failover_rate
 			                   : &cfg->failover_s) = (uint32_t) v;
 			break;
+		case OPT_READ_RATE:
+		case OPT_READ_S:
+			if (!num(name, optarg, 1,
+			        c == OPT_READ_RATE ? 100000 : 3600, &v)) {
+				return -1;
+			}
+			*(c == OPT_READ_RATE ? &cfg->read_rate : &cfg->read_s) =
+			    (uint32_t) v;
+			break;
 		case OPT_PRODUCE_N:
 		case OPT_LATE_N:
 		case OPT_CYCLE_N:
 		case OPT_SCALE_N:
 		case OPT_CRASH_N:
+		case OPT_READ_N:
 			if (!num(name, optarg, 1, UINT64_C(100000000), &v)) {
 				return -1;
 			}
@@ -1325,6 +1655,7 @@ parse_args(int argc, char **argv, tlb_cfg *cfg)
 			        : c == OPT_LATE_N  ? &cfg->late_n
 			        : c == OPT_CYCLE_N ? &cfg->cycle_n
 			        : c == OPT_SCALE_N ? &cfg->scale_n
+			        : c == OPT_READ_N  ? &cfg->read_n
 			                           : &cfg->crash_n) = v;
 			break;
 		default:
@@ -1395,6 +1726,7 @@ run_one(tlb_report *rp, tlb_workload w, int s, int run, uint32_t rate)
 
 	if ((w == TLB_W_SCALE && sys->mode != sys->d->scale_mode) ||
 	    (w == TLB_W_FAILOVER && sys->d->kill_leader == NULL) ||
+	    (w == TLB_W_LONGREAD && sys->d->long_read == NULL) ||
 	    rp->nres == TLB_MAX_RESULTS) {
 		return 0;
 	}
@@ -1446,6 +1778,9 @@ main(int argc, char **argv)
 	    .crash_lease_ms = 2000,
 	    .failover_rate = 5000,
 	    .failover_s = 6,
+	    .read_n = 10000000,
+	    .read_rate = 2000,
+	    .read_s = 10,
 	};
 	tlb_report rp = {.cfg = &cfg, .sys = sys, .res = res};
 	char *def = NULL;

@@ -25,6 +25,7 @@ typedef enum tlb_workload {
 	TLB_W_SCALE,
 	TLB_W_CRASH,
 	TLB_W_FAILOVER,
+	TLB_W_LONGREAD,
 	TLB_NWORKLOADS,
 } tlb_workload;
 
@@ -60,6 +61,9 @@ typedef struct tlb_cfg {
 	int64_t crash_lease_ms;
 	uint32_t failover_rate; /* puts per second, paced */
 	uint32_t failover_s;    /* seconds of puts; the kill at a third */
+	uint64_t read_n;        /* long-read: messages an hour ahead */
+	uint32_t read_rate;     /* long-read: paced puts per second */
+	uint32_t read_s;        /* long-read: seconds of each phase */
 } tlb_cfg;
 
 /* A system under test: a driver in one of its modes. */
@@ -104,9 +108,24 @@ typedef struct tlb_result {
 	int nseries;
 	int kill_tick;
 	double fo_lateness_max; /* ms, of the messages due in the outage */
+	/* scale: the fill's acknowledged puts per TLB_FILL_TICK_MS in
+	 * series, the lowest rate over TLB_FILL_WINDOW_S, the highest RSS
+	 * seen during the fill */
+	double fill_min_rate;
+	uint64_t rss_max_kb;
+	/* long-read: [0] without the reader, [1] while one client reads the
+	 * whole backlog over and over (ms; put latency from the planned
+	 * send time to the acknowledgement) */
+	double put_p50[2], put_p99[2], put_max[2];
+	double late_p50[2], late_p99[2], late_max[2];
+	int reads;        /* whole reads done in the reading phase */
+	double read_s;    /* the median one's duration */
+	uint64_t counted; /* messages the last one counted */
 } tlb_result;
 
 #define TLB_FO_TICK_MS 100
+#define TLB_FILL_TICK_MS 1000
+#define TLB_FILL_WINDOW_S 5
 
 typedef struct tlb_report {
 	const tlb_cfg *cfg;

@@ -7,7 +7,9 @@
  * session, order is kept: a request sent behind a COUNT is handled after
  * the COUNT's reply is queued, so a DELETE pipelined behind a COUNT does
  * not change what the COUNT saw, and the replies come in request order.
+ * The threads that scan run 10 nicer than the broker.
  */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -245,6 +247,76 @@ settle(void)
 	}
 }
 
+/* The nice value in a /proc .../stat file, or INT32_MIN. */
+static int
+stat_nice(const char *path)
+{
+	char buf[1024], *p;
+	FILE *f = fopen(path, "r");
+	size_t n;
+	int nice = INT32_MIN;
+
+	if (f == NULL) {
+		return nice;
+	}
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	/* after "(comm)": state is field 3, nice field 19 */
+	if ((p = strrchr(buf, ')')) != NULL) {
+		p++;
+		for (int field = 3; field <= 19 && p != NULL; field++) {
+			long v;
+
+			p += strspn(p, " ");
+			if (field == 19 && sscanf(p, "%ld", &v) == 1) {
+				nice = (int) v;
+			}
+			p = strchr(p, ' ');
+		}
+	}
+	return nice;
+}
+
+/* The nice values of pid's threads named comm (at most max); how many. */
+static int
+thread_nices(pid_t pid, const char *comm, int *out, int max)
+{
+	char path[320], name[64];
+	struct dirent *e;
+	DIR *d;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int) pid);
+	if ((d = opendir(path)) == NULL) {
+		return 0;
+	}
+	while ((e = readdir(d)) != NULL && n < max) {
+		FILE *f;
+
+		if (e->d_name[0] == '.') {
+			continue;
+		}
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/comm", (int) pid,
+		    e->d_name);
+		if ((f = fopen(path, "r")) == NULL) {
+			continue;
+		}
+		if (fgets(name, sizeof(name), f) != NULL) {
+			name[strcspn(name, "\n")] = 0;
+			if (strcmp(name, comm) == 0) {
+				snprintf(path, sizeof(path),
+				    "/proc/%d/task/%s/stat", (int) pid,
+				    e->d_name);
+				out[n++] = stat_nice(path);
+			}
+		}
+		fclose(f);
+	}
+	closedir(d);
+	return n;
+}
+
 Test(longread, a_long_count_does_not_hold_up_other_sessions)
 {
 	rc_client *p, *side, *c;
@@ -284,6 +356,22 @@ Test(longread, a_long_count_does_not_hold_up_other_sessions)
 		    side, TLP_OP_COUNT, SIDE_ID + (uint32_t) i, enc_count, &a);
 	}
 	tt_nap_ms(50); /* the first COUNT is being scanned */
+	/* ... by threads that yield the CPU to the rest of the broker */
+	{
+		char path[64];
+		int nices[8], nr, base;
+
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int) B.proc.pid);
+		base = stat_nice(path);
+		nr = thread_nices(B.proc.pid, "tl-reader", nices, 8);
+		cr_assert(base != INT32_MIN && nr >= 1,
+		    "no reader thread found (broker nice %d)", base);
+		for (int i = 0; i < nr; i++) {
+			cr_assert_eq(nices[i], base + 10 > 19 ? 19 : base + 10,
+			    "a reader thread runs at nice %d, the broker at %d",
+			    nices[i], base);
+		}
+	}
 	/* Meanwhile: one message due 300 ms ahead, then creates. */
 	{
 		tlp_result r;
