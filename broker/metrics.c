@@ -203,6 +203,13 @@ render_store(tlb_broker *b, tli_buf *o)
 	    (double) st.sync_ns_total / 1e9);
 	tli_prom_scalar(
 	    o, "timeline_commit_batch_max", "gauge", NULL, st.max_batch);
+	tli_prom_scalar(o, "timeline_commit_keys_total", "counter",
+	    "Record and index keys written (put or deleted) by group commits.",
+	    st.keys_written);
+	tli_prom_scalar(o, "timeline_commit_keys_merged_total", "counter",
+	    "Keys a later operation of the same group commit replaced, "
+	    "written once.",
+	    st.keys_merged);
 	tli_prom_histogram(o, "timeline_commit_sync_ms",
 	    "Duration of one group commit's write+fsync, milliseconds.",
 	    tli_sync_bounds, st.sync_hist, TLI_SYNC_BUCKETS,

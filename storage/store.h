@@ -582,6 +582,8 @@ typedef struct tli_store_stats {
 	uint64_t ops;           /* operations applied (ok or failed) */
 	uint64_t sync_ns_total; /* time spent in write+sync */
 	uint64_t max_batch;     /* largest batch in ops */
+	uint64_t keys_written;  /* record and index keys staged into batches */
+	uint64_t keys_merged;   /* staged keys another of the batch replaced */
 	uint64_t sync_hist[TLI_SYNC_BUCKETS + 1]; /* write+sync durations */
 	uint64_t queued_ops; /* operations waiting for the writer now */
 	/* RocksDB's state now: what can hold a write up. */

@@ -160,6 +160,8 @@ struct tli_store {
 	_Atomic uint64_t st_ops;
 	_Atomic uint64_t st_sync_ns;
 	_Atomic uint64_t st_max_batch;
+	_Atomic uint64_t st_keys_written;
+	_Atomic uint64_t st_stage_merged;
 	_Atomic uint64_t st_sync_hist[TLI_SYNC_BUCKETS + 1];
 	_Atomic uint64_t st_queued_ops; /* in submissions not yet taken */
 

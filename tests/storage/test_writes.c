@@ -1,0 +1,170 @@
+/*
+ * What a group commit writes to RocksDB.
+ *
+ * Each key goes into a commit's WriteBatch once, as the last operation of
+ * the commit left it: an extend deletes and puts its consumer entry under
+ * the same key, and a message leased, extended and deleted in one commit
+ * touches its timeline entry three times. The merged batch must leave the
+ * store exactly as the operations one by one would, across a reopen (what
+ * RocksDB holds, not a cache), with every index consistent (tli_store_check).
+ */
+#include <criterion/criterion.h>
+#include <inttypes.h>
+#include <string.h>
+
+#include "testutil.h"
+#include "tlcheck.h"
+
+#define T0 INT64_C(1800000000000)
+#define LEASE 30000
+#define CONS "c1"
+
+static tt_clock clk;
+
+static tli_store *
+open_at(const char *dir)
+{
+	tt_clock_init(&clk, T0);
+	return tt_store_open(dir, &clk);
+}
+
+static void
+keys(tli_store *s, uint64_t *written, uint64_t *merged)
+{
+	tli_store_stats st;
+
+	tli_store_get_stats(s, &st);
+	*written = st.keys_written;
+	*merged = st.keys_merged;
+}
+
+static size_t
+leases_of(tli_store *s, const char *cons, tli_entry *out, size_t max)
+{
+	size_t n = 0;
+	bool more = false;
+
+	TL_PASS(tli_store_scan_consumer(
+	    s, "t", cons, strlen(cons), NULL, out, max, &n, &more));
+	return n;
+}
+
+Test(writes, an_extend_writes_each_of_its_keys_once)
+{
+	char *dir = tt_mkdtemp("writes");
+	tli_store *s = open_at(dir);
+	uint64_t w0, m0, w1, m1;
+	tli_entry e[4];
+	tli_msg m;
+
+	tt_topic(s, "t", 1);
+	TL_PASS(tt_create(s, "t", "m1", "g", T0, "body", NULL));
+	TL_PASS(tt_op(s, TLI_OP_LEASE, "t", "m1", CONS, T0 + LEASE, 1, NULL));
+	keys(s, &w0, &m0);
+	TL_PASS(
+	    tt_op(s, TLI_OP_EXTEND, "t", "m1", CONS, T0 + 2 * LEASE, 2, NULL));
+	keys(s, &w1, &m1);
+	/* the record, the timeline entry out and in, the consumer entry
+	 * once (it was deleted and put under the same key) */
+	cr_assert_eq(w1 - w0, 4, "an extend wrote %" PRIu64 " keys", w1 - w0);
+	cr_assert_eq(m1 - m0, 1, "an extend merged %" PRIu64 " keys", m1 - m0);
+
+	tli_store_close(s);
+	s = open_at(dir);
+	cr_assert_eq(tt_check(s), 0, "the indexes agree after a reopen");
+	TL_PASS(tli_store_get(s, "t", "m1", 2, &m));
+	cr_assert_eq(m.ts, T0 + 2 * LEASE);
+	cr_assert_eq(m.version, 3);
+	cr_assert_str_eq(m.consumer, CONS);
+	tli_msg_fini(&m);
+	cr_assert_eq(
+	    leases_of(s, CONS, e, 4), 1, "the consumer entry is there once");
+	cr_assert_eq(e[0].ts, T0 + 2 * LEASE, "and carries the new lease end");
+	cr_assert_eq(e[0].version, 3);
+	tli_store_close(s);
+	tt_rmtree_free(&dir);
+}
+
+Test(writes, a_message_leased_extended_and_deleted_in_one_commit_is_gone)
+{
+	char *dir = tt_mkdtemp("writes");
+	tli_store *s = open_at(dir);
+	tli_op ops[3];
+	tli_topic_info ti;
+	tli_entry e[4];
+	tli_msg m;
+	uint64_t w0, m0, w1, m1;
+
+	tt_topic(s, "t", 1);
+	TL_PASS(tt_create(s, "t", "m1", "g", T0, "body", NULL));
+	TL_PASS(tt_create(s, "t", "m2", "g", T0, "body", NULL));
+	ops[0] = tt_mkop(TLI_OP_LEASE, "t", "m1", CONS, T0 + LEASE, 1);
+	ops[1] = tt_mkop(TLI_OP_EXTEND, "t", "m1", CONS, T0 + 2 * LEASE, 2);
+	ops[2] = tt_mkop(TLI_OP_DELETE_LEASED, "t", "m1", CONS, 0, 3);
+	keys(s, &w0, &m0);
+	TL_PASS(tli_store_apply(s, ops, 3));
+	for (int i = 0; i < 3; i++) {
+		TL_PASS(ops[i].err, "op %d of the commit", i);
+	}
+	keys(s, &w1, &m1);
+	cr_assert_gt(m1 - m0, 0, "the commit merged keys");
+	cr_assert_lt(w1 - w0, 13 - (m1 - m0) + 1);
+
+	tli_store_close(s);
+	s = open_at(dir);
+	cr_assert_eq(tt_check(s), 0, "the indexes agree after a reopen");
+	cr_assert_eq(tli_store_get(s, "t", "m1", 2, &m), TL_ENOTFOUND,
+	    "the message leased and deleted in one commit is gone");
+	cr_assert_eq(leases_of(s, CONS, e, 4), 0, "and holds no lease");
+	TL_PASS(tli_store_get(s, "t", "m2", 2, &m), "the other stays");
+	cr_assert_eq(m.version, 1);
+	tli_msg_fini(&m);
+	TL_PASS(tli_store_topic_get(s, "t", &ti));
+	cr_assert_eq(ti.messages, 1, "messages %" PRIu64, ti.messages);
+	cr_assert_eq(ti.locked, 0, "locked %" PRIu64, ti.locked);
+	tli_store_close(s);
+	tt_rmtree_free(&dir);
+}
+
+Test(writes, a_message_created_and_moved_in_one_commit_is_where_it_moved)
+{
+	char *dir = tt_mkdtemp("writes");
+	tli_store *s = open_at(dir);
+	tli_op ops[3];
+	tli_entry e[4];
+	size_t n = 0;
+	bool more = false;
+	tli_msg m;
+
+	tt_topic(s, "t", 1);
+	ops[0] = tt_mkop(TLI_OP_CREATE, "t", "m1", "g", T0 + 1000, 0);
+	ops[0].body = "b";
+	ops[0].body_len = 1;
+	ops[1] = tt_mkop(TLI_OP_MOVE, "t", "m1", "g", T0 + 5000, 1);
+	ops[2] = tt_mkop(TLI_OP_MOVE, "t", "m1", "g", T0 + 3000, 2);
+	TL_PASS(tli_store_apply(s, ops, 3));
+	for (int i = 0; i < 3; i++) {
+		TL_PASS(ops[i].err, "op %d of the commit", i);
+	}
+	tli_store_close(s);
+	s = open_at(dir);
+	cr_assert_eq(tt_check(s), 0, "the indexes agree after a reopen");
+	TL_PASS(tli_store_get(s, "t", "m1", 2, &m));
+	cr_assert_eq(m.ts, T0 + 3000);
+	cr_assert_eq(m.version, 3);
+	tli_msg_fini(&m);
+	/* one owner entry, at the last place */
+	TL_PASS(tli_store_scan_owner(s, "t", "g", 1, NULL, e, 4, &n, &more));
+	cr_assert_eq(n, 1, "owner entries: %zu", n);
+	cr_assert_eq(e[0].ts, T0 + 3000);
+	/* and due there, not before */
+	tt_clock_set(&clk, T0 + 2999);
+	TL_PASS(
+	    tli_store_scan_due(s, "t", 0, T0 + 2999, NULL, e, 4, &n, &more));
+	cr_assert_eq(n, 0, "due entries before its time: %zu", n);
+	TL_PASS(
+	    tli_store_scan_due(s, "t", 0, T0 + 3000, NULL, e, 4, &n, &more));
+	cr_assert_eq(n, 1, "due entries at its time: %zu", n);
+	tli_store_close(s);
+	tt_rmtree_free(&dir);
+}
