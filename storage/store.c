@@ -1131,6 +1131,19 @@ db_close(tli_store *s)
 	}
 }
 
+/* Every column family's memtables to tables, waiting for it. */
+static void
+flush_all(tli_store *s, char **err)
+{
+	rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
+
+	rocksdb_flushoptions_set_wait(fo, 1);
+	for (int i = 0; i < CF_COUNT && *err == NULL; i++) {
+		rocksdb_flush_cf(s->db, fo, s->cf[i], err);
+	}
+	rocksdb_flushoptions_destroy(fo);
+}
+
 static void
 store_free(tli_store *s)
 {
@@ -1518,6 +1531,8 @@ fail:
 void
 tli_store_close(tli_store *s)
 {
+	char *err = NULL;
+
 	if (s == NULL) {
 		return;
 	}
@@ -1527,6 +1542,18 @@ tli_store_close(tli_store *s)
 	pthread_mutex_unlock(&s->q_lock);
 	if (s->writer_started) {
 		pthread_join(s->writer, NULL);
+	}
+	/* The memtables go to tables now, so the next open has no log to
+	 * replay: a planned restart (an upgrade, a configuration change)
+	 * with a large backlog then takes as long as one with none. After
+	 * a crash the log is replayed as always. A failure (a full disk)
+	 * loses nothing: the log still holds it all. */
+	if (s->db != NULL && !s->need_resume && tli_db_rdlock(s) == TL_OK) {
+		flush_all(s, &err);
+		tli_db_unlock(s);
+		if (err != NULL) {
+			(void) tli_rdb_err(s, err);
+		}
 	}
 	store_free(s);
 }
@@ -1749,14 +1776,7 @@ tli_store_checkpoint(tli_store *s, const char *dir, uint64_t *index)
 	if ((rv = tli_db_rdlock(s)) != TL_OK) {
 		return rv;
 	}
-	{
-		rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
-		rocksdb_flushoptions_set_wait(fo, 1);
-		for (int i = 0; i < CF_COUNT && err == NULL; i++) {
-			rocksdb_flush_cf(s->db, fo, s->cf[i], &err);
-		}
-		rocksdb_flushoptions_destroy(fo);
-	}
+	flush_all(s, &err);
 	tli_db_unlock(s);
 	if ((rv = tli_rdb_err(s, err)) != TL_OK) {
 		return rv;
