@@ -130,15 +130,15 @@ compact_leveled(const char *path)
 	rocksdb_options_destroy(o);
 }
 
-Test(background, an_index_compacted_by_levels_opens_and_works)
+/* A new store with topic t and 2000 messages due between T0 + 1 s and
+ * T0 + 6 s, in an order that is not the due times'. */
+static tli_store *
+filled(const char *dir, tt_clock *clk)
 {
-	char *dir = tt_mkdtemp("leveled");
-	tt_clock clk;
 	tli_store *s;
-	tli_counts k;
 
-	tt_clock_init(&clk, T0);
-	s = tt_store_open(dir, &clk);
+	tt_clock_init(clk, T0);
+	s = tt_store_open(dir, clk);
 	tt_topic(s, "t", 4);
 	for (int i = 0; i < 2000; i++) {
 		char id[16];
@@ -147,13 +147,33 @@ Test(background, an_index_compacted_by_levels_opens_and_works)
 		TL_PASS(tt_create(s, "t", id, "g",
 		    T0 + 1000 + (i * 7919) % 5000, "body", NULL));
 	}
-	tli_store_close(s);
-	compact_leveled(dir);
+	return s;
+}
 
-	s = tt_store_open(dir, &clk);
+/* Reopened, the store holds the 2000 messages filled() put in. */
+static tli_store *
+reopened(const char *dir, tt_clock *clk)
+{
+	tli_store *s = tt_store_open(dir, clk);
+	tli_counts k;
+
 	TL_PASS(tli_store_count(s, "t", 0, T0 + 10000, &k));
 	cr_assert_eq(k.waiting, 2000, "%llu of 2000 after the reopen",
 	    (unsigned long long) k.waiting);
+	return s;
+}
+
+Test(background, an_index_compacted_by_levels_opens_and_works)
+{
+	char *dir = tt_mkdtemp("leveled");
+	tt_clock clk;
+	tli_store *s = filled(dir, &clk);
+	tli_counts k;
+
+	tli_store_close(s);
+	compact_leveled(dir);
+
+	s = reopened(dir, &clk);
 	TL_PASS(tt_op(s, TLI_OP_DELETE_OWNED, "t", "m5", "g", 0, 0, NULL));
 	TL_PASS(tt_create(s, "t", "new", "g", T0 + 2, "body", NULL));
 	TL_PASS(tli_store_count(s, "t", 0, T0 + 10000, &k));
@@ -196,34 +216,18 @@ Test(background, a_closed_store_leaves_no_log_to_replay)
 {
 	char *dir = tt_mkdtemp("closed");
 	tt_clock clk;
-	tli_store *s;
-	tli_counts k;
-	uint64_t before;
+	tli_store *s = filled(dir, &clk);
+	uint64_t before = log_bytes(dir);
 
-	tt_clock_init(&clk, T0);
-	s = tt_store_open(dir, &clk);
-	tt_topic(s, "t", 4);
-	for (int i = 0; i < 2000; i++) {
-		char id[16];
-
-		snprintf(id, sizeof(id), "m%d", i);
-		TL_PASS(
-		    tt_create(s, "t", id, "g", T0 + 1000 + i, "body", NULL));
-	}
-	before = log_bytes(dir);
 	cr_assert_gt(before, 100000,
-	    "the log holds the creates while open "
-	    "(%llu B)",
+	    "the log holds the creates while open (%llu B)",
 	    (unsigned long long) before);
 	tli_store_close(s);
 	cr_assert_lt(log_bytes(dir), 1024,
 	    "%llu B of log left after the close (%llu B before)",
 	    (unsigned long long) log_bytes(dir), (unsigned long long) before);
 
-	s = tt_store_open(dir, &clk);
-	TL_PASS(tli_store_count(s, "t", 0, T0 + 10000, &k));
-	cr_assert_eq(k.waiting, 2000, "%llu of 2000 after the reopen",
-	    (unsigned long long) k.waiting);
+	s = reopened(dir, &clk);
 	cr_assert_eq(tt_check(s), 0);
 	tli_store_close(s);
 	tt_rmtree(dir);
