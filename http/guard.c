@@ -469,7 +469,15 @@ pump(gconn *c)
 			    send_some(c->ifd, c->in, &c->in_off, &c->in_len);
 			moved = rv > 0;
 			if (rv < 0) {
-				inner_close(c); /* the server has gone */
+				/* The server takes no more: it answered early
+				 * (a 413 at the headers) and closed, or it is
+				 * gone. What the client still sends is
+				 * dropped; an answer it wrote may still wait
+				 * in the socket and is read below (closing the
+				 * socket here lost it: the client got no
+				 * answer at all). */
+				c->i_shut = true;
+				c->in_off = c->in_len = 0;
 			}
 		}
 		if (c->in_len == 0 && !c->c_eof && c->c_rd) {
