@@ -1582,6 +1582,79 @@ h_CLUSTER(req *q)
 	tlc_admin(q->b->cluster, q->s, q->h.reqid, a, m.id, raft, url);
 }
 
+/* SNAPSHOT_READ, on a reader: a part of a snapshot's file, for another
+ * node installing it (docs/cluster.md, "Snapshots"). */
+typedef struct rd_snap {
+	rd_head h;
+	char name[129];
+	char file[129];
+	uint64_t offset;
+	size_t max;
+} rd_snap;
+
+static void
+enc_snap_chunk(tlp_w *w, const void *arg)
+{
+	tlp_enc_snap_chunk(w, arg);
+}
+
+static void
+snap_run(tlb_broker *b, tlb_session *s, void *arg, bool run)
+{
+	rd_snap *k = arg;
+	tlp_snap_chunk m = {0};
+	tli_buf o;
+	int rv;
+
+	tli_buf_init(&o);
+	if (!run) {
+		/* closed meanwhile */
+	} else if ((rv = tlc_snapshot_read(b->cluster, k->name, k->file,
+	                k->offset, k->max, &o, &m.size)) != TL_OK) {
+		rd_err(s, &k->h, rv);
+	} else {
+		m.data = o.data;
+		m.data_len = o.len;
+		rd_reply(s, &k->h, enc_snap_chunk, &m);
+	}
+	tli_buf_fini(&o);
+	tli_free(k);
+}
+
+static void
+h_SNAPSHOT_READ(req *q)
+{
+	tlp_snap_read m;
+	rd_snap *k;
+	int rv;
+
+	if ((rv = tlp_dec_snap_read(&q->r, &m)) != TL_OK) {
+		reply_decode(q, rv);
+		return;
+	}
+	if (q->b->cluster == NULL) {
+		reply_err(q, TL_ENOTSUP, "this broker is not in a cluster");
+		return;
+	}
+	/* a snapshot is the whole store: the nodes' own principal
+	 * (cluster_token) is an admin one */
+	if (!may_admin(q)) {
+		return;
+	}
+	if ((k = tli_alloc(sizeof(*k))) == NULL) {
+		reply_err(q, TL_ENOMEM, NULL);
+		return;
+	}
+	k->h = rd_of(q);
+	memcpy(k->name, m.name.p != NULL ? m.name.p : "", m.name.n);
+	k->name[m.name.n] = '\0';
+	memcpy(k->file, m.file.p != NULL ? m.file.p : "", m.file.n);
+	k->file[m.file.n] = '\0';
+	k->offset = m.offset;
+	k->max = m.max > TLP_SNAP_PART ? TLP_SNAP_PART : (size_t) m.max;
+	read_off(q, snap_run, k);
+}
+
 /* ---- dispatch ---- */
 
 typedef struct not_leader_arg {
@@ -1614,7 +1687,8 @@ leader_only(req *q)
 	not_leader_arg a = {url};
 
 	if (q->b->cluster == NULL || q->h.op == TLP_OP_HELLO ||
-	    q->h.op == TLP_OP_PING || q->h.op == TLP_OP_CLUSTER) {
+	    q->h.op == TLP_OP_PING || q->h.op == TLP_OP_CLUSTER ||
+	    q->h.op == TLP_OP_SNAPSHOT_READ) {
 		return false;
 	}
 	/* a write proves the leadership by its commit; a read needs the

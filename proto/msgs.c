@@ -151,6 +151,13 @@ static const field cluster_status_f[] = {
     FIELD(F_BOOL, tlp_cluster_status, degraded),
     FIELD(F_I64, tlp_cluster_status, majority_offset_ms)};
 
+static const field snap_read_f[] = {FSTR(F_STR, tlp_snap_read, name, 128),
+    FSTR(F_STR, tlp_snap_read, file, 128), FIELD(F_U64, tlp_snap_read, offset),
+    FIELD(F_U64, tlp_snap_read, max)};
+
+static const field snap_chunk_f[] = {FIELD(F_U64, tlp_snap_chunk, size),
+    FBODY(F_BIN, tlp_snap_chunk, data, data_len)};
+
 /* The bodies whose fields travel as separate arguments. */
 typedef struct name2 {
 	tlp_str a, b;
@@ -750,6 +757,10 @@ tlp_dec_counts(tlp_r *r, uint64_t *a, uint64_t *wt, uint64_t *p)
 
 RECORD_CODEC(cluster_req, tlp_cluster_req, cluster_req_f, NF(cluster_req_f),
     w_record, r_body)
+RECORD_CODEC(
+    snap_read, tlp_snap_read, snap_read_f, NF(snap_read_f), w_record, r_body)
+RECORD_CODEC(snap_chunk, tlp_snap_chunk, snap_chunk_f, NF(snap_chunk_f),
+    w_reply, r_reply)
 
 void
 tlp_enc_cluster_status(tlp_w *w, const tlp_cluster_status *m)

@@ -300,6 +300,30 @@ void tlp_enc_cluster_status(tlp_w *w, const tlp_cluster_status *m);
 int tlp_dec_cluster_status(tlp_r *r, tlp_cluster_status *m);
 void tlp_cluster_status_fini(tlp_cluster_status *m);
 
+/* SNAPSHOT_READ: [name: str, file: str, offset: uint, max: uint]; the
+ * reply [0, size: uint, data: bin]: the file's size and at most max of its
+ * bytes from offset (fewer at its end). */
+#define TLP_SNAP_PART (1u << 20) /* the most one reply carries */
+
+typedef struct tlp_snap_read {
+	tlp_str name;
+	tlp_str file;
+	uint64_t offset;
+	uint64_t max;
+} tlp_snap_read;
+
+typedef struct tlp_snap_chunk {
+	uint64_t size;
+	const void *data;
+	size_t data_len;
+} tlp_snap_chunk;
+
+void tlp_enc_snap_read(tlp_w *w, const tlp_snap_read *m);
+int tlp_dec_snap_read(tlp_r *r, tlp_snap_read *m);
+void tlp_enc_snap_chunk(tlp_w *w, const tlp_snap_chunk *m);
+/* After tlp_dec_reply_head; data points into the frame. */
+int tlp_dec_snap_chunk(tlp_r *r, tlp_snap_chunk *m);
+
 /* ---- replies ---- */
 
 /* [err, detail] for a failed request. */

@@ -17,6 +17,7 @@
 #include "clockwatch.h"
 #include "frame.h"
 #include "msgs.h"
+#include "peer.h"
 #include "text.h"
 #include "tlb_log.h"
 
@@ -56,61 +57,12 @@ struct tlc_clock {
 	int64_t majority_ms;
 };
 
-/* ---- a session with a peer: raw frames, one request at a time ---- */
-
-static int
-io_wait(nng_aio *aio)
-{
-	nng_aio_wait(aio);
-	return nng_aio_result(aio);
-}
-
-static int
-send_all(tlc_clock *k, nng_stream *st, const uint8_t *p, size_t n)
-{
-	while (n > 0) {
-		nng_iov iov = {(void *) p, n};
-		size_t done;
-
-		nng_aio_set_iov(k->aio, 1, &iov);
-		nng_stream_send(st, k->aio);
-		if (io_wait(k->aio) != 0) {
-			return -1;
-		}
-		done = nng_aio_count(k->aio);
-		p += done;
-		n -= done;
-	}
-	return 0;
-}
-
-static int
-recv_all(tlc_clock *k, nng_stream *st, uint8_t *p, size_t n)
-{
-	while (n > 0) {
-		nng_iov iov = {p, n};
-		size_t done;
-
-		nng_aio_set_iov(k->aio, 1, &iov);
-		nng_stream_recv(st, k->aio);
-		if (io_wait(k->aio) != 0 ||
-		    (done = nng_aio_count(k->aio)) == 0) {
-			return -1;
-		}
-		p += done;
-		n -= done;
-	}
-	return 0;
-}
+/* ---- a session with a peer (peer.h) ---- */
 
 static void
 peer_close(peer *p)
 {
-	if (p->st != NULL) {
-		nng_stream_close(p->st);
-		nng_stream_free(p->st);
-		p->st = NULL;
-	}
+	tlc_peer_close(&p->st);
 }
 
 /* Send HELLO (op HELLO) or PING and read the reply (pushes are not sent
@@ -119,47 +71,29 @@ peer_close(peer *p)
 static int
 peer_ask(tlc_clock *k, peer *p, bool hello, int64_t *theirs, int64_t *ours)
 {
-	uint8_t lenb[TLP_LEN_BYTES], reply[TLC_CLOCK_MAX_REPLY];
-	uint32_t len = 0;
+	uint8_t reply[TLC_CLOCK_MAX_REPLY];
 	int64_t t0, t1;
 	tli_buf b;
 	tlp_w w;
-	tlp_hdr h;
 	tlp_r r;
 	tlp_str detail;
 	size_t nf = 0;
 	int err = -1, rv = -1;
 
 	tli_buf_init(&b);
-	tlp_frame_begin(
-	    &b, &w, hello ? TLP_OP_HELLO : TLP_OP_PING, 0, ++p->reqid);
 	t0 = tlb_clock_now_us();
 	if (hello) {
-		tlp_hello m;
-
-		memset(&m, 0, sizeof(m));
-		m.proto = TLP_VERSION;
-		m.name = (tlp_str){k->b->conf.name, strlen(k->b->conf.name)};
-		m.role = (tlp_str){"clock-watch", 11};
-		m.client_ms = t0 / 1000;
-		m.token = (tlp_str){
-		    k->b->conf.cluster_token, strlen(k->b->conf.cluster_token)};
-		tlp_enc_hello(&w, &m);
+		tlc_peer_hello(&b, k->b, ++p->reqid, "clock-watch", t0 / 1000);
 	} else {
+		tlp_frame_begin(&b, &w, TLP_OP_PING, 0, ++p->reqid);
 		tlp_enc_ping(&w, t0 / 1000);
 	}
 	if (tlp_frame_end(&b, 0) != TL_OK ||
-	    send_all(k, p->st, b.data, b.len) != 0 ||
-	    recv_all(k, p->st, lenb, sizeof(lenb)) != 0 ||
-	    tlp_frame_len(lenb, &len) != TL_OK || len > sizeof(reply) ||
-	    recv_all(k, p->st, reply, len) != 0) {
+	    tlc_peer_call(
+	        k->aio, p->st, &b, p->reqid, reply, sizeof(reply), &r) != 0) {
 		goto out;
 	}
 	t1 = tlb_clock_now_us();
-	if (tlp_hdr_decode(&h, reply, len) != TL_OK || h.reqid != p->reqid) {
-		goto out;
-	}
-	tlp_r_init(&r, reply + TLP_HDR_LEN, len - TLP_HDR_LEN);
 	if (tlp_dec_reply_head(&r, &err, &detail, &nf) != TL_OK ||
 	    err != TL_OK) {
 		goto out;
@@ -189,20 +123,8 @@ peer_measure(tlc_clock *k, peer *p, int64_t *offset)
 	int64_t theirs = 0, ours = 0;
 	bool hello = p->st == NULL;
 
-	if (hello) {
-		nng_stream_dialer *d = NULL;
-
-		if (nng_stream_dialer_alloc(&d, p->url) != 0) {
-			return false;
-		}
-		nng_stream_dialer_dial(d, k->aio);
-		if (io_wait(k->aio) == 0) {
-			p->st = nng_aio_get_output(k->aio, 0);
-		}
-		nng_stream_dialer_free(d);
-		if (p->st == NULL) {
-			return false;
-		}
+	if (hello && tlc_peer_dial(k->aio, p->url, &p->st) != 0) {
+		return false;
 	}
 	if (peer_ask(k, p, hello, &theirs, &ours) != 0) {
 		peer_close(p);

@@ -28,6 +28,7 @@
 #include "broker.h"
 #include "cluster.h"
 #include "clockwatch.h"
+#include "snapshot.h"
 #include "dispatch.h"
 #include "msgs.h"
 #include "server.h"
@@ -69,16 +70,10 @@ typedef struct prop {
 	bool done;
 } prop;
 
-typedef struct snap_file {
-	char name[256];
-	uint64_t size;
-} snap_file;
-
 struct tlc {
 	tlb_broker *b;
 	char raft_dir[600];
-	char snap_dir[600];    /* DATA/snapshot.tmp: checkpoints taken */
-	char restore_dir[600]; /* DATA/restore.tmp: snapshots received */
+	tlc_snaps snaps; /* snapshot.h */
 
 	/* the raft thread's own */
 	uv_loop_t loop;
@@ -99,7 +94,6 @@ struct tlc {
 	uint64_t refused_at; /* applied index of the last refused snapshot */
 	/* the snapshot being taken (fsm_snapshot to its finalize) */
 	uint64_t snap_applied; /* libraft's index for it */
-	snap_file *snap_files;
 	/* the store is a seed whose check has not applied: no other entry
 	 * may apply before it (store.h, "the seed check") */
 	bool seed_pending;
@@ -153,10 +147,6 @@ struct tlc {
 	int64_t stop_by_ms;
 };
 
-/* The snapshot buffer: magic, applied index, file count, then per file
- * its name length, name, size and bytes; integers little endian. */
-static const char snap_magic[8] = {'T', 'L', 'S', 'N', 'A', 'P', '0', '1'};
-
 static const char *
 state_name(int s)
 {
@@ -176,44 +166,6 @@ void
 tlc_store_path(const tlb_broker *b, char *out, size_t cap)
 {
 	snprintf(out, cap, "%s/store", b->conf.data_dir);
-}
-
-static void
-put_u32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++) {
-		p[i] = (uint8_t) (v >> (8 * i));
-	}
-}
-
-static void
-put_u64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++) {
-		p[i] = (uint8_t) (v >> (8 * i));
-	}
-}
-
-static uint32_t
-get_u32(const uint8_t *p)
-{
-	uint32_t v = 0;
-
-	for (int i = 3; i >= 0; i--) {
-		v = v << 8 | p[i];
-	}
-	return v;
-}
-
-static uint64_t
-get_u64(const uint8_t *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 7; i >= 0; i--) {
-		v = v << 8 | p[i];
-	}
-	return v;
 }
 
 /* A Raft entry frames the store's entry: "TLE1", its length (u32), the
@@ -309,7 +261,7 @@ frame_entry(const void *entry, size_t len, struct raft_buffer *buf)
 		return TL_ENOMEM;
 	}
 	memcpy(buf->base, entry_magic, 4);
-	put_u32((uint8_t *) buf->base + 4, (uint32_t) len);
+	tlc_put_u32((uint8_t *) buf->base + 4, (uint32_t) len);
 	memcpy((uint8_t *) buf->base + ENTRY_HEAD, entry, len);
 	memset((uint8_t *) buf->base + ENTRY_HEAD + len, 0,
 	    buf->len - ENTRY_HEAD - len);
@@ -515,7 +467,7 @@ fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
 	size_t len = 0;
 	bool framed = buf->len >= ENTRY_HEAD &&
 	    memcmp(buf->base, entry_magic, 4) == 0 &&
-	    (len = get_u32((const uint8_t *) buf->base + 4)) <=
+	    (len = tlc_get_u32((const uint8_t *) buf->base + 4)) <=
 	        buf->len - ENTRY_HEAD;
 	int rv;
 
@@ -555,104 +507,6 @@ fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
 	return 0;
 }
 
-/* Read exactly n bytes of path into p. */
-static int
-read_whole(const char *path, uint8_t *p, size_t n)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	size_t got = 0;
-
-	if (fd < 0) {
-		return -1;
-	}
-	while (got < n) {
-		ssize_t k = read(fd, p + got, n - got);
-		if (k <= 0) {
-			if (k < 0 && errno == EINTR) {
-				continue;
-			}
-			close(fd);
-			return -1;
-		}
-		got += (size_t) k;
-	}
-	close(fd);
-	return 0;
-}
-
-/* Write n bytes to path (created) and fsync it. */
-static int
-write_whole(const char *path, const uint8_t *p, size_t n)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	size_t put = 0;
-
-	if (fd < 0) {
-		return -1;
-	}
-	while (put < n) {
-		ssize_t k = write(fd, p + put, n - put);
-		if (k < 0) {
-			if (errno == EINTR) {
-				continue;
-			}
-			close(fd);
-			return -1;
-		}
-		put += (size_t) k;
-	}
-	if (fsync(fd) != 0) {
-		close(fd);
-		return -1;
-	}
-	return close(fd);
-}
-
-/* The regular files of dir (a checkpoint) with their sizes; *total gets
- * the size of the snapshot buffer that holds them. */
-static int
-list_files(const char *dir, snap_file **out, size_t *n, uint64_t *total)
-{
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	snap_file *v = NULL;
-	size_t k = 0, cap = 0;
-
-	*total = sizeof(snap_magic) + 8 + 4;
-	if (d == NULL) {
-		return -1;
-	}
-	while ((e = readdir(d)) != NULL) {
-		char path[1024];
-		struct stat st;
-		size_t nl = strlen(e->d_name);
-
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		if (e->d_name[0] == '.' || stat(path, &st) != 0 ||
-		    !S_ISREG(st.st_mode) || nl >= sizeof(v->name)) {
-			continue;
-		}
-		if (k == cap) {
-			snap_file *w;
-			cap = cap == 0 ? 16 : cap * 2;
-			if ((w = realloc(v, cap * sizeof(*v))) == NULL) {
-				free(v);
-				closedir(d);
-				return -1;
-			}
-			v = w;
-		}
-		memcpy(v[k].name, e->d_name, nl + 1);
-		v[k].size = (uint64_t) st.st_size;
-		*total += 4 + nl + 8 + v[k].size;
-		k++;
-	}
-	closedir(d);
-	*out = v;
-	*n = k;
-	return 0;
-}
-
 /* A snapshot in two steps (raft_fsm version 3). On the Raft thread,
  * fsm_snapshot only checks that one is wanted; the work is done on libuv's
  * thread pool while the node goes on applying and answering its peers:
@@ -688,94 +542,40 @@ fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n_bufs)
 	return 0;
 }
 
-/* The checkpoint and its files in one buffer (a thread of libuv's pool). */
+/* The checkpoint and its manifest (a thread of libuv's pool). */
 static int
 fsm_snapshot_async(
     struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n_bufs)
 {
 	tlc *c = fsm->data;
-	int64_t t0 = tli_mono_ms();
-	uint64_t index = 0, total;
-	snap_file *files = NULL;
-	size_t nfiles = 0, off;
-	uint8_t *p;
 	int rv;
 
-	tli_rmtree(c->snap_dir);
-	rv = tli_store_checkpoint(c->b->store, c->snap_dir, &index);
-	if (rv != TL_OK ||
-	    list_files(c->snap_dir, &files, &nfiles, &total) != 0) {
-		tlb_log(TLB_ERROR, "R010", "cannot take a snapshot in %s: %s",
-		    c->snap_dir,
-		    rv != TL_OK ? tl_strerror(rv) : strerror(errno));
-		return RAFT_IOERR;
-	}
-	c->snap_files = files; /* freed by fsm_snapshot_finalize */
-	if (total > (uint64_t) c->b->conf.cluster_snapshot_max) {
-		tlb_log(TLB_ERROR, "R006",
-		    "snapshot at index %llu refused: %llu bytes is over "
-		    "cluster_snapshot_max (%lld); the Raft log is kept instead",
-		    (unsigned long long) index, (unsigned long long) total,
-		    (long long) c->b->conf.cluster_snapshot_max);
-		c->refused_at = c->snap_applied;
-		return RAFT_TOOBIG;
-	}
-	c->refused_at = 0;
 	*bufs = raft_malloc(sizeof(**bufs));
-	p = raft_malloc(total);
-	if (*bufs == NULL || p == NULL) {
-		raft_free(*bufs);
-		raft_free(p);
-		*bufs = NULL;
+	if (*bufs == NULL) {
 		return RAFT_NOMEM;
 	}
-	memcpy(p, snap_magic, sizeof(snap_magic));
-	put_u64(p + 8, index);
-	put_u32(p + 16, (uint32_t) nfiles);
-	off = 20;
-	for (size_t i = 0; i < nfiles; i++) {
-		char path[1024];
-		size_t nl = strlen(files[i].name);
-
-		put_u32(p + off, (uint32_t) nl);
-		memcpy(p + off + 4, files[i].name, nl);
-		put_u64(p + off + 4 + nl, files[i].size);
-		off += 4 + nl + 8;
-		snprintf(
-		    path, sizeof(path), "%s/%s", c->snap_dir, files[i].name);
-		if (read_whole(path, p + off, files[i].size) != 0) {
-			tlb_log(TLB_ERROR, "R010",
-			    "cannot take a snapshot: reading %s: %s", path,
-			    strerror(errno));
-			raft_free(*bufs);
-			raft_free(p);
-			*bufs = NULL;
-			return RAFT_IOERR;
-		}
-		off += files[i].size;
+	if ((rv = tlc_snaps_take(&c->snaps, c->snap_applied, *bufs)) != 0) {
+		raft_free(*bufs);
+		*bufs = NULL;
+		/* refused or failed: not again for a while */
+		c->refused_at = c->snap_applied;
+		return rv;
 	}
-	(*bufs)[0].base = p;
-	(*bufs)[0].len = total;
+	c->refused_at = 0;
 	*n_bufs = 1;
 	pthread_mutex_lock(&c->mtx);
 	c->snaps_taken++;
 	pthread_mutex_unlock(&c->mtx);
-	tlb_log(TLB_INFO, "R004",
-	    "snapshot taken at index %llu (the store at %llu): %zu files, "
-	    "%llu bytes in %lld ms, off the Raft thread",
-	    (unsigned long long) c->snap_applied, (unsigned long long) index,
-	    nfiles, (unsigned long long) total,
-	    (long long) (tli_mono_ms() - t0));
 	return 0;
 }
 
-/* After the snapshot was written (or failed): ours to free. */
+/* After the snapshot was written (or failed): ours to free. The
+ * checkpoint stays (snapshot.h). */
 static int
 fsm_snapshot_finalize(
     struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n_bufs)
 {
-	tlc *c = fsm->data;
-
+	(void) fsm;
 	if (*bufs != NULL) {
 		for (unsigned i = 0; i < *n_bufs; i++) {
 			raft_free((*bufs)[i].base);
@@ -784,66 +584,29 @@ fsm_snapshot_finalize(
 	}
 	*bufs = NULL;
 	*n_bufs = 0;
-	free(c->snap_files);
-	c->snap_files = NULL;
-	tli_rmtree(c->snap_dir);
 	return 0;
 }
 
-/* Write the snapshot's files into c->restore_dir; its index in *index. */
-static int
-unpack(tlc *c, const uint8_t *p, size_t n, uint64_t *index)
-{
-	uint32_t nfiles;
-	size_t off = 20;
-
-	if (n < 20 || memcmp(p, snap_magic, sizeof(snap_magic)) != 0) {
-		return TL_EFORMAT;
-	}
-	*index = get_u64(p + 8);
-	nfiles = get_u32(p + 16);
-	tli_rmtree(c->restore_dir);
-	if (mkdir(c->restore_dir, 0755) != 0) {
-		return TL_EIO;
-	}
-	for (uint32_t i = 0; i < nfiles; i++) {
-		char name[256], path[1024];
-		uint32_t nl;
-		uint64_t size;
-
-		if (n - off < 4 || (nl = get_u32(p + off)) == 0 ||
-		    nl >= sizeof(name) || n - off - 4 < (size_t) nl + 8) {
-			return TL_EFORMAT;
-		}
-		memcpy(name, p + off + 4, nl);
-		name[nl] = '\0';
-		size = get_u64(p + off + 4 + nl);
-		off += 4 + nl + 8;
-		if (memchr(name, '/', nl) != NULL || name[0] == '.' ||
-		    size > n - off) {
-			return TL_EFORMAT;
-		}
-		snprintf(path, sizeof(path), "%s/%s", c->restore_dir, name);
-		if (write_whole(path, p + off, (size_t) size) != 0) {
-			return TL_EIO;
-		}
-		off += (size_t) size;
-	}
-	return off == n ? TL_OK : TL_EFORMAT;
-}
-
 /* Install a snapshot, unless the store is already at or past it (a
- * restart: the store is ahead of the last snapshot). Owns buf->base. */
+ * restart: the store is ahead of the last snapshot). Owns buf->base. On
+ * the Raft thread, which waits while the files are fetched: this node is
+ * behind and has nothing else to do. */
 static int
 fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
 {
 	tlc *c = fsm->data;
 	uint64_t index = 0, have = tli_store_applied_index(c->b->store);
-	int rv;
+	tlc_snap_source src[2 * TLB_MAX_NODES];
+	int nsrc = 0, rv;
 
-	if (buf->len >= 16 &&
-	    memcmp(buf->base, snap_magic, sizeof(snap_magic)) == 0 &&
-	    (index = get_u64((const uint8_t *) buf->base + 8)) <= have) {
+	if (!tlc_snaps_index(buf->base, buf->len, &index)) {
+		tlb_log(TLB_ERROR, "R009",
+		    "cannot install a snapshot of %zu bytes: not one of ours",
+		    buf->len);
+		raft_free(buf->base);
+		return RAFT_IOERR;
+	}
+	if (index <= have) {
 		raft_free(buf->base);
 		tlb_log(TLB_INFO, "R005",
 		    "snapshot at index %llu not installed: the store is "
@@ -851,20 +614,21 @@ fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
 		    (unsigned long long) index, (unsigned long long) have);
 		return 0;
 	}
-	rv = unpack(c, buf->base, buf->len, &index);
-	if (rv == TL_OK) {
-		rv = tli_store_restore(c->b->store, c->restore_dir);
+	pthread_mutex_lock(&c->mtx);
+	for (int i = 0; i < c->b->conf.nnodes; i++) {
+		src[nsrc++] = (tlc_snap_source){
+		    c->b->conf.nodes[i].id, c->b->conf.nodes[i].url};
 	}
+	for (int i = 0; i < c->nextra; i++) {
+		src[nsrc++] =
+		    (tlc_snap_source){c->extra[i].id, c->extra[i].url};
+	}
+	pthread_mutex_unlock(&c->mtx);
+	rv = tlc_snaps_install(&c->snaps, buf->base, buf->len, src, nsrc);
+	raft_free(buf->base);
 	if (rv != TL_OK) {
-		tlb_log(TLB_ERROR, "R009",
-		    "cannot install the snapshot (%zu bytes) in %s: %s (%s)",
-		    buf->len, c->restore_dir, tl_strerror(rv),
-		    tli_store_last_error(c->b->store));
-		tli_rmtree(c->restore_dir);
-		raft_free(buf->base);
 		return RAFT_IOERR;
 	}
-	tli_rmtree(c->restore_dir);
 	{
 		uint64_t id;
 		bool pending = false;
@@ -877,9 +641,6 @@ fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
 	c->snaps_installed++;
 	c->applied_index = index;
 	pthread_mutex_unlock(&c->mtx);
-	tlb_log(TLB_INFO, "R005", "snapshot installed: index %llu, %zu bytes",
-	    (unsigned long long) index, buf->len);
-	raft_free(buf->base);
 	return 0;
 }
 
@@ -1886,18 +1647,19 @@ tlc_start(tlb_broker *b)
 	}
 	c->b = b;
 	snprintf(c->raft_dir, sizeof(c->raft_dir), "%s/raft", b->conf.data_dir);
-	snprintf(c->snap_dir, sizeof(c->snap_dir), "%s/snapshot.tmp",
-	    b->conf.data_dir);
-	snprintf(c->restore_dir, sizeof(c->restore_dir), "%s/restore.tmp",
-	    b->conf.data_dir);
 	c->q_tail = &c->q_head;
 	c->a_tail = &c->a_head;
 	c->state = RAFT_UNAVAILABLE;
+	if (tlc_snaps_init(&c->snaps, b) != 0) {
+		tli_free(c);
+		return -1;
+	}
 	pthread_mutex_init(&c->mtx, NULL);
 	pthread_cond_init(&c->cv, NULL);
 	/* before the threads that ask it: a node leads only once its clock
 	 * was checked against the majority's */
 	if (b->conf.nnodes > 1 && (c->clock = tlc_clock_start(b)) == NULL) {
+		tlc_snaps_fini(&c->snaps);
 		pthread_cond_destroy(&c->cv);
 		pthread_mutex_destroy(&c->mtx);
 		tli_free(c);
@@ -1905,6 +1667,7 @@ tlc_start(tlb_broker *b)
 	}
 	if (pthread_create(&c->th, NULL, raft_main, c) != 0) {
 		tlc_clock_stop(c->clock);
+		tlc_snaps_fini(&c->snaps);
 		pthread_cond_destroy(&c->cv);
 		pthread_mutex_destroy(&c->mtx);
 		tli_free(c);
@@ -1934,7 +1697,7 @@ tlc_free(tlb_broker *b)
 		return;
 	}
 	b->cluster = NULL;
-	free(c->snap_files); /* a snapshot cut short by the close */
+	tlc_snaps_fini(&c->snaps);
 	pthread_cond_destroy(&c->cv);
 	pthread_mutex_destroy(&c->mtx);
 	tli_free(c);
@@ -2046,4 +1809,11 @@ tlc_read_fence(tlc *c)
 	        tli_mono_ms() < atomic_load(&c->lease_until_ms)
 	    ? TL_OK
 	    : TL_ENOTLEADER;
+}
+
+int
+tlc_snapshot_read(tlc *c, const char *name, const char *file, uint64_t offset,
+    size_t max, tli_buf *out, uint64_t *size)
+{
+	return tlc_snaps_read(&c->snaps, name, file, offset, max, out, size);
 }

@@ -98,4 +98,14 @@ void tlc_get_stats(tlc *c, tlc_stats *st);
 struct tli_buf;
 void tlc_render_more(tlc *c, struct tli_buf *o);
 
+/* ---- snapshots served to other nodes (the SNAPSHOT_READ operation) ---- */
+
+/* Append to out at most max bytes (at most TLP_SNAP_PART) of file of the
+ * snapshot name that this node keeps (DATA/snapshots/NAME/FILE), from
+ * offset; *size is the file's size. TL_EINVAL: a name or file that is a
+ * path or hidden; TL_ENOTFOUND: no such snapshot or file here (taken or
+ * installed too long ago: it was removed); TL_EIO. Any thread. */
+int tlc_snapshot_read(tlc *c, const char *name, const char *file,
+    uint64_t offset, size_t max, struct tli_buf *out, uint64_t *size);
+
 #endif

@@ -1,8 +1,15 @@
 /*
  * The replicated broker's snapshots: a follower whose data directory is
  * deleted rejoins through a snapshot of the leader's store (the log before
- * it is gone) and ends with the same store as the others.
+ * it is gone), fetching its files from the leader in parts, and ends with
+ * the same store as the others; a node keeps only its newest snapshots;
+ * SNAPSHOT_READ serves a kept snapshot's files and nothing else.
  */
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "tltest.h"
 #include "cluster_util.h"
 
@@ -27,10 +34,96 @@ create_range(rc_client *cl, int from, int to)
 	}
 }
 
+/* n messages with 4 KiB bodies that do not compress, in batches of 16:
+ * the store's files outgrow one SNAPSHOT_READ part. */
+static void
+create_bodies(rc_client *cl, int from, int n)
+{
+	static uint8_t body[16][4096];
+	uint32_t x = 2463534242u;
+
+	for (int i = 0; i < n; i += 16) {
+		tlp_item it[16];
+		char id[16][16];
+		rc_results res;
+		int k = n - i < 16 ? n - i : 16;
+
+		memset(it, 0, sizeof(it));
+		for (int j = 0; j < k; j++) {
+			for (size_t b = 0; b < sizeof(body[j]); b++) {
+				x ^= x << 13;
+				x ^= x >> 17;
+				x ^= x << 5;
+				body[j][b] = (uint8_t) x;
+			}
+			snprintf(id[j], sizeof(id[j]), "b%06d", from + i + j);
+			it[j] = (tlp_item){.id = TLP_STR(id[j]),
+			    .ts = 3600000,
+			    .rel = true,
+			    .body = body[j],
+			    .body_len = sizeof(body[j])};
+		}
+		TL_PASS(rc_batch(cl, TLP_OP_CREATE, "t", "app", it, (size_t) k,
+		            &res),
+		    "create batch at %d", from + i);
+		for (size_t j = 0; j < res.n; j++) {
+			TL_PASS(res.v[j].err, "create %s", id[j]);
+		}
+		rc_results_free(&res);
+	}
+}
+
+/* The snapshots node i keeps (directories ID-INDEX), *part those being
+ * fetched. */
+static int
+kept_snapshots(int i, int *part)
+{
+	char dir[700];
+	DIR *d;
+	struct dirent *e;
+	int n = 0;
+
+	*part = 0;
+	snprintf(dir, sizeof(dir), "%s/snapshots", C.data[i]);
+	cr_assert_not_null(d = opendir(dir), "%s", dir);
+	while ((e = readdir(d)) != NULL) {
+		if (e->d_name[0] == '.') {
+			continue;
+		}
+		if (strstr(e->d_name, ".part") != NULL) {
+			(*part)++;
+		} else {
+			n++;
+		}
+	}
+	closedir(d);
+	return n;
+}
+
+/* The bytes the R005 line of node i says were fetched, and from which
+ * node; -1 without one. */
+static long long
+fetched(int i, int *from)
+{
+	char *log = tli_read_file(C.p[i].log, 64u << 20);
+	const char *l;
+	long long bytes = -1;
+
+	cr_assert_not_null(log);
+	if ((l = strstr(log, "R005 snapshot installed")) != NULL &&
+	    (l = strstr(l, " bytes, ")) != NULL &&
+	    sscanf(l, " bytes, %lld fetched from node %d", &bytes, from) != 2) {
+		bytes = -1;
+	}
+	tli_free(log);
+	return bytes;
+}
+
 Test(snapshot, wiped_follower_rejoins_through_a_snapshot)
 {
-	enum { N = 300 };
-	int leader, follower;
+	enum { N = 300, B = 480 };
+	int leader, follower, from = 0, part;
+	long long bytes;
 	rc_client *cl;
 	tli_topic_info want;
 	tli_store *s;
@@ -46,10 +139,14 @@ Test(snapshot, wiped_follower_rejoins_through_a_snapshot)
 
 	tt_proc_kill(&C.p[follower]);
 	cr_assert_eq(tli_rmtree(C.data[follower]), 0);
+	create_bodies(cl, 0, B);
 	create_range(cl, N / 2, N);
 	rc_close(cl);
 	cr_assert(tc_metric(&C, leader,
-	              "timeline_cluster_snapshots_taken_total") > 0);
+	              "timeline_cluster_snapshots_taken_total") > 2);
+	/* many taken, the newest two kept */
+	cr_assert_leq(kept_snapshots(leader, &part), 2,
+	    "the leader keeps more than its two newest snapshots");
 
 	tc_start(&C, follower);
 	cr_assert(
@@ -57,20 +154,28 @@ Test(snapshot, wiped_follower_rejoins_through_a_snapshot)
 	    "the follower installed no snapshot");
 	cr_assert(
 	    tc_converged(&C, leader, 15000), "the follower did not catch up");
+	/* the files came from the leader, in more than one part */
+	bytes = fetched(follower, &from);
+	cr_assert_gt(bytes, (long long) TLP_SNAP_PART,
+	    "the follower fetched %lld bytes", bytes);
+	cr_assert_eq(from, leader + 1, "fetched from node %d", from);
+	/* what it fetched is kept (to send on), nothing half-fetched */
+	cr_assert_geq(kept_snapshots(follower, &part), 1);
+	cr_assert_eq(part, 0);
 	for (int i = 0; i < 3; i++) {
 		tt_proc_stop_clean(&C.p[i]);
 	}
 	s = tc_open_store(&C, leader);
 	TL_PASS(tli_store_topic_get(s, "t", &want));
 	tli_store_close(s);
-	cr_assert_eq(want.messages, N);
+	cr_assert_eq(want.messages, N + B);
 	for (int i = 0; i < 3; i++) {
 		tli_topic_info ti;
 
 		s = tc_open_store(&C, i);
 		TL_PASS(tli_store_topic_get(s, "t", &ti));
-		cr_assert_eq(ti.messages, N, "node %d holds %" PRIu64, i + 1,
-		    ti.messages);
+		cr_assert_eq(ti.messages, N + B, "node %d holds %" PRIu64,
+		    i + 1, ti.messages);
 		for (int k = 0; k < N; k += 37) {
 			char id[16];
 			tli_msg m;
@@ -78,6 +183,17 @@ Test(snapshot, wiped_follower_rejoins_through_a_snapshot)
 			snprintf(id, sizeof(id), "m%06d", k);
 			TL_PASS(tli_store_get(s, "t", id, strlen(id), &m),
 			    "node %d: %s", i + 1, id);
+			tli_msg_fini(&m);
+		}
+		for (int k = 0; k < B; k += 53) {
+			char id[16];
+			tli_msg m;
+
+			snprintf(id, sizeof(id), "b%06d", k);
+			TL_PASS(tli_store_get(s, "t", id, strlen(id), &m),
+			    "node %d: %s", i + 1, id);
+			cr_assert_eq(
+			    m.body_len, 4096, "node %d: %s", i + 1, id);
 			tli_msg_fini(&m);
 		}
 		tli_store_close(s);
@@ -123,4 +239,140 @@ Test(snapshot, a_refused_snapshot_costs_no_leadership)
 	cr_assert_eq(tc_metric(&C, leader, "timeline_cluster_term"), term,
 	    "an election happened");
 	cr_assert(tc_converged(&C, leader, 15000));
+}
+
+static void
+enc_snap_read(tlp_w *w, const void *arg)
+{
+	tlp_enc_snap_read(w, arg);
+}
+
+/* SNAPSHOT_READ of name/file from offset: the broker's error; on TL_OK the
+ * file's size in *size and its part in buf (at most cap bytes). */
+static int
+snap_read(rc_client *cl, const char *name, const char *file, uint64_t off,
+    uint64_t *size, uint8_t *buf, size_t cap, size_t *got)
+{
+	tlp_snap_read q = {TLP_STR(name), TLP_STR(file), off, cap};
+	tlp_snap_chunk c;
+	rc_frame *f = NULL;
+	tlp_r r;
+	int rv = rc_req(cl, TLP_OP_SNAPSHOT_READ, enc_snap_read, &q, &f, &r);
+
+	if (rv == TL_OK) {
+		cr_assert_eq(tlp_dec_snap_chunk(&r, &c), TL_OK);
+		cr_assert_leq(c.data_len, cap);
+		memcpy(buf, c.data, c.data_len);
+		*size = c.size;
+		*got = c.data_len;
+	}
+	rc_frame_free(f);
+	return rv;
+}
+
+/* The first kept snapshot of node i, and one file of it (not CURRENT). */
+static void
+a_kept_file(int i, char *name, size_t ncap, char *file, size_t fcap)
+{
+	char dir[700];
+	DIR *d;
+	struct dirent *e;
+
+	name[0] = file[0] = '\0';
+	snprintf(dir, sizeof(dir), "%s/snapshots", C.data[i]);
+	cr_assert_not_null(d = opendir(dir));
+	while ((e = readdir(d)) != NULL && name[0] == '\0') {
+		if (e->d_name[0] != '.' && strstr(e->d_name, ".") == NULL) {
+			snprintf(name, ncap, "%s", e->d_name);
+		}
+	}
+	closedir(d);
+	cr_assert(name[0] != '\0', "node %d keeps no snapshot", i + 1);
+	snprintf(dir, sizeof(dir), "%s/snapshots/%s", C.data[i], name);
+	cr_assert_not_null(d = opendir(dir));
+	while ((e = readdir(d)) != NULL && file[0] == '\0') {
+		if (strstr(e->d_name, ".sst") != NULL) {
+			snprintf(file, fcap, "%s", e->d_name);
+		}
+	}
+	closedir(d);
+	cr_assert(file[0] != '\0', "snapshot %s has no table file", name);
+}
+
+/* Any node serves the snapshots it keeps, byte for byte, and no other file:
+ * names that are paths, hidden files and snapshots it does not keep are
+ * refused. */
+Test(snapshot, snapshot_read_serves_kept_files_and_nothing_else)
+{
+	static uint8_t want[1u << 20], got[1u << 20];
+	char name[256], file[256], path[1024];
+	uint64_t size = 0;
+	size_t n = 0, have = 0;
+	int leader, fd;
+	rc_client *cl;
+	ssize_t k;
+
+	tc_init(&C, 3, "cluster-sr");
+	C.snapshot_entries = 16;
+	tc_start_all(&C);
+	leader = tc_leader(&C, 10000);
+	cr_assert(leader >= 0, "no leader within 10 s");
+	cl = rc_open(C.url[leader], "tester");
+	create_bodies(cl, 0, 64);
+	create_range(cl, 0, 40);
+	rc_close(cl);
+	cr_assert(tc_metric(&C, leader,
+	              "timeline_cluster_snapshots_taken_total") > 0);
+
+	/* a follower serves its own (not only the leader) */
+	for (int i = 0; i < 3; i++) {
+		if (i == leader) {
+			continue;
+		}
+		a_kept_file(i, name, sizeof(name), file, sizeof(file));
+		snprintf(path, sizeof(path), "%s/snapshots/%s/%s", C.data[i],
+		    name, file);
+		cr_assert_geq(fd = open(path, O_RDONLY), 0, "%s", path);
+		k = read(fd, want, sizeof(want));
+		close(fd);
+		cr_assert_gt(k, 0);
+		cl = rc_open(C.url[i], "tester");
+		/* in two parts: the first 100 bytes, then from 100 on */
+		TL_PASS(snap_read(cl, name, file, 0, &size, got, 100, &n));
+		cr_assert_eq(n, 100);
+		TL_PASS(snap_read(cl, name, file, 100, &size, got + 100,
+		    sizeof(got) - 100, &have));
+		cr_assert_eq(size, (uint64_t) k, "the file's size");
+		cr_assert_eq(100 + have, (size_t) k);
+		cr_assert_eq(memcmp(got, want, (size_t) k), 0,
+		    "node %d sent other bytes than %s holds", i + 1, path);
+		/* at the end: the size, no bytes */
+		TL_PASS(snap_read(
+		    cl, name, file, size, &size, got, sizeof(got), &n));
+		cr_assert_eq(n, 0);
+
+		cr_assert_eq(snap_read(cl, "../store", "CURRENT", 0, &size, got,
+		                 100, &n),
+		    TL_EINVAL);
+		cr_assert_eq(snap_read(cl, name, "../../store/CURRENT", 0,
+		                 &size, got, 100, &n),
+		    TL_EINVAL);
+		cr_assert_eq(
+		    snap_read(cl, name, ".hidden", 0, &size, got, 100, &n),
+		    TL_EINVAL);
+		cr_assert_eq(
+		    snap_read(cl, name, "", 0, &size, got, 100, &n), TL_EINVAL);
+		cr_assert_eq(snap_read(cl, "take.tmp", "CURRENT", 0, &size, got,
+		                 100, &n),
+		    TL_EINVAL);
+		cr_assert_eq(snap_read(cl, "9-999999", "CURRENT", 0, &size, got,
+		                 100, &n),
+		    TL_ENOTFOUND);
+		cr_assert_eq(
+		    snap_read(cl, name, "NOSUCH.sst", 0, &size, got, 100, &n),
+		    TL_ENOTFOUND);
+		/* still serving */
+		TL_PASS(snap_read(cl, name, file, 0, &size, got, 10, &n));
+		rc_close(cl);
+	}
 }
