@@ -588,7 +588,10 @@ fsm_snapshot_finalize(
 }
 
 /* Install a snapshot, unless the store is already at or past it (a
- * restart: the store is ahead of the last snapshot). Owns buf->base. On
+ * restart: the store is ahead of the last snapshot). Owns buf->base when
+ * it succeeds; on failure libraft frees it (installSnapshotCb's and
+ * start's error paths in libraft 0.15): freeing it here too was a double
+ * free. On
  * the Raft thread, which waits while the files are fetched: this node is
  * behind and has nothing else to do. */
 static int
@@ -603,7 +606,6 @@ fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
 		tlb_log(TLB_ERROR, "R009",
 		    "cannot install a snapshot of %zu bytes: not one of ours",
 		    buf->len);
-		raft_free(buf->base);
 		return RAFT_IOERR;
 	}
 	if (index <= have) {
@@ -625,10 +627,10 @@ fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
 	}
 	pthread_mutex_unlock(&c->mtx);
 	rv = tlc_snaps_install(&c->snaps, buf->base, buf->len, src, nsrc);
-	raft_free(buf->base);
 	if (rv != TL_OK) {
 		return RAFT_IOERR;
 	}
+	raft_free(buf->base);
 	{
 		uint64_t id;
 		bool pending = false;

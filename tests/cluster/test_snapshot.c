@@ -200,6 +200,91 @@ Test(snapshot, wiped_follower_rejoins_through_a_snapshot)
 	}
 }
 
+/* Remove every snapshot node i keeps. */
+static void
+drop_snapshots(int i)
+{
+	char dir[700], path[1024];
+	DIR *d;
+	struct dirent *e;
+
+	snprintf(dir, sizeof(dir), "%s/snapshots", C.data[i]);
+	cr_assert_not_null(d = opendir(dir));
+	while ((e = readdir(d)) != NULL) {
+		if (e->d_name[0] != '.') {
+			snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+			cr_assert_eq(tli_rmtree(path), 0, "%s", path);
+		}
+	}
+	closedir(d);
+}
+
+/* The leader sends a snapshot whose files no node keeps any more: the
+ * follower fails the install (R009), stays up with its store unchanged,
+ * and installs the leader's next snapshot. (libraft frees the snapshot
+ * after a failed install: the node freed it too, a double free.) */
+Test(snapshot, a_snapshot_no_node_can_send_fails_and_the_next_installs)
+{
+	int leader, follower, part;
+	int64_t end;
+	bool failed;
+	rc_client *cl;
+	tli_store *s;
+
+	tc_init(&C, 3, "cluster-sf");
+	/* the leader's read lease renewals are entries too: a new snapshot
+	 * every 64 comes seconds apart when nothing else is written */
+	C.snapshot_entries = 64;
+	tc_start_all(&C);
+	leader = tc_leader(&C, 10000);
+	cr_assert(leader >= 0, "no leader within 10 s");
+	follower = (leader + 1) % 3;
+	cl = rc_open(C.url[leader], "tester");
+	create_range(cl, 0, 200);
+	tt_proc_kill(&C.p[follower]);
+	cr_assert_eq(tli_rmtree(C.data[follower]), 0);
+
+	/* removed again as long as it takes: one taken meanwhile would be
+	 * whole and install */
+	tc_spawn(&C, follower);
+	end = tli_mono_ms() + 15000;
+	do {
+		for (int i = 0; i < 3; i++) {
+			if (i != follower) {
+				drop_snapshots(i);
+			}
+		}
+		failed =
+		    tt_proc_log_wait(&C.p[follower], "R009 cannot install", 20);
+	} while (!failed && tli_mono_ms() < end);
+	cr_assert(failed, "the follower did not fail the install");
+	cr_assert(tt_proc_log_wait(&C.p[follower], "R023 cannot fetch", 100));
+	cr_assert(tt_proc_alive(&C.p[follower]), "the follower died");
+	cr_assert_eq(kept_snapshots(follower, &part), 0);
+	cr_assert_eq(part, 0, "a half-fetched snapshot was left");
+
+	/* the next snapshot is whole on the leader's disk */
+	create_range(cl, 200, 300);
+	rc_close(cl);
+	cr_assert(
+	    tt_proc_log_wait(&C.p[follower], "R005 snapshot installed", 15000),
+	    "the follower installed no later snapshot");
+	cr_assert(
+	    tc_converged(&C, leader, 15000), "the follower did not catch up");
+	for (int i = 0; i < 3; i++) {
+		tt_proc_stop_clean(&C.p[i]);
+	}
+	for (int i = 0; i < 3; i++) {
+		tli_topic_info ti;
+
+		s = tc_open_store(&C, i);
+		TL_PASS(tli_store_topic_get(s, "t", &ti));
+		cr_assert_eq(ti.messages, 300, "node %d holds %" PRIu64, i + 1,
+		    ti.messages);
+		tli_store_close(s);
+	}
+}
+
 /* A store larger than cluster_snapshot_max: every snapshot is refused
  * (R006) and the log is kept, and nothing else changes. libraft 0.15 takes
  * any error but RAFT_BUSY from the state machine's snapshot call as a
