@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "tltest.h"
+#include "auth_util.h"
 #include "cluster_util.h"
 
 static tc_cluster C;
@@ -78,7 +79,7 @@ create_bodies(rc_client *cl, int from, int n)
 static int
 kept_snapshots(int i, int *part)
 {
-	char dir[700];
+	char dir[1000];
 	DIR *d;
 	struct dirent *e;
 	int n = 0;
@@ -204,7 +205,7 @@ Test(snapshot, wiped_follower_rejoins_through_a_snapshot)
 static void
 drop_snapshots(int i)
 {
-	char dir[700], path[1024];
+	char dir[700], path[1000];
 	DIR *d;
 	struct dirent *e;
 
@@ -225,6 +226,8 @@ drop_snapshots(int i)
  * after a failed install: the node freed it too, a double free.) */
 Test(snapshot, a_snapshot_no_node_can_send_fails_and_the_next_installs)
 {
+	const char *was = getenv("LSAN_OPTIONS");
+	char supp[700], env[1500], keep[700];
 	int leader, follower, part;
 	int64_t end;
 	bool failed;
@@ -244,9 +247,24 @@ Test(snapshot, a_snapshot_no_node_can_send_fails_and_the_next_installs)
 	tt_proc_kill(&C.p[follower]);
 	cr_assert_eq(tli_rmtree(C.data[follower]), 0);
 
+	/* libraft 0.15 leaks the 16-byte buffer list of a snapshot whose
+	 * install failed (installSnapshotCb frees the data, not the list):
+	 * not ours to free (it reads the list after our restore returns), so
+	 * the sanitizer's leak check passes over libraft in this node. */
+	snprintf(supp, sizeof(supp), "%s/lsan.supp", C.dir);
+	tt_write_file(supp, "leak:libraft.so\n");
+	snprintf(keep, sizeof(keep), "%s", was != NULL ? was : "");
+	snprintf(env, sizeof(env), "%s%ssuppressions=%s", keep,
+	    keep[0] != '\0' ? ":" : "", supp);
+	setenv("LSAN_OPTIONS", env, 1);
 	/* removed again as long as it takes: one taken meanwhile would be
 	 * whole and install */
 	tc_spawn(&C, follower);
+	if (keep[0] != '\0') {
+		setenv("LSAN_OPTIONS", keep, 1);
+	} else {
+		unsetenv("LSAN_OPTIONS");
+	}
 	end = tli_mono_ms() + 15000;
 	do {
 		for (int i = 0; i < 3; i++) {
@@ -359,7 +377,7 @@ snap_read(rc_client *cl, const char *name, const char *file, uint64_t off,
 static void
 a_kept_file(int i, char *name, size_t ncap, char *file, size_t fcap)
 {
-	char dir[700];
+	char dir[1000];
 	DIR *d;
 	struct dirent *e;
 
@@ -390,7 +408,7 @@ a_kept_file(int i, char *name, size_t ncap, char *file, size_t fcap)
 Test(snapshot, snapshot_read_serves_kept_files_and_nothing_else)
 {
 	static uint8_t want[1u << 20], got[1u << 20];
-	char name[256], file[256], path[1024];
+	char name[256], file[256], path[1200];
 	uint64_t size = 0;
 	size_t n = 0, have = 0;
 	int leader, fd;
@@ -460,4 +478,57 @@ Test(snapshot, snapshot_read_serves_kept_files_and_nothing_else)
 		TL_PASS(snap_read(cl, name, file, 0, &size, got, 10, &n));
 		rc_close(cl);
 	}
+}
+
+/* With auth = on the nodes fetch a snapshot as cluster_token's principal,
+ * an admin one; a session of another principal reads no snapshot. */
+Test(snapshot, with_auth_on_nodes_fetch_with_the_cluster_token)
+{
+	char creds[700], text[1024], name[256], file[256];
+	uint8_t buf[64];
+	uint64_t size = 0;
+	size_t n = 0;
+	int leader, follower, from = 0;
+	rc_client *cl;
+
+	tc_init(&C, 3, "cluster-sa");
+	C.snapshot_entries = 16;
+	snprintf(creds, sizeof(creds), "%s/credentials", C.dir);
+	snprintf(text, sizeof(text),
+	    "[principal nodes]\ntoken_sha256 = %s\nadmin = yes\n"
+	    "group = *\nproduce = *\nconsume = *:*\n\n"
+	    "[principal app]\ntoken_sha256 = %s\ngroup = app\n"
+	    "produce = t\n",
+	    ab_hash("node-secret"), ab_hash("app-secret"));
+	tt_write_file(creds, text);
+	for (int i = 0; i < 3; i++) {
+		tc_node_set(&C, i, "auth", "on");
+		tc_node_set(&C, i, "credentials", "%s", creds);
+		tc_node_set(&C, i, "cluster_token", "node-secret");
+	}
+	tc_start_all(&C);
+	leader = tc_leader(&C, 10000);
+	cr_assert(leader >= 0, "no leader within 10 s");
+	follower = (leader + 1) % 3;
+	cr_assert_not_null(cl = rc_connect(C.url[leader], 10000));
+	TL_PASS(
+	    rc_hello_token(cl, "tester", "app-secret", tli_wall_ms(), NULL));
+	create_range(cl, 0, 100);
+	/* not an admin: no snapshot for it */
+	a_kept_file(leader, name, sizeof(name), file, sizeof(file));
+	cr_assert_eq(snap_read(cl, name, file, 0, &size, buf, sizeof(buf), &n),
+	    TL_ENOTAUTH);
+
+	tt_proc_kill(&C.p[follower]);
+	cr_assert_eq(tli_rmtree(C.data[follower]), 0);
+	create_range(cl, 100, 200);
+	rc_close(cl);
+	tc_start(&C, follower);
+	cr_assert(
+	    tt_proc_log_wait(&C.p[follower], "R005 snapshot installed", 15000),
+	    "the follower installed no snapshot");
+	cr_assert_gt(fetched(follower, &from), 0);
+	cr_assert_eq(from, leader + 1);
+	cr_assert(
+	    tc_converged(&C, leader, 15000), "the follower did not catch up");
 }

@@ -556,6 +556,13 @@ rc_enc_hello(tlp_w *w, const void *arg)
 int
 rc_hello(rc_client *c, const char *name, int64_t client_ms, tlp_hello_rep *out)
 {
+	return rc_hello_token(c, name, NULL, client_ms, out);
+}
+
+int
+rc_hello_token(rc_client *c, const char *name, const char *token,
+    int64_t client_ms, tlp_hello_rep *out)
+{
 	tlp_hello h;
 	rc_frame *f = NULL;
 	tlp_r r;
@@ -567,6 +574,9 @@ rc_hello(rc_client *c, const char *name, int64_t client_ms, tlp_hello_rep *out)
 	h.name = TLP_STR(name);
 	h.role = TLP_STR("admin");
 	h.client_ms = client_ms;
+	if (token != NULL) {
+		h.token = TLP_STR(token);
+	}
 	rv = rc_req(c, TLP_OP_HELLO, rc_enc_hello, &h, &f, &r);
 	if (rv != TL_OK) {
 		return rv;

@@ -145,6 +145,9 @@ rc_frame *rc_wait_push_any(
 
 int rc_hello(
     rc_client *c, const char *name, int64_t client_ms, tlp_hello_rep *out);
+/* The same with a token (auth = on); NULL: none. */
+int rc_hello_token(rc_client *c, const char *name, const char *token,
+    int64_t client_ms, tlp_hello_rep *out);
 /* A batch op; on TL_OK *res / *nres hold the per-item results (free
  * with rc_results_free, which also frees the frame they point into). */
 typedef struct rc_results {
