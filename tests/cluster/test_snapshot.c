@@ -35,6 +35,17 @@ create_range(rc_client *cl, int from, int to)
 	}
 }
 
+/* Start the nodes described (tc_init) and find the leader; *follower is
+ * another node. */
+static void
+started(int *leader, int *follower)
+{
+	tc_start_all(&C);
+	*leader = tc_leader(&C, 10000);
+	cr_assert(*leader >= 0, "no leader within 10 s");
+	*follower = (*leader + 1) % 3;
+}
+
 /* n messages with 4 KiB bodies that do not compress, in batches of 16:
  * the store's files outgrow one SNAPSHOT_READ part. */
 static void
@@ -131,10 +142,7 @@ Test(snapshot, wiped_follower_rejoins_through_a_snapshot)
 
 	tc_init(&C, 3, "cluster-e");
 	C.snapshot_entries = 32;
-	tc_start_all(&C);
-	leader = tc_leader(&C, 10000);
-	cr_assert(leader >= 0, "no leader within 10 s");
-	follower = (leader + 1) % 3;
+	started(&leader, &follower);
 	cl = rc_open(C.url[leader], "tester");
 	create_range(cl, 0, N / 2);
 
@@ -177,24 +185,16 @@ Test(snapshot, wiped_follower_rejoins_through_a_snapshot)
 		TL_PASS(tli_store_topic_get(s, "t", &ti));
 		cr_assert_eq(ti.messages, N + B, "node %d holds %" PRIu64,
 		    i + 1, ti.messages);
-		for (int k = 0; k < N; k += 37) {
+		for (int k = 0; k < N + B; k += 37) {
 			char id[16];
 			tli_msg m;
 
-			snprintf(id, sizeof(id), "m%06d", k);
+			snprintf(id, sizeof(id), k < N ? "m%06d" : "b%06d",
+			    k < N ? k : k - N);
 			TL_PASS(tli_store_get(s, "t", id, strlen(id), &m),
 			    "node %d: %s", i + 1, id);
-			tli_msg_fini(&m);
-		}
-		for (int k = 0; k < B; k += 53) {
-			char id[16];
-			tli_msg m;
-
-			snprintf(id, sizeof(id), "b%06d", k);
-			TL_PASS(tli_store_get(s, "t", id, strlen(id), &m),
+			cr_assert_eq(m.body_len, k < N ? 0u : 4096u,
 			    "node %d: %s", i + 1, id);
-			cr_assert_eq(
-			    m.body_len, 4096, "node %d: %s", i + 1, id);
 			tli_msg_fini(&m);
 		}
 		tli_store_close(s);
@@ -238,10 +238,7 @@ Test(snapshot, a_snapshot_no_node_can_send_fails_and_the_next_installs)
 	/* the leader's read lease renewals are entries too: a new snapshot
 	 * every 64 comes seconds apart when nothing else is written */
 	C.snapshot_entries = 64;
-	tc_start_all(&C);
-	leader = tc_leader(&C, 10000);
-	cr_assert(leader >= 0, "no leader within 10 s");
-	follower = (leader + 1) % 3;
+	started(&leader, &follower);
 	cl = rc_open(C.url[leader], "tester");
 	create_range(cl, 0, 200);
 	tt_proc_kill(&C.p[follower]);
@@ -299,6 +296,76 @@ Test(snapshot, a_snapshot_no_node_can_send_fails_and_the_next_installs)
 		TL_PASS(tli_store_topic_get(s, "t", &ti));
 		cr_assert_eq(ti.messages, 300, "node %d holds %" PRIu64, i + 1,
 		    ti.messages);
+		tli_store_close(s);
+	}
+}
+
+static void
+enc_cluster(tlp_w *w, const void *arg)
+{
+	tlp_enc_cluster_req(w, arg);
+}
+
+/* A node that installed a snapshot keeps its files and sends them on: with
+ * the node that took it gone, a wiped node fetches them from the node that
+ * installed it (R023 for the first, gone). */
+Test(snapshot, a_snapshot_is_fetched_from_another_node_when_its_taker_is_gone)
+{
+	tlp_cluster_req q = {TLP_STR("transfer"), 0, {0}, {0}};
+	int a, b, c, from = 0;
+	int64_t end;
+	rc_frame *f = NULL;
+	rc_client *cl;
+	tlp_r r;
+
+	tc_init(&C, 3, "cluster-so");
+	C.snapshot_entries = 128;
+	started(&a, &b);
+	c = 3 - a - b;
+	cl = rc_open(C.url[a], "tester");
+	create_range(cl, 0, 300);
+	tt_proc_kill(&C.p[b]);
+	cr_assert_eq(tli_rmtree(C.data[b]), 0);
+	create_range(cl, 300, 600);
+	/* b takes no snapshot of its own (each refused): the one it sends is
+	 * a's */
+	tc_node_set(&C, b, "cluster_snapshot_max", "4096");
+	tc_start(&C, b);
+	cr_assert(tt_proc_log_wait(&C.p[b], "R005 snapshot installed", 15000),
+	    "node %d installed no snapshot", b + 1);
+	cr_assert_gt(fetched(b, &from), 0);
+	cr_assert_eq(from, a + 1);
+	cr_assert(tc_converged(&C, a, 15000));
+
+	/* b leads; a, the taker, is gone; c starts empty */
+	q.id = (uint64_t) b + 1;
+	TL_PASS(rc_req(cl, TLP_OP_CLUSTER, enc_cluster, &q, &f, &r));
+	rc_frame_free(f);
+	rc_close(cl);
+	end = tli_mono_ms() + 10000;
+	while (tc_metric(&C, b, "timeline_cluster_serving") != 1 &&
+	    tli_mono_ms() < end) {
+		tt_nap_ms(20);
+	}
+	tt_proc_kill(&C.p[a]);
+	tt_proc_kill(&C.p[c]);
+	cr_assert_eq(tli_rmtree(C.data[c]), 0);
+	tc_start(&C, c);
+	cr_assert(tt_proc_log_wait(&C.p[c], "R005 snapshot installed", 20000),
+	    "node %d installed no snapshot", c + 1);
+	cr_assert_gt(fetched(c, &from), 0);
+	cr_assert_eq(from, b + 1, "fetched from node %d", from);
+	cr_assert(tt_proc_log_wait(&C.p[c], "R023 cannot fetch snapshot", 100),
+	    "node %d did not try the taker first", c + 1);
+	cr_assert(tc_converged(&C, b, 15000));
+	tt_proc_stop_clean(&C.p[b]);
+	tt_proc_stop_clean(&C.p[c]);
+	{
+		tli_topic_info ti;
+		tli_store *s = tc_open_store(&C, c);
+
+		TL_PASS(tli_store_topic_get(s, "t", &ti));
+		cr_assert_eq(ti.messages, 600);
 		tli_store_close(s);
 	}
 }
@@ -373,19 +440,24 @@ snap_read(rc_client *cl, const char *name, const char *file, uint64_t off,
 	return rv;
 }
 
-/* The first kept snapshot of node i, and one file of it (not CURRENT). */
+/* The newest snapshot node i keeps (the next ones remove the older), and
+ * one table file of it. */
 static void
 a_kept_file(int i, char *name, size_t ncap, char *file, size_t fcap)
 {
 	char dir[1000];
 	DIR *d;
 	struct dirent *e;
+	unsigned long long best = 0, id, ix;
 
 	name[0] = file[0] = '\0';
 	snprintf(dir, sizeof(dir), "%s/snapshots", C.data[i]);
 	cr_assert_not_null(d = opendir(dir));
-	while ((e = readdir(d)) != NULL && name[0] == '\0') {
-		if (e->d_name[0] != '.' && strstr(e->d_name, ".") == NULL) {
+	while ((e = readdir(d)) != NULL) {
+		if (sscanf(e->d_name, "%llu-%llu", &id, &ix) == 2 &&
+		    strchr(e->d_name, '.') == NULL && ix > best &&
+		    strlen(e->d_name) < ncap) {
+			best = ix;
 			snprintf(name, ncap, "%s", e->d_name);
 		}
 	}
@@ -411,18 +483,16 @@ Test(snapshot, snapshot_read_serves_kept_files_and_nothing_else)
 	char name[256], file[256], path[1200];
 	uint64_t size = 0;
 	size_t n = 0, have = 0;
-	int leader, fd;
+	int leader, follower, fd;
 	rc_client *cl;
 	ssize_t k;
 
 	tc_init(&C, 3, "cluster-sr");
-	C.snapshot_entries = 16;
-	tc_start_all(&C);
-	leader = tc_leader(&C, 10000);
-	cr_assert(leader >= 0, "no leader within 10 s");
+	C.snapshot_entries = 32;
+	started(&leader, &follower);
 	cl = rc_open(C.url[leader], "tester");
 	create_bodies(cl, 0, 64);
-	create_range(cl, 0, 40);
+	create_range(cl, 0, 80);
 	rc_close(cl);
 	cr_assert(tc_metric(&C, leader,
 	              "timeline_cluster_snapshots_taken_total") > 0);
@@ -506,10 +576,7 @@ Test(snapshot, with_auth_on_nodes_fetch_with_the_cluster_token)
 		tc_node_set(&C, i, "credentials", "%s", creds);
 		tc_node_set(&C, i, "cluster_token", "node-secret");
 	}
-	tc_start_all(&C);
-	leader = tc_leader(&C, 10000);
-	cr_assert(leader >= 0, "no leader within 10 s");
-	follower = (leader + 1) % 3;
+	started(&leader, &follower);
 	cr_assert_not_null(cl = rc_connect(C.url[leader], 10000));
 	TL_PASS(
 	    rc_hello_token(cl, "tester", "app-secret", tli_wall_ms(), NULL));
