@@ -309,7 +309,7 @@ ATTACK(an_unknown_operation)
 {
 	/* An unknown operation: ENOTSUP; the connection may stay. */
 	static const bad_frame fr[] = {
-	    {61, 0, 7, "\x90", 1, TL_ENOTSUP, TL_ENOTSUP, "unknown operation"},
+	    {62, 0, 7, "\x90", 1, TL_ENOTSUP, TL_ENOTSUP, "unknown operation"},
 	    {255, 0, 8, "\x90", 1, TL_ENOTSUP, TL_ENOTSUP, "operation 255"},
 	};
 

@@ -60,6 +60,8 @@ TLF_STRUCT_CODEC(lock, tlp_lock)
 TLF_STRUCT_CODEC(lock_rep, tlp_delivery)
 TLF_STRUCT_CODEC(cluster_req, tlp_cluster_req)
 TLF_STRUCT_CODEC(cluster_status, tlp_cluster_status)
+TLF_STRUCT_CODEC(snap_read, tlp_snap_read)
+TLF_STRUCT_CODEC(snap_chunk, tlp_snap_chunk)
 
 static inline void
 tlf_batch_fini(void *m)

@@ -19,6 +19,7 @@ typedef union body {
 	tlp_deliver deliver;
 	tlp_delivery lease;
 	tlp_cluster_status cluster;
+	tlp_snap_chunk snap;
 } body;
 
 static const tlf_codec c_hello_rep = {
@@ -40,6 +41,8 @@ static const tlf_codec c_deliver = {
     tlf_enc_deliver, tlf_dec_deliver, tlf_deliver_fini, 0};
 static const tlf_codec c_cluster = {
     tlf_enc_cluster_status, tlf_dec_cluster_status, tlf_cluster_status_fini, 1};
+static const tlf_codec c_snap = {
+    tlf_enc_snap_chunk, tlf_dec_snap_chunk, NULL, 1};
 
 /* The decoder the SDK runs on a successful reply to op (or on a push);
  * NULL when it reads nothing after the head. */
@@ -77,6 +80,8 @@ codec_of(int op)
 		return &c_lock_rep;
 	case TLP_OP_CLUSTER:
 		return &c_cluster;
+	case TLP_OP_SNAPSHOT_READ: /* a node installing a snapshot */
+		return &c_snap;
 	case TLP_OP_TOPIC_CREATE: /* [0] */
 	case TLP_OP_TOPIC_DELETE:
 	case TLP_OP_SUBSCRIBE:
@@ -115,6 +120,10 @@ check(const tlf_codec *c, const body *m)
 			TLF_CHECK(m->cluster.nodes[i].url.n <= 255);
 			TLF_CHECK(m->cluster.nodes[i].role.n <= 16);
 		}
+	} else if (c == &c_snap) {
+		/* snapshot.c writes data_len bytes from data */
+		TLF_CHECK(m->snap.data_len <= TL_MAX_BODY_LEN);
+		TLF_CHECK(m->snap.data_len == 0 || m->snap.data != NULL);
 	} else if (c == &c_deliver) {
 		TLF_CHECK(m->deliver.n <= TL_MAX_BATCH);
 		for (size_t i = 0; i < m->deliver.n; i++) {

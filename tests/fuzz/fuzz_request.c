@@ -20,6 +20,7 @@ typedef union body {
 	tlp_sub sub;
 	tlp_lock lock;
 	tlp_cluster_req cluster;
+	tlp_snap_read snap;
 } body;
 
 static const tlf_codec c_hello = {tlf_enc_hello, tlf_dec_hello, NULL, 0};
@@ -36,6 +37,7 @@ static const tlf_codec c_sub = {tlf_enc_sub, tlf_dec_sub, NULL, 0};
 static const tlf_codec c_lock = {tlf_enc_lock, tlf_dec_lock, NULL, 0};
 static const tlf_codec c_cluster = {
     tlf_enc_cluster_req, tlf_dec_cluster_req, NULL, 0};
+static const tlf_codec c_snap = {tlf_enc_snap_read, tlf_dec_snap_read, NULL, 0};
 
 static void
 check_batch(const tlp_batch *b)
@@ -90,6 +92,10 @@ check(int op, const body *m)
 		/* h_CLUSTER copies raft and url into 256-byte arrays */
 		TLF_CHECK(m->cluster.action.n <= 16);
 		TLF_CHECK(m->cluster.raft.n <= 255 && m->cluster.url.n <= 255);
+		break;
+	case TLP_OP_SNAPSHOT_READ:
+		/* h_SNAPSHOT_READ copies them into 129-byte arrays */
+		TLF_CHECK(m->snap.name.n <= 128 && m->snap.file.n <= 128);
 		break;
 	default:
 		break;
@@ -152,6 +158,8 @@ codec_of(int op)
 		return &c_lock;
 	case TLP_OP_CLUSTER:
 		return &c_cluster;
+	case TLP_OP_SNAPSHOT_READ:
+		return &c_snap;
 	case TLP_OP_TOPIC_LIST: /* an empty body: topic_list() */
 	case TLP_OP_DELIVER:    /* pushes: refused unread */
 	case TLP_OP_LEASE_LOST:

@@ -286,6 +286,21 @@ r_cluster(tlp_w *w)
 }
 
 static void
+b_snap_read(tlp_w *w)
+{
+	tlp_snap_read m = {
+	    TLP_STR("1-4096"), TLP_STR("000012.sst"), 1048576, TLP_SNAP_PART};
+	tlp_enc_snap_read(w, &m);
+}
+
+static void
+r_snap_chunk(tlp_w *w)
+{
+	tlp_snap_chunk c = {1048600, "table bytes", 11};
+	tlp_enc_snap_chunk(w, &c);
+}
+
+static void
 r_lock(tlp_w *w)
 {
 	tlp_delivery d = {TLP_STR("sync-7"), 4, 1700000035000, 1700000005000, 2,
@@ -332,6 +347,7 @@ requests(void)
 	put_body("request", "subscribe", TLP_OP_SUBSCRIBE, b_sub);
 	put_body("request", "lock", TLP_OP_LOCK, b_lock);
 	put_body("request", "cluster", TLP_OP_CLUSTER, b_cluster);
+	put_body("request", "snapshot_read", TLP_OP_SNAPSHOT_READ, b_snap_read);
 }
 
 static void
@@ -351,6 +367,7 @@ replies(void)
 	put_body("reply", "lock", TLP_OP_LOCK, r_lock);
 	put_body("reply", "lock_held", TLP_OP_LOCK, r_lock_held);
 	put_body("reply", "cluster", TLP_OP_CLUSTER, r_cluster);
+	put_body("reply", "snapshot_read", TLP_OP_SNAPSHOT_READ, r_snap_chunk);
 }
 
 /* ---- frame streams ---- */
