@@ -68,6 +68,7 @@ typedef struct tlb_conf {
 	int64_t cluster_election_ms;
 	int64_t cluster_heartbeat_ms;
 	int64_t cluster_snapshot_entries;
+	int64_t cluster_snapshot_bytes;
 	int64_t cluster_snapshot_max;
 	int64_t cluster_clock_bound_ms; /* clockwatch.h */
 	bool cluster_join;              /* a fresh node waits to be added */

@@ -91,7 +91,11 @@ struct tlc {
 	bool lease_pending;    /* raft thread */
 	int64_t lease_sent_ms; /* raft thread: monotonic, when it was sent */
 	uint64_t barrier_term;
-	uint64_t refused_at; /* applied index of the last refused snapshot */
+	/* raft thread: snapshots are taken every cluster_snapshot_entries
+	 * entries or cluster_snapshot_bytes bytes of them, whichever first */
+	uint64_t tried_at;    /* applied index of the last one tried */
+	uint64_t bytes_since; /* bytes of the entries applied since */
+	unsigned ticks;
 	/* the snapshot being taken (fsm_snapshot to its finalize) */
 	uint64_t snap_applied; /* libraft's index for it */
 	/* the store is a seed whose check has not applied: no other entry
@@ -124,6 +128,8 @@ struct tlc {
 	uint64_t proposed_bytes;
 	uint64_t snaps_taken;
 	uint64_t snaps_installed;
+	uint64_t log_entries; /* in libraft's log (memory) */
+	uint64_t log_bytes;
 
 	_Atomic bool serving;
 	_Atomic int64_t lease_until_ms; /* monotonic; reads are served before */
@@ -501,6 +507,7 @@ fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
 		            : tli_store_last_error(c->b->store));
 		_exit(1);
 	}
+	c->bytes_since += buf->len;
 	pthread_mutex_lock(&c->mtx);
 	c->applied_index = index;
 	pthread_mutex_unlock(&c->mtx);
@@ -521,23 +528,86 @@ fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
  * restore sets, and the entries after the snapshot's index that the store
  * already has are skipped when they are applied again (fsm_apply). It
  * never holds an uncommitted entry: a store applies committed ones only. */
+/* Entry i of libraft's log in memory, or NULL (0.15's struct raft_log, in
+ * raft.h: a circular buffer [front, back) of size slots whose first entry
+ * has index offset + 1). Raft thread. */
+static const struct raft_entry *
+log_entry(const struct raft_log *l, uint64_t i)
+{
+	size_t n = l->front <= l->back ? l->back - l->front
+	                               : l->size - l->front + l->back;
+
+	if (n == 0 || i <= l->offset || i > l->offset + n) {
+		return NULL;
+	}
+	return &l->entries[(l->front + (size_t) (i - l->offset - 1)) % l->size];
+}
+
+/* How many entries up to index to keep behind a snapshot at index: at
+ * most cluster_snapshot_entries, and no more than add up to
+ * cluster_snapshot_bytes (at least 1: libuv's 0 means "replace all"). */
+static unsigned
+trailing_for(tlc *c, uint64_t index)
+{
+	const tlb_conf *cf = &c->b->conf;
+	uint64_t bytes = 0;
+	unsigned n = 0;
+	const struct raft_entry *e;
+
+	while (n < (uint64_t) cf->cluster_snapshot_entries && index > n &&
+	    (e = log_entry(&c->raft.log, index - n)) != NULL &&
+	    bytes + e->buf.len <= (uint64_t) cf->cluster_snapshot_bytes) {
+		bytes += e->buf.len;
+		n++;
+	}
+	return n > 0 ? n : 1;
+}
+
+/* The entries in libraft's log (memory) and their bytes, for the
+ * metrics. Raft thread. */
+static void
+log_size(tlc *c, uint64_t *entries, uint64_t *bytes)
+{
+	const struct raft_log *l = &c->raft.log;
+	const struct raft_entry *e;
+
+	*entries = 0;
+	*bytes = 0;
+	while ((e = log_entry(l, l->offset + 1 + *entries)) != NULL) {
+		*bytes += e->buf.len;
+		(*entries)++;
+	}
+}
+
+/* libraft asks at every apply once a few entries passed its last snapshot
+ * (its threshold is low, node_open); a snapshot is taken once
+ * cluster_snapshot_entries entries or cluster_snapshot_bytes bytes of them
+ * were applied since the last one tried, so that the log libraft holds in
+ * memory stays bounded in bytes whatever the entries' sizes. The log
+ * behind it keeps as much again at most (trailing_for). A refused or
+ * failed snapshot waits as long as a taken one before the next try.
+ * RAFT_BUSY is the one error libraft 0.15 takes as "not now": any other
+ * fails the apply that asked, and a follower then leaves the leader's
+ * AppendEntries unanswered (the leader steps down). */
 static int
 fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n_bufs)
 {
 	tlc *c = fsm->data;
+	const tlb_conf *cf = &c->b->conf;
 	uint64_t applied = raft_last_applied(&c->raft);
+	uint64_t from = c->raft.log.snapshot.last_index > c->tried_at
+	    ? c->raft.log.snapshot.last_index
+	    : c->tried_at;
 
 	*bufs = NULL;
 	*n_bufs = 0;
-	if (c->refused_at != 0 &&
-	    applied - c->refused_at <
-	        (uint64_t) c->b->conf.cluster_snapshot_entries) {
-		/* Refused lately: keep the log. RAFT_BUSY, the one error
-		 * libraft 0.15 takes as "not now": any other fails the apply
-		 * that asked, and a follower then leaves the leader's
-		 * AppendEntries unanswered (the leader steps down). */
+	if (applied - from < (uint64_t) cf->cluster_snapshot_entries &&
+	    c->bytes_since < (uint64_t) cf->cluster_snapshot_bytes) {
 		return RAFT_BUSY;
 	}
+	raft_set_snapshot_trailing(&c->raft, trailing_for(c, applied));
+	c->tried_at = applied;
+	c->bytes_since = 0;
 	c->snap_applied = applied;
 	return 0;
 }
@@ -557,11 +627,8 @@ fsm_snapshot_async(
 	if ((rv = tlc_snaps_take(&c->snaps, c->snap_applied, *bufs)) != 0) {
 		raft_free(*bufs);
 		*bufs = NULL;
-		/* refused or failed: not again for a while */
-		c->refused_at = c->snap_applied;
 		return rv;
 	}
-	c->refused_at = 0;
 	*n_bufs = 1;
 	pthread_mutex_lock(&c->mtx);
 	c->snaps_taken++;
@@ -643,6 +710,7 @@ fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
 	c->snaps_installed++;
 	c->applied_index = index;
 	pthread_mutex_unlock(&c->mtx);
+	c->bytes_since = 0;
 	return 0;
 }
 
@@ -784,6 +852,9 @@ tick_cb(uv_timer_t *t)
 	c->commit_index = c->raft.commit_index;
 	c->applied_index = raft_last_applied(&c->raft);
 	c->last_index = raft_last_index(&c->raft);
+	if (c->ticks++ % 20 == 0) {
+		log_size(c, &c->log_entries, &c->log_bytes);
+	}
 	c->nmatch = 0;
 	if (st == RAFT_LEADER) {
 		const struct raft_configuration *cf = &c->raft.configuration;
@@ -1439,7 +1510,8 @@ node_open(tlc *c)
 	raft_set_heartbeat_timeout(
 	    &c->raft, (unsigned) cf->cluster_heartbeat_ms);
 	raft_set_pre_vote(&c->raft, true);
-	raft_set_snapshot_threshold(&c->raft, n);
+	/* libraft asks from a few entries on; fsm_snapshot decides */
+	raft_set_snapshot_threshold(&c->raft, n < 8 ? n : 8);
 	raft_set_snapshot_trailing(&c->raft, n);
 	raft_set_install_snapshot_timeout(&c->raft, 3000);
 	if ((rv = bootstrap(c)) != 0 || (rv = raft_start(&c->raft)) != 0) {
@@ -1786,8 +1858,17 @@ tlc_render_more(tlc *c, tli_buf *o)
 	tli_buf_printf(o,
 	    "# HELP timeline_cluster_last_index the last entry of this node's "
 	    "Raft log\n# TYPE timeline_cluster_last_index gauge\n"
-	    "timeline_cluster_last_index %llu\n",
-	    (unsigned long long) c->last_index);
+	    "timeline_cluster_last_index %llu\n"
+	    "# HELP timeline_cluster_log_entries entries of the Raft log held "
+	    "in memory (since the last snapshot and the ones kept behind it)\n"
+	    "# TYPE timeline_cluster_log_entries gauge\n"
+	    "timeline_cluster_log_entries %llu\n"
+	    "# HELP timeline_cluster_log_bytes bytes of those entries\n"
+	    "# TYPE timeline_cluster_log_bytes gauge\n"
+	    "timeline_cluster_log_bytes %llu\n",
+	    (unsigned long long) c->last_index,
+	    (unsigned long long) c->log_entries,
+	    (unsigned long long) c->log_bytes);
 	pthread_mutex_unlock(&c->mtx);
 	tlc_clock_metrics(c->clock, o);
 }

@@ -201,6 +201,69 @@ Test(snapshot, wiped_follower_rejoins_through_a_snapshot)
 	}
 }
 
+/* Entries of 64 KiB reach cluster_snapshot_bytes long before
+ * cluster_snapshot_entries: every node snapshots by bytes, and the log
+ * libraft holds in memory (what is applied since the last snapshot and
+ * what is kept behind it) stays within twice the setting and one entry.
+ * A follower killed meanwhile catches up, and every store ends whole. */
+Test(snapshot, the_log_in_memory_is_bounded_in_bytes)
+{
+	enum { B = 480, LIMIT = 256 * 1024, ENTRY = 16 * 4200 };
+	int leader, follower;
+	rc_client *cl;
+
+	tc_init(&C, 3, "cluster-b");
+	C.snapshot_entries = 100000;
+	for (int i = 0; i < 3; i++) {
+		tc_node_set(&C, i, "cluster_snapshot_bytes", "%d", LIMIT);
+	}
+	started(&leader, &follower);
+	cl = rc_open(C.url[leader], "tester");
+	create_bodies(cl, 0, B / 2);
+	tt_proc_kill(&C.p[follower]);
+	create_bodies(cl, B / 2, B / 2);
+	rc_close(cl);
+	tc_start(&C, follower);
+	cr_assert(
+	    tc_converged(&C, leader, 15000), "the follower did not catch up");
+	for (int i = 0; i < 3; i++) {
+		int64_t bytes, end = tli_mono_ms() + 5000;
+		int64_t taken =
+		    tc_metric(&C, i, "timeline_cluster_snapshots_taken_total");
+		int64_t installed = tc_metric(
+		    &C, i, "timeline_cluster_snapshots_installed_total");
+
+		/* 2 MB of entries: up to 7 snapshots by bytes (fewer when
+		 * entries pile up while one is taken); the follower took its
+		 * own after its restart, or installed one */
+		cr_assert(i == follower ? taken + installed >= 1 : taken >= 3,
+		    "node %d took %" PRId64 " snapshots", i + 1, taken);
+		/* the metrics' log figures are refreshed every 100 ms */
+		do {
+			bytes = tc_metric(&C, i, "timeline_cluster_log_bytes");
+		} while (bytes > 2 * LIMIT + ENTRY && tli_mono_ms() < end &&
+		    usleep(20000) == 0);
+		cr_assert(bytes >= 0 && bytes <= 2 * LIMIT + ENTRY,
+		    "node %d holds %" PRId64 " bytes of log (limit %d)", i + 1,
+		    bytes, LIMIT);
+	}
+	/* the leader keeps entries behind its snapshots (a follower that
+	 * just installed one may hold none) */
+	cr_assert_gt(tc_metric(&C, leader, "timeline_cluster_log_entries"), 0);
+	for (int i = 0; i < 3; i++) {
+		tt_proc_stop_clean(&C.p[i]);
+	}
+	for (int i = 0; i < 3; i++) {
+		tli_topic_info ti;
+		tli_store *s = tc_open_store(&C, i);
+
+		TL_PASS(tli_store_topic_get(s, "t", &ti));
+		cr_assert_eq(ti.messages, B, "node %d holds %" PRIu64, i + 1,
+		    ti.messages);
+		tli_store_close(s);
+	}
+}
+
 /* Remove every snapshot node i keeps. */
 static void
 drop_snapshots(int i)
