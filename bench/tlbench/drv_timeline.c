@@ -195,8 +195,12 @@ cl_is_leader(const tl_node *n)
 	return strstr(page, key) != NULL;
 }
 
+static void cl_signal_all(
+    tlb_server *s, int sig, int deadline_ms, double *secs);
+
 /* Start every node that is not running, then wait until all accept and
- * one of them leads. */
+ * one of them leads. On failure none is left running (the caller frees
+ * s: a node left behind held its ports through the next runs). */
 static int
 cl_spawn(tlb_server *s)
 {
@@ -205,7 +209,7 @@ cl_spawn(tlb_server *s)
 		char *argv[] = {s->bin, "-c", n->conf, NULL};
 
 		if (n->pid <= 0 && (n->pid = tlb_spawn(argv, n->log)) < 0) {
-			return -1;
+			goto fail;
 		}
 	}
 	for (int i = 0; i < s->nnodes; i++) {
@@ -213,7 +217,7 @@ cl_spawn(tlb_server *s)
 
 		if (tlb_wait_port(n->client_port, n->pid, s->p.k->start_ms,
 		        n->log) != 0) {
-			return -1;
+			goto fail;
 		}
 	}
 	s->p.pid = s->node[0].pid;
@@ -228,6 +232,8 @@ cl_spawn(tlb_server *s)
 		tlb_bench_sleep_ms(20);
 	}
 	fprintf(stderr, "timeline-cluster3: no leader within 60 s\n");
+fail:
+	cl_signal_all(s, SIGKILL, 30000, NULL);
 	return -1;
 }
 
