@@ -232,6 +232,14 @@ render_store(tlb_broker *b, tli_buf *o)
 	    o, "timeline_rocksdb_l0_files", "gauge", NULL, st.l0_files);
 	tli_prom_scalar(o, "timeline_rocksdb_pending_compaction_bytes", "gauge",
 	    NULL, st.pending_compaction_bytes);
+	tli_prom_scalar(o, "timeline_rocksdb_memtable_bytes", "gauge",
+	    "Memory of every memtable, active and full.", st.mem_memtables);
+	tli_prom_scalar(o, "timeline_rocksdb_table_readers_bytes", "gauge",
+	    "Memory of the open table files outside the block cache.",
+	    st.mem_table_readers);
+	tli_prom_scalar(o, "timeline_rocksdb_block_cache_bytes", "gauge",
+	    "The block cache's use (index, filter and data blocks).",
+	    st.mem_block_cache);
 	tli_prom_scalar(o, "timeline_store_writable", "gauge",
 	    "0 while writes are stopped by a full disk.",
 	    tli_store_writable(b->store) ? 1 : 0);

@@ -1070,7 +1070,14 @@ rdb_state(tli_store *s, tli_store_stats *out)
 	out->running_compactions =
 	    rdb_int(s, -1, "rocksdb.num-running-compactions");
 	out->imm_memtables = out->l0_files = out->pending_compaction_bytes = 0;
+	out->mem_memtables = out->mem_table_readers = 0;
+	/* one cache for every column family */
+	out->mem_block_cache = rdb_int(s, 0, "rocksdb.block-cache-usage");
 	for (int i = 0; i < CF_COUNT; i++) {
+		out->mem_memtables +=
+		    rdb_int(s, i, "rocksdb.cur-size-all-mem-tables");
+		out->mem_table_readers +=
+		    rdb_int(s, i, "rocksdb.estimate-table-readers-mem");
 		out->imm_memtables +=
 		    rdb_int(s, i, "rocksdb.num-immutable-mem-table");
 		out->l0_files +=

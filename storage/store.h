@@ -594,6 +594,11 @@ typedef struct tli_store_stats {
 	uint64_t imm_memtables; /* full memtables waiting for their flush */
 	uint64_t l0_files;      /* summed over the column families */
 	uint64_t pending_compaction_bytes;
+	/* RocksDB's memory now, bytes */
+	uint64_t mem_memtables;     /* every memtable, active and full */
+	uint64_t mem_table_readers; /* open table files, beside the cache */
+	uint64_t mem_block_cache;   /* the block cache's use (index, filter,
+	                               data blocks) */
 } tli_store_stats;
 
 void tli_store_get_stats(tli_store *s, tli_store_stats *out);

@@ -200,6 +200,13 @@ Test(metrics, delivery_counters_follow_a_consumer)
 	    batches);
 	cr_assert_eq(wait_sample("timeline_commit_queued_ops", 5000), 0);
 	cr_assert_eq(wait_sample("timeline_rocksdb_write_stopped", 5000), 0);
+	/* RocksDB's memory: the memtables hold the creates (none was
+	 * flushed yet), the block cache stays within its 64 MiB */
+	cr_assert_gt(wait_sample("timeline_rocksdb_memtable_bytes", 5000), 0);
+	cr_assert_geq(
+	    wait_sample("timeline_rocksdb_table_readers_bytes", 5000), 0);
+	cr_assert_leq(wait_sample("timeline_rocksdb_block_cache_bytes", 5000),
+	    64.0 * 1024 * 1024);
 	rc_close(p);
 	rc_close(c);
 }
