@@ -514,20 +514,6 @@ fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
 	return 0;
 }
 
-/* A snapshot in two steps (raft_fsm version 3). On the Raft thread,
- * fsm_snapshot only checks that one is wanted; the work is done on libuv's
- * thread pool while the node goes on applying and answering its peers:
- * fsm_snapshot_async takes a RocksDB checkpoint of the store (flushing its
- * memtables first), refuses it above cluster_snapshot_max and reads its
- * files into one buffer. libraft writes that and calls
- * fsm_snapshot_finalize (Raft thread), which frees it and removes the
- * checkpoint. One snapshot at a time (libraft's pending one).
- *
- * The checkpoint is taken after libraft's snapshot index, so it may hold
- * later entries too: its own applied index, in the buffer, is the one a
- * restore sets, and the entries after the snapshot's index that the store
- * already has are skipped when they are applied again (fsm_apply). It
- * never holds an uncommitted entry: a store applies committed ones only. */
 /* Entry i of libraft's log in memory, or NULL (0.15's struct raft_log, in
  * raft.h: a circular buffer [front, back) of size slots whose first entry
  * has index offset + 1). Raft thread. */
@@ -579,8 +565,17 @@ log_size(tlc *c, uint64_t *entries, uint64_t *bytes)
 	}
 }
 
-/* libraft asks at every apply once a few entries passed its last snapshot
- * (its threshold is low, node_open); a snapshot is taken once
+/* A snapshot in two steps (raft_fsm version 3). On the Raft thread,
+ * fsm_snapshot only decides whether one is wanted; the work is done on
+ * libuv's thread pool while the node goes on applying and answering its
+ * peers: fsm_snapshot_async takes a RocksDB checkpoint of the store
+ * (flushing its memtables first) and gives libraft its manifest
+ * (snapshot.h). libraft writes that and calls fsm_snapshot_finalize (Raft
+ * thread), which frees it; the checkpoint stays. One snapshot at a time
+ * (libraft's pending one).
+ *
+ * When: libraft asks at every apply once a few entries passed its last
+ * snapshot (its threshold is low, node_open); a snapshot is taken once
  * cluster_snapshot_entries entries or cluster_snapshot_bytes bytes of them
  * were applied since the last one tried, so that the log libraft holds in
  * memory stays bounded in bytes whatever the entries' sizes. The log
@@ -588,7 +583,13 @@ log_size(tlc *c, uint64_t *entries, uint64_t *bytes)
  * failed snapshot waits as long as a taken one before the next try.
  * RAFT_BUSY is the one error libraft 0.15 takes as "not now": any other
  * fails the apply that asked, and a follower then leaves the leader's
- * AppendEntries unanswered (the leader steps down). */
+ * AppendEntries unanswered (the leader steps down).
+ *
+ * The checkpoint is taken after libraft's snapshot index, so it may hold
+ * later entries too: its own applied index, in the manifest, is the one a
+ * restore sets, and the entries after the snapshot's index that the store
+ * already has are skipped when they are applied again (fsm_apply). It
+ * never holds an uncommitted entry: a store applies committed ones only. */
 static int
 fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n_bufs)
 {
