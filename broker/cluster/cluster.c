@@ -820,7 +820,8 @@ tick_cb(uv_timer_t *t)
 	raft_id lid = 0;
 	const char *laddr = NULL;
 	uint64_t term = c->raft.current_term;
-	bool changed;
+	bool changed, sized = c->ticks++ % 20 == 0;
+	uint64_t log_entries = 0, log_bytes = 0;
 
 	if (c->stopping) {
 		close_when_idle(c);
@@ -829,6 +830,11 @@ tick_cb(uv_timer_t *t)
 	st = raft_state(&c->raft);
 
 	raft_leader(&c->raft, &lid, &laddr);
+	/* the log's size every 100 ms, walked outside the lock that the
+	 * writer's proposals take */
+	if (sized) {
+		log_size(c, &log_entries, &log_bytes);
+	}
 	pthread_mutex_lock(&c->mtx);
 	changed = (st == RAFT_LEADER) != c->is_leader;
 	c->state = st;
@@ -853,8 +859,9 @@ tick_cb(uv_timer_t *t)
 	c->commit_index = c->raft.commit_index;
 	c->applied_index = raft_last_applied(&c->raft);
 	c->last_index = raft_last_index(&c->raft);
-	if (c->ticks++ % 20 == 0) {
-		log_size(c, &c->log_entries, &c->log_bytes);
+	if (sized) {
+		c->log_entries = log_entries;
+		c->log_bytes = log_bytes;
 	}
 	c->nmatch = 0;
 	if (st == RAFT_LEADER) {
