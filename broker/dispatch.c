@@ -867,6 +867,19 @@ lease_done(void *arg)
 			sub_took_back(d);
 			continue;
 		}
+		{
+			held *h = held_find(d, it->e->id, it->e->id_len);
+
+			if (h != NULL && h->version >= o->new_version) {
+				/* A returning consumer's recovery read this
+				 * lease from the store before this completion
+				 * and pushed (or parked) it already (and the
+				 * consumer may have extended it since): once
+				 * is enough; the credit it took returns. */
+				sub_took_back(d);
+				continue;
+			}
+		}
 		held_put(
 		    d, it->e->id, it->e->id_len, o->new_version, o->new_ts);
 		if (it->e->ts * 1000 > u.now_us && t != NULL &&

@@ -98,6 +98,16 @@ struct tlc {
 	unsigned ticks;
 	/* the snapshot being taken (fsm_snapshot to its finalize) */
 	uint64_t snap_applied; /* libraft's index for it */
+	/* raft thread, leader: a follower that answers but stays behind
+	 * (catchup_check); a snapshot is then taken for it at once */
+	uint64_t lag_match[TLB_MAX_NODES];
+	int64_t lag_since[TLB_MAX_NODES]; /* its match_index unchanged since */
+	int64_t lag_heard[TLB_MAX_NODES]; /* it was last heard from */
+	bool catchup;                     /* the next fsm_snapshot is taken */
+	uint64_t catchup_below;           /* the log kept starts after it */
+	int64_t catchup_at;
+	struct raft_barrier catchup_barrier;
+	bool catchup_barrier_pending;
 	/* the store is a seed whose check has not applied: no other entry
 	 * may apply before it (store.h, "the seed check") */
 	bool seed_pending;
@@ -600,13 +610,30 @@ fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n_bufs)
 	    ? c->raft.log.snapshot.last_index
 	    : c->tried_at;
 
+	unsigned trailing;
+
 	*bufs = NULL;
 	*n_bufs = 0;
-	if (applied - from < (uint64_t) cf->cluster_snapshot_entries &&
+	if (!c->catchup &&
+	    applied - from < (uint64_t) cf->cluster_snapshot_entries &&
 	    c->bytes_since < (uint64_t) cf->cluster_snapshot_bytes) {
 		return RAFT_BUSY;
 	}
-	raft_set_snapshot_trailing(&c->raft, trailing_for(c, applied));
+	trailing = trailing_for(c, applied);
+	if (c->catchup) {
+		/* for a follower stuck behind (catchup_check): the log kept
+		 * starts after where it is stuck, so it is sent this
+		 * snapshot */
+		uint64_t keep = applied > c->catchup_below + 1
+		    ? applied - c->catchup_below - 1
+		    : 1;
+
+		if (keep < trailing) {
+			trailing = (unsigned) keep;
+		}
+		c->catchup = false;
+	}
+	raft_set_snapshot_trailing(&c->raft, trailing);
 	c->tried_at = applied;
 	c->bytes_since = 0;
 	c->snap_applied = applied;
@@ -813,6 +840,81 @@ refuse_leadership(tlc *c, uint64_t term)
 static void close_when_idle(tlc *c);
 
 static void
+catchup_barrier_cb(struct raft_barrier *req, int status)
+{
+	tlc *c = req->data;
+
+	(void) status;
+	c->catchup_barrier_pending = false;
+}
+
+/* A follower that answers the leader but whose replicated index has not
+ * moved for CATCHUP_MS while the commit index is past it is stuck:
+ * libraft 0.15 can loop for ever on a follower whose own snapshot is more
+ * recent than the leader's (the leader sends its older snapshot, which the
+ * follower takes as already had; the leader then sends the entries after
+ * it, which the follower refuses: they precede its snapshot). The leader
+ * then takes a snapshot at once, keeping no log at or before where the
+ * follower is stuck: the follower is sent that snapshot, newer than its
+ * own, and installs it. Raft thread, leader; at most every 5 × CATCHUP_MS.
+ */
+#define CATCHUP_MS 2000
+
+static void
+catchup_check(tlc *c)
+{
+	const struct raft_configuration *cf = &c->raft.configuration;
+	int64_t now = tli_mono_ms();
+	uint64_t below = UINT64_MAX;
+	raft_id who = 0;
+
+	for (unsigned i = 0; i < cf->n && i < TLB_MAX_NODES; i++) {
+		const struct raft_progress *p =
+		    &c->raft.leader_state.progress[i];
+
+		if (cf->servers[i].id == c->raft.id ||
+		    cf->servers[i].role == RAFT_SPARE) {
+			continue; /* a spare is sent no entries */
+		}
+		if (p->recent_recv) {
+			c->lag_heard[i] = now;
+		}
+		if (p->match_index >= c->raft.commit_index ||
+		    p->match_index != c->lag_match[i] || c->lag_since[i] == 0) {
+			c->lag_match[i] = p->match_index;
+			c->lag_since[i] = now;
+			continue;
+		}
+		if (now - c->lag_since[i] >= CATCHUP_MS &&
+		    now - c->lag_heard[i] <= CATCHUP_MS / 2 &&
+		    p->match_index < below) {
+			below = p->match_index;
+			who = cf->servers[i].id;
+		}
+	}
+	if (who == 0 ||
+	    (c->catchup_at != 0 && now - c->catchup_at < 5 * CATCHUP_MS)) {
+		return;
+	}
+	c->catchup = true;
+	c->catchup_below = below;
+	c->catchup_at = now;
+	tlb_log(TLB_WARN, "R024",
+	    "node %llu answers but has stayed at index %llu for %d ms "
+	    "(commit index %llu): a snapshot is taken to send it",
+	    (unsigned long long) who, (unsigned long long) below, CATCHUP_MS,
+	    (unsigned long long) c->raft.commit_index);
+	/* libraft asks for a snapshot when it applies an entry */
+	if (!c->catchup_barrier_pending) {
+		c->catchup_barrier.data = c;
+		if (raft_barrier(&c->raft, &c->catchup_barrier,
+		        catchup_barrier_cb) == 0) {
+			c->catchup_barrier_pending = true;
+		}
+	}
+}
+
+static void
 tick_cb(uv_timer_t *t)
 {
 	tlc *c = t->data;
@@ -891,8 +993,13 @@ tick_cb(uv_timer_t *t)
 	}
 	if (st == RAFT_LEADER) {
 		lease_renew(c);
+		if (sized) {
+			catchup_check(c);
+		}
 	} else {
 		atomic_store(&c->lease_until_ms, 0);
+		memset(c->lag_since, 0, sizeof(c->lag_since));
+		c->catchup = false;
 	}
 	/* a new leader serves once an entry of its term has applied: every
 	 * entry committed before is then in its store */

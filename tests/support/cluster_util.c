@@ -208,6 +208,36 @@ tc_leader(tc_cluster *c, int timeout_ms)
 	return -1;
 }
 
+void
+tc_dump(tc_cluster *c, const char *why)
+{
+	static const char *const gauges[] = {"timeline_cluster_term",
+	    "timeline_cluster_leader_id", "timeline_cluster_serving",
+	    "timeline_cluster_commit_index", "timeline_cluster_applied_index",
+	    "timeline_cluster_snapshots_taken_total",
+	    "timeline_cluster_snapshots_installed_total"};
+
+	fprintf(stderr, "== the cluster (%s)\n", why);
+	for (int i = 0; i < c->n; i++) {
+		char cmd[TT_PATH + 32];
+
+		fprintf(stderr, "node %d: pid %d%s", i + 1, (int) c->p[i].pid,
+		    c->paused[i] ? " (paused)" : "");
+		for (size_t g = 0; g < sizeof(gauges) / sizeof(gauges[0]);
+		     g++) {
+			fprintf(stderr, " %s=%lld",
+			    gauges[g] + strlen("timeline_cluster_"),
+			    (long long) tc_metric(c, i, gauges[g]));
+		}
+		fprintf(stderr, "\n");
+		/* the end of its log, for what it did last */
+		snprintf(cmd, sizeof(cmd), "tail -n 25 '%s' >&2", c->p[i].log);
+		if (system(cmd) != 0) {
+			fprintf(stderr, "(no log)\n");
+		}
+	}
+}
+
 bool
 tc_converged(tc_cluster *c, int leader, int timeout_ms)
 {
@@ -227,6 +257,7 @@ tc_converged(tc_cluster *c, int leader, int timeout_ms)
 		}
 		tt_nap_ms(20);
 	} while (tli_mono_ms() < deadline);
+	tc_dump(c, "did not converge");
 	return false;
 }
 

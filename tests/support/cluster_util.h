@@ -65,6 +65,9 @@ int64_t tc_metric(tc_cluster *c, int i, const char *name);
 int tc_leader(tc_cluster *c, int timeout_ms);
 /* Wait until every running node has applied the leader's applied index
  * (at most timeout_ms); false if they did not. */
+/* Print each node's Raft gauges and the end of its log to stderr: for a
+ * failing test, what the cluster was doing. */
+void tc_dump(tc_cluster *c, const char *why);
 bool tc_converged(tc_cluster *c, int leader, int timeout_ms);
 
 /* A CREATE of one message `id` (due in an hour) through cl: the error of
