@@ -865,6 +865,7 @@ catchup_check(tlc *c)
 {
 	const struct raft_configuration *cf = &c->raft.configuration;
 	int64_t now = tli_mono_ms();
+	int64_t silent = 2 * c->b->conf.cluster_election_ms;
 	uint64_t below = UINT64_MAX;
 	raft_id who = 0;
 
@@ -878,6 +879,11 @@ catchup_check(tlc *c)
 		}
 		if (p->recent_recv) {
 			c->lag_heard[i] = now;
+		} else if (now - c->lag_heard[i] > silent) {
+			/* not heard from (down, paused, busy installing):
+			 * its time behind counts from when it answers again */
+			c->lag_since[i] = 0;
+			continue;
 		}
 		if (p->match_index >= c->raft.commit_index ||
 		    p->match_index != c->lag_match[i] || c->lag_since[i] == 0) {
@@ -886,7 +892,6 @@ catchup_check(tlc *c)
 			continue;
 		}
 		if (now - c->lag_since[i] >= CATCHUP_MS &&
-		    now - c->lag_heard[i] <= CATCHUP_MS / 2 &&
 		    p->match_index < below) {
 			below = p->match_index;
 			who = cf->servers[i].id;

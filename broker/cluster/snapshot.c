@@ -343,10 +343,14 @@ tlc_snaps_take(tlc_snaps *s, uint64_t raft_index, struct raft_buffer *out)
 	snprintf(name, sizeof(name), "%" PRIu64 "-%" PRIu64, s->self, index);
 	snprintf(dir, sizeof(dir), "%s/%s", s->dir, name);
 	if (rv == TL_OK) {
-		/* the same index again (nothing applied since): the same
-		 * store, taken anew */
-		(void) tli_rmtree(dir);
-		if (rename(tmp, dir) != 0 || fsync_path(s->dir) != 0) {
+		struct stat sb;
+
+		if (stat(dir, &sb) == 0) {
+			/* the same index again (nothing applied since): the
+			 * same store, kept as it is, for a node may be
+			 * fetching it right now */
+			(void) tli_rmtree(tmp);
+		} else if (rename(tmp, dir) != 0 || fsync_path(s->dir) != 0) {
 			rv = TL_EIO;
 		}
 	}
