@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -157,10 +158,41 @@ tt_connect_or_close(int fd, const void *sa, size_t len)
 	return fd;
 }
 
+/* A free port, and one no other test process holds: the suites run two
+ * tests at a time (--jobs 2) and ctest may run suites side by side, each
+ * picking ports at random before its nodes bind them, so a port is also
+ * claimed with a lock on a file named after it (/tmp/tl-test-ports/N),
+ * held until this process exits (the kernel drops it then, however the
+ * process ends; the descriptor is not passed to the processes it starts). */
 int
 tt_free_port(void)
 {
-	return tli_free_port();
+	const char *dir = "/tmp/tl-test-ports";
+
+	if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+		return tli_free_port();
+	}
+	(void) chmod(dir, 0777);
+	for (int tries = 0; tries < 100; tries++) {
+		int port = tli_free_port();
+		char path[64];
+		int fd;
+
+		if (port <= 0) {
+			return port;
+		}
+		snprintf(path, sizeof(path), "%s/%d", dir, port);
+		fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+		if (fd < 0) {
+			return port; /* no lock to take here: the port as it is
+			              */
+		}
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+			return port; /* fd stays open: the claim lasts */
+		}
+		close(fd); /* another test process holds it: another port */
+	}
+	return -1;
 }
 
 /* ---- description ---- */
