@@ -1655,6 +1655,65 @@ h_SNAPSHOT_READ(req *q)
 	read_off(q, snap_run, k);
 }
 
+/* SNAPSHOT_LATEST, on a reader: the manifest of a snapshot at a store
+ * index or later, for a node whose snapshot no node can send (taken now
+ * if none kept is that far). */
+typedef struct rd_latest {
+	rd_head h;
+	uint64_t min;
+} rd_latest;
+
+static void
+latest_run(tlb_broker *b, tlb_session *s, void *arg, bool run)
+{
+	rd_latest *k = arg;
+	tlp_snap_chunk m = {0};
+	tli_buf o;
+	int rv;
+
+	tli_buf_init(&o);
+	if (!run) {
+		/* closed meanwhile */
+	} else if ((rv = tlc_snapshot_latest(b->cluster, k->min, &o)) !=
+	    TL_OK) {
+		rd_err(s, &k->h, rv);
+	} else {
+		m.size = o.len;
+		m.data = o.data;
+		m.data_len = o.len;
+		rd_reply(s, &k->h, enc_snap_chunk, &m);
+	}
+	tli_buf_fini(&o);
+	tli_free(k);
+}
+
+static void
+h_SNAPSHOT_LATEST(req *q)
+{
+	tlp_snap_latest m;
+	rd_latest *k;
+	int rv;
+
+	if ((rv = tlp_dec_snap_latest(&q->r, &m)) != TL_OK) {
+		reply_decode(q, rv);
+		return;
+	}
+	if (q->b->cluster == NULL) {
+		reply_err(q, TL_ENOTSUP, "this broker is not in a cluster");
+		return;
+	}
+	if (!may_admin(q)) {
+		return;
+	}
+	if ((k = tli_alloc(sizeof(*k))) == NULL) {
+		reply_err(q, TL_ENOMEM, NULL);
+		return;
+	}
+	k->h = rd_of(q);
+	k->min = m.min_index;
+	read_off(q, latest_run, k);
+}
+
 /* ---- dispatch ---- */
 
 typedef struct not_leader_arg {
@@ -1688,7 +1747,8 @@ leader_only(req *q)
 
 	if (q->b->cluster == NULL || q->h.op == TLP_OP_HELLO ||
 	    q->h.op == TLP_OP_PING || q->h.op == TLP_OP_CLUSTER ||
-	    q->h.op == TLP_OP_SNAPSHOT_READ) {
+	    q->h.op == TLP_OP_SNAPSHOT_READ ||
+	    q->h.op == TLP_OP_SNAPSHOT_LATEST) {
 		return false;
 	}
 	/* a write proves the leadership by its commit; a read needs the

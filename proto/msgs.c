@@ -155,6 +155,7 @@ static const field snap_read_f[] = {FSTR(F_STR, tlp_snap_read, name, 128),
     FSTR(F_STR, tlp_snap_read, file, 128), FIELD(F_U64, tlp_snap_read, offset),
     FIELD(F_U64, tlp_snap_read, max)};
 
+static const field snap_latest_f[] = {FIELD(F_U64, tlp_snap_latest, min_index)};
 static const field snap_chunk_f[] = {FIELD(F_U64, tlp_snap_chunk, size),
     FBODY(F_BIN, tlp_snap_chunk, data, data_len)};
 
@@ -759,6 +760,8 @@ RECORD_CODEC(cluster_req, tlp_cluster_req, cluster_req_f, NF(cluster_req_f),
     w_record, r_body)
 RECORD_CODEC(
     snap_read, tlp_snap_read, snap_read_f, NF(snap_read_f), w_record, r_body)
+RECORD_CODEC(snap_latest, tlp_snap_latest, snap_latest_f, NF(snap_latest_f),
+    w_record, r_body)
 RECORD_CODEC(snap_chunk, tlp_snap_chunk, snap_chunk_f, NF(snap_chunk_f),
     w_reply, r_reply)
 

@@ -318,8 +318,17 @@ typedef struct tlp_snap_chunk {
 	size_t data_len;
 } tlp_snap_chunk;
 
+/* SNAPSHOT_LATEST: [min_index: uint]; the reply is a tlp_snap_chunk whose
+ * data is the manifest of a snapshot at store index min_index or later
+ * (size: its length). */
+typedef struct tlp_snap_latest {
+	uint64_t min_index;
+} tlp_snap_latest;
+
 void tlp_enc_snap_read(tlp_w *w, const tlp_snap_read *m);
 int tlp_dec_snap_read(tlp_r *r, tlp_snap_read *m);
+void tlp_enc_snap_latest(tlp_w *w, const tlp_snap_latest *m);
+int tlp_dec_snap_latest(tlp_r *r, tlp_snap_latest *m);
 void tlp_enc_snap_chunk(tlp_w *w, const tlp_snap_chunk *m);
 /* After tlp_dec_reply_head; data points into the frame. */
 int tlp_dec_snap_chunk(tlp_r *r, tlp_snap_chunk *m);

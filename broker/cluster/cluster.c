@@ -682,6 +682,29 @@ fsm_snapshot_finalize(
 	return 0;
 }
 
+/* Wait ms, or less if the node is asked to stop: whether it is. */
+static bool
+wait_stop(tlc *c, int64_t ms)
+{
+	int64_t until = tli_mono_ms() + ms;
+	bool stop;
+
+	pthread_mutex_lock(&c->mtx);
+	while (!(stop = c->stop) && tli_mono_ms() < until) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 100 * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&c->cv, &c->mtx, &ts);
+	}
+	pthread_mutex_unlock(&c->mtx);
+	return stop;
+}
+
 /* Install a snapshot, unless the store is already at or past it (a
  * restart: the store is ahead of the last snapshot). Owns buf->base when
  * it succeeds; on failure libraft frees it (installSnapshotCb's and
@@ -711,17 +734,38 @@ fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
 		    (unsigned long long) index, (unsigned long long) have);
 		return 0;
 	}
-	pthread_mutex_lock(&c->mtx);
-	for (int i = 0; i < c->b->conf.nnodes; i++) {
-		src[nsrc++] = (tlc_snap_source){
-		    c->b->conf.nodes[i].id, c->b->conf.nodes[i].url};
+	for (int64_t wait_ms = 1000;;
+	     wait_ms = wait_ms * 2 > 10000 ? 10000 : wait_ms * 2) {
+		bool started, stop;
+
+		pthread_mutex_lock(&c->mtx);
+		nsrc = 0;
+		for (int i = 0; i < c->b->conf.nnodes; i++) {
+			src[nsrc++] = (tlc_snap_source){
+			    c->b->conf.nodes[i].id, c->b->conf.nodes[i].url};
+		}
+		for (int i = 0; i < c->nextra; i++) {
+			src[nsrc++] =
+			    (tlc_snap_source){c->extra[i].id, c->extra[i].url};
+		}
+		pthread_mutex_unlock(&c->mtx);
+		rv = tlc_snaps_install(
+		    &c->snaps, buf->base, buf->len, src, nsrc);
+		pthread_mutex_lock(&c->mtx);
+		started = c->started;
+		stop = c->stop;
+		pthread_mutex_unlock(&c->mtx);
+		/* A node sent it: libraft has already replaced this node's
+		 * log with the snapshot's position (0.15), so a failure
+		 * would leave it taking entries it can never apply. It
+		 * waits instead, as a node that does not answer, until
+		 * some node can send this snapshot or a later one. At the
+		 * start a failure stops the node (R007). */
+		if (rv != TL_ENOTFOUND || !started || stop ||
+		    wait_stop(c, wait_ms)) {
+			break;
+		}
 	}
-	for (int i = 0; i < c->nextra; i++) {
-		src[nsrc++] =
-		    (tlc_snap_source){c->extra[i].id, c->extra[i].url};
-	}
-	pthread_mutex_unlock(&c->mtx);
-	rv = tlc_snaps_install(&c->snaps, buf->base, buf->len, src, nsrc);
 	if (rv != TL_OK) {
 		return RAFT_IOERR;
 	}
@@ -2019,4 +2063,10 @@ tlc_snapshot_read(tlc *c, const char *name, const char *file, uint64_t offset,
     size_t max, tli_buf *out, uint64_t *size)
 {
 	return tlc_snaps_read(&c->snaps, name, file, offset, max, out, size);
+}
+
+int
+tlc_snapshot_latest(tlc *c, uint64_t min, tli_buf *out)
+{
+	return tlc_snaps_latest(&c->snaps, min, out);
 }

@@ -98,7 +98,7 @@ void tlc_get_stats(tlc *c, tlc_stats *st);
 struct tli_buf;
 void tlc_render_more(tlc *c, struct tli_buf *o);
 
-/* ---- snapshots served to other nodes (the SNAPSHOT_READ operation) ---- */
+/* ---- snapshots served to other nodes (SNAPSHOT_READ, SNAPSHOT_LATEST) ---- */
 
 /* Append to out at most max bytes (at most TLP_SNAP_PART) of file of the
  * snapshot name that this node keeps (DATA/snapshots/NAME/FILE), from
@@ -107,5 +107,10 @@ void tlc_render_more(tlc *c, struct tli_buf *o);
  * installed too long ago: it was removed); TL_EIO. Any thread. */
 int tlc_snapshot_read(tlc *c, const char *name, const char *file,
     uint64_t offset, size_t max, struct tli_buf *out, uint64_t *size);
+/* Append to out the manifest of a snapshot whose store index is min or
+ * later (the SNAPSHOT_LATEST operation): the newest this node keeps, or one
+ * taken now (R004). TL_ENOTFOUND: the store is not that far yet; TL_EIO.
+ * Any thread. */
+int tlc_snapshot_latest(tlc *c, uint64_t min, struct tli_buf *out);
 
 #endif

@@ -307,6 +307,7 @@ tlc_snaps_init(tlc_snaps *s, tlb_broker *b)
 	snprintf(s->restore_dir, sizeof(s->restore_dir), "%s/restore.tmp",
 	    b->conf.data_dir);
 	pthread_mutex_init(&s->mtx, NULL);
+	pthread_mutex_init(&s->take_mtx, NULL);
 	if (mkdir(s->dir, 0755) != 0 && errno != EEXIST) {
 		tlb_log(TLB_ERROR, "R010", "cannot create %s: %s", s->dir,
 		    strerror(errno));
@@ -321,68 +322,41 @@ void
 tlc_snaps_fini(tlc_snaps *s)
 {
 	pthread_mutex_destroy(&s->mtx);
+	pthread_mutex_destroy(&s->take_mtx);
 }
 
 /* ---- taking ---- */
 
-int
-tlc_snaps_take(tlc_snaps *s, uint64_t raft_index, struct raft_buffer *out)
+/* The manifest of the checkpoint s->dir/NAME (taken by node taker, the
+ * store at index), its files listed from the disk: *p allocated with
+ * alloc (raft_malloc for libraft, malloc for a reply). */
+static int
+manifest_of(tlc_snaps *s, const char *name, uint64_t taker, uint64_t index,
+    void *(*alloc)(size_t), uint8_t **pp, size_t *lenp, uint32_t *nfilesp,
+    uint64_t *bytesp)
 {
-	int64_t t0 = tli_mono_ms();
-	char tmp[700], dir[700], name[48];
+	char dir[700];
 	snap_file *files = NULL;
 	uint32_t nfiles = 0;
-	uint64_t index = 0, bytes = 0;
-	size_t len, off, nl;
+	uint64_t bytes = 0;
+	size_t len, off, nl = strlen(name);
 	uint8_t *p;
-	int rv;
 
-	snprintf(tmp, sizeof(tmp), "%s/take.tmp", s->dir);
-	(void) tli_rmtree(tmp);
-	rv = tli_store_checkpoint(s->b->store, tmp, &index);
-	snprintf(name, sizeof(name), "%" PRIu64 "-%" PRIu64, s->self, index);
 	snprintf(dir, sizeof(dir), "%s/%s", s->dir, name);
-	if (rv == TL_OK) {
-		struct stat sb;
-
-		if (stat(dir, &sb) == 0) {
-			/* the same index again (nothing applied since): the
-			 * same store, kept as it is, for a node may be
-			 * fetching it right now */
-			(void) tli_rmtree(tmp);
-		} else if (rename(tmp, dir) != 0 || fsync_path(s->dir) != 0) {
-			rv = TL_EIO;
-		}
+	if (list_files(dir, &files, &nfiles, &bytes) != 0) {
+		return errno == ENOENT ? TL_ENOTFOUND : TL_EIO;
 	}
-	if (rv != TL_OK || list_files(dir, &files, &nfiles, &bytes) != 0) {
-		tlb_log(TLB_ERROR, "R010", "cannot take a snapshot in %s: %s",
-		    dir, rv != TL_OK ? tl_strerror(rv) : strerror(errno));
-		(void) tli_rmtree(tmp);
-		return RAFT_IOERR;
-	}
-	if (s->b->conf.cluster_snapshot_max > 0 &&
-	    bytes > (uint64_t) s->b->conf.cluster_snapshot_max) {
-		tlb_log(TLB_ERROR, "R006",
-		    "snapshot at index %llu refused: %llu bytes is over "
-		    "cluster_snapshot_max (%lld); the Raft log is kept instead",
-		    (unsigned long long) index, (unsigned long long) bytes,
-		    (long long) s->b->conf.cluster_snapshot_max);
-		free(files);
-		(void) tli_rmtree(dir);
-		return RAFT_TOOBIG;
-	}
-	nl = strlen(name);
 	len = 8 + 8 + 8 + 4 + nl + 4;
 	for (uint32_t i = 0; i < nfiles; i++) {
 		len += 4 + strlen(files[i].name) + 8;
 	}
-	if ((p = raft_malloc(len)) == NULL) {
+	if ((p = alloc(len)) == NULL) {
 		free(files);
-		return RAFT_NOMEM;
+		return TL_ENOMEM;
 	}
 	memcpy(p, magic2, 8);
 	tlc_put_u64(p + 8, index);
-	tlc_put_u64(p + 16, s->self);
+	tlc_put_u64(p + 16, taker);
 	tlc_put_u32(p + 24, (uint32_t) nl);
 	memcpy(p + 28, name, nl);
 	off = 28 + nl;
@@ -396,9 +370,87 @@ tlc_snaps_take(tlc_snaps *s, uint64_t raft_index, struct raft_buffer *out)
 		tlc_put_u64(p + off + 4 + fl, files[i].size);
 		off += 4 + fl + 8;
 	}
+	free(files);
+	*pp = p;
+	*lenp = len;
+	*nfilesp = nfiles;
+	*bytesp = bytes;
+	return TL_OK;
+}
+
+/* Checkpoint the store into s->dir/NAME (NAME = SELF-INDEX, the store's
+ * index in it) under s->take_mtx: TL_OK and name set, or an error. */
+static int
+checkpoint(tlc_snaps *s, char *name, size_t cap, uint64_t *index)
+{
+	char tmp[700], dir[700];
+	int rv;
+
+	pthread_mutex_lock(&s->take_mtx);
+	snprintf(tmp, sizeof(tmp), "%s/take.tmp", s->dir);
+	(void) tli_rmtree(tmp);
+	rv = tli_store_checkpoint(s->b->store, tmp, index);
+	snprintf(name, cap, "%" PRIu64 "-%" PRIu64, s->self, *index);
+	snprintf(dir, sizeof(dir), "%s/%s", s->dir, name);
+	if (rv == TL_OK) {
+		struct stat sb;
+
+		if (stat(dir, &sb) == 0) {
+			/* the same index again (nothing applied since): the
+			 * same store, kept as it is, for a node may be
+			 * fetching it right now */
+			(void) tli_rmtree(tmp);
+		} else if (rename(tmp, dir) != 0 || fsync_path(s->dir) != 0) {
+			rv = TL_EIO;
+		}
+	}
+	if (rv != TL_OK) {
+		tlb_log(TLB_ERROR, "R010", "cannot take a snapshot in %s: %s",
+		    dir, tl_strerror(rv));
+		(void) tli_rmtree(tmp);
+	}
+	pthread_mutex_unlock(&s->take_mtx);
+	return rv;
+}
+
+int
+tlc_snaps_take(tlc_snaps *s, uint64_t raft_index, struct raft_buffer *out)
+{
+	int64_t t0 = tli_mono_ms();
+	char name[48];
+	uint32_t nfiles = 0;
+	uint64_t index = 0, bytes = 0;
+	uint8_t *p = NULL;
+	size_t len = 0;
+	int rv;
+
+	if (checkpoint(s, name, sizeof(name), &index) != TL_OK) {
+		return RAFT_IOERR;
+	}
+	rv = manifest_of(
+	    s, name, s->self, index, raft_malloc, &p, &len, &nfiles, &bytes);
+	if (rv != TL_OK) {
+		tlb_log(TLB_ERROR, "R010",
+		    "cannot take a snapshot in %s/%s: %s", s->dir, name,
+		    tl_strerror(rv));
+		return rv == TL_ENOMEM ? RAFT_NOMEM : RAFT_IOERR;
+	}
+	if (s->b->conf.cluster_snapshot_max > 0 &&
+	    bytes > (uint64_t) s->b->conf.cluster_snapshot_max) {
+		char dir[700];
+
+		tlb_log(TLB_ERROR, "R006",
+		    "snapshot at index %llu refused: %llu bytes is over "
+		    "cluster_snapshot_max (%lld); the Raft log is kept instead",
+		    (unsigned long long) index, (unsigned long long) bytes,
+		    (long long) s->b->conf.cluster_snapshot_max);
+		raft_free(p);
+		snprintf(dir, sizeof(dir), "%s/%s", s->dir, name);
+		(void) tli_rmtree(dir);
+		return RAFT_TOOBIG;
+	}
 	out->base = p;
 	out->len = len;
-	free(files);
 	prune(s, false);
 	tlb_log(TLB_INFO, "R004",
 	    "snapshot taken at index %llu (the store at %llu): %s, %u files, "
@@ -606,20 +658,103 @@ out:
 	return rv;
 }
 
-/* Make s->dir/NAME hold m's files: already there, or fetched from the
- * sources (the taker first) into NAME.part, then renamed. */
+/* Fetch m's files from url into s->dir/NAME (by way of NAME.part). */
 static int
-obtain(tlc_snaps *s, const manifest *m, const tlc_snap_source *src, int nsrc,
-    uint64_t *from)
+fetch_into(tlc_snaps *s, const char *url, const manifest *m, const char **why)
 {
 	char dir[700], part[720];
+
+	snprintf(dir, sizeof(dir), "%s/%s", s->dir, m->name);
+	snprintf(part, sizeof(part), "%s.part", dir);
+	(void) tli_rmtree(part);
+	if (mkdir(part, 0755) != 0) {
+		*why = strerror(errno);
+		return -1;
+	}
+	if (fetch_from(s, url, m, part, why) == 0 && complete(part, m) &&
+	    fsync_path(part) == 0) {
+		(void) tli_rmtree(dir);
+		if (rename(part, dir) == 0 && fsync_path(s->dir) == 0) {
+			return 0;
+		}
+		*why = strerror(errno);
+	}
+	(void) tli_rmtree(part);
+	return -1;
+}
+
+/* Ask url for the manifest of a snapshot at store index min or later
+ * (SNAPSHOT_LATEST) into *m (m->files allocated). */
+static int
+latest_from(
+    tlc_snaps *s, const char *url, uint64_t min, manifest *m, const char **why)
+{
+	size_t cap = 1u << 20;
+	uint8_t *reply = malloc(cap);
+	nng_aio *aio = NULL;
+	nng_stream *st = NULL;
+	uint32_t reqid = 0;
+	tlp_snap_chunk c;
+	tli_buf b;
+	tlp_w w;
+	tlp_r r;
+	int rv = -1;
+
+	memset(m, 0, sizeof(*m));
+	*why = "out of memory";
+	if (reply == NULL || nng_aio_alloc(&aio, NULL, NULL) != 0) {
+		free(reply);
+		return -1;
+	}
+	nng_aio_set_timeout(aio, FETCH_IO_MS);
+	tli_buf_init(&b);
+	if (tlc_peer_dial(aio, url, &st) != 0) {
+		*why = "cannot connect";
+		goto out;
+	}
+	tlc_peer_hello(
+	    &b, s->b, ++reqid, "snapshot", tlb_clock_now_us() / 1000);
+	if (call(aio, st, &b, reqid, reply, cap, &r, why) != 0) {
+		goto out;
+	}
+	b.len = 0;
+	tlp_frame_begin(&b, &w, TLP_OP_SNAPSHOT_LATEST, 0, ++reqid);
+	tlp_enc_snap_latest(&w, &(tlp_snap_latest){min});
+	if (call(aio, st, &b, reqid, reply, cap, &r, why) != 0) {
+		goto out;
+	}
+	if (tlp_dec_snap_chunk(&r, &c) != TL_OK ||
+	    parse(c.data, c.data_len, m) != TL_OK || m->index < min) {
+		*why = "a malformed manifest";
+		free(m->files);
+		m->files = NULL;
+		goto out;
+	}
+	rv = 0;
+out:
+	tli_buf_fini(&b);
+	tlc_peer_close(&st);
+	nng_aio_free(aio);
+	free(reply);
+	return rv;
+}
+
+/* Make s->dir/NAME hold m's files: already there, or fetched from the
+ * sources (the taker first) into NAME.part, then renamed. When no node
+ * keeps it (its taker died, or removed it since), a snapshot at the same
+ * store index or later does as well: *m becomes the first such one a
+ * node sends (SNAPSHOT_LATEST; the leader always has or makes one). */
+static int
+obtain(tlc_snaps *s, manifest *m, const tlc_snap_source *src, int nsrc,
+    uint64_t *from)
+{
+	char dir[700];
 
 	snprintf(dir, sizeof(dir), "%s/%s", s->dir, m->name);
 	*from = s->self;
 	if (complete(dir, m)) {
 		return TL_OK;
 	}
-	snprintf(part, sizeof(part), "%s.part", dir);
 	for (int pass = 0; pass < 2; pass++) {
 		for (int i = 0; i < nsrc; i++) {
 			const char *why = "";
@@ -629,22 +764,9 @@ obtain(tlc_snaps *s, const manifest *m, const tlc_snap_source *src, int nsrc,
 			    src[i].id == s->self || src[i].url[0] == '\0') {
 				continue;
 			}
-			(void) tli_rmtree(part);
-			if (mkdir(part, 0755) != 0) {
-				tlb_log(TLB_ERROR, "R023",
-				    "cannot fetch snapshot %s: %s: %s", m->name,
-				    part, strerror(errno));
-				return TL_EIO;
-			}
-			if (fetch_from(s, src[i].url, m, part, &why) == 0 &&
-			    complete(part, m) && fsync_path(part) == 0) {
-				(void) tli_rmtree(dir);
-				if (rename(part, dir) == 0 &&
-				    fsync_path(s->dir) == 0) {
-					*from = src[i].id;
-					return TL_OK;
-				}
-				why = strerror(errno);
+			if (fetch_into(s, src[i].url, m, &why) == 0) {
+				*from = src[i].id;
+				return TL_OK;
 			}
 			tlb_log(TLB_WARN, "R023",
 			    "cannot fetch snapshot %s from node %llu (%s): %s",
@@ -652,7 +774,39 @@ obtain(tlc_snaps *s, const manifest *m, const tlc_snap_source *src, int nsrc,
 			    why);
 		}
 	}
-	(void) tli_rmtree(part);
+	for (int i = 0; i < nsrc; i++) {
+		const char *why = "";
+		manifest m2;
+
+		if (src[i].id == s->self || src[i].url[0] == '\0') {
+			continue;
+		}
+		if (latest_from(s, src[i].url, m->index, &m2, &why) != 0) {
+			tlb_log(TLB_WARN, "R023",
+			    "node %llu (%s) has no snapshot at index %llu or "
+			    "later to send: %s",
+			    (unsigned long long) src[i].id, src[i].url,
+			    (unsigned long long) m->index, why);
+			continue;
+		}
+		snprintf(dir, sizeof(dir), "%s/%s", s->dir, m2.name);
+		if (complete(dir, &m2) ||
+		    fetch_into(s, src[i].url, &m2, &why) == 0) {
+			tlb_log(TLB_WARN, "R023",
+			    "no node could send snapshot %s: installing %s "
+			    "(store index %llu) from node %llu instead",
+			    m->name, m2.name, (unsigned long long) m2.index,
+			    (unsigned long long) src[i].id);
+			free(m->files);
+			*m = m2;
+			*from = src[i].id;
+			return TL_OK;
+		}
+		tlb_log(TLB_WARN, "R023",
+		    "cannot fetch snapshot %s from node %llu (%s): %s", m2.name,
+		    (unsigned long long) src[i].id, src[i].url, why);
+		free(m2.files);
+	}
 	return TL_ENOTFOUND;
 }
 
@@ -788,6 +942,55 @@ tlc_snaps_install(
 }
 
 /* ---- serving ---- */
+
+int
+tlc_snaps_latest(tlc_snaps *s, uint64_t min, tli_buf *out)
+{
+	char best[256] = "";
+	uint64_t best_ix = 0, taker = 0, bytes = 0;
+	uint32_t nfiles = 0;
+	uint8_t *p = NULL;
+	size_t len = 0;
+	DIR *d = opendir(s->dir);
+	struct dirent *e;
+	int rv;
+
+	if (d == NULL) {
+		return TL_EIO;
+	}
+	while ((e = readdir(d)) != NULL) {
+		uint64_t ix;
+
+		if (name_ok(e->d_name, &ix) && ix >= best_ix) {
+			best_ix = ix;
+			snprintf(best, sizeof(best), "%s", e->d_name);
+		}
+	}
+	closedir(d);
+	if (best[0] == '\0' || best_ix < min) {
+		/* none kept that far: a new one, if the store is there */
+		if (tli_store_applied_index(s->b->store) < min) {
+			return TL_ENOTFOUND;
+		}
+		if ((rv = checkpoint(s, best, sizeof(best), &best_ix)) !=
+		    TL_OK) {
+			return rv;
+		}
+		tlb_log(TLB_INFO, "R004",
+		    "snapshot %s taken for a node that asked for one at "
+		    "index %llu or later",
+		    best, (unsigned long long) min);
+	}
+	served_now(s, best); /* kept while the node fetches it */
+	taker = strtoull(best, NULL, 10);
+	if ((rv = manifest_of(s, best, taker, best_ix, malloc, &p, &len,
+	         &nfiles, &bytes)) != TL_OK) {
+		return rv;
+	}
+	rv = tli_buf_append(out, p, len);
+	free(p);
+	return rv;
+}
 
 int
 tlc_snaps_read(tlc_snaps *s, const char *name, const char *file,

@@ -32,6 +32,8 @@ typedef struct tlc_snaps {
 	char dir[600];         /* DATA/snapshots */
 	char restore_dir[600]; /* DATA/restore.tmp */
 	pthread_mutex_t mtx;   /* served[] */
+	/* one checkpoint at a time (libraft's and those asked for) */
+	pthread_mutex_t take_mtx;
 	/* snapshots read by other nodes lately: kept while they fetch */
 	struct {
 		char name[48];
@@ -68,6 +70,11 @@ bool tlc_snaps_index(const void *p, size_t n, uint64_t *index);
 int tlc_snaps_install(tlc_snaps *s, const void *p, size_t n,
     const tlc_snap_source *src, int nsrc);
 
+/* SNAPSHOT_LATEST (cluster.h, tlc_snapshot_latest): append to out the
+ * manifest of the newest snapshot kept here if its store index is at least
+ * min, else of one taken now if the store is that far; TL_ENOTFOUND when it
+ * is not. Any thread. */
+int tlc_snaps_latest(tlc_snaps *s, uint64_t min, tli_buf *out);
 /* SNAPSHOT_READ (cluster.h, tlc_snapshot_read). */
 int tlc_snaps_read(tlc_snaps *s, const char *name, const char *file,
     uint64_t offset, size_t max, tli_buf *out, uint64_t *size);

@@ -62,6 +62,7 @@ TLF_STRUCT_CODEC(cluster_req, tlp_cluster_req)
 TLF_STRUCT_CODEC(cluster_status, tlp_cluster_status)
 TLF_STRUCT_CODEC(snap_read, tlp_snap_read)
 TLF_STRUCT_CODEC(snap_chunk, tlp_snap_chunk)
+TLF_STRUCT_CODEC(snap_latest, tlp_snap_latest)
 
 static inline void
 tlf_batch_fini(void *m)

@@ -81,6 +81,7 @@ codec_of(int op)
 	case TLP_OP_CLUSTER:
 		return &c_cluster;
 	case TLP_OP_SNAPSHOT_READ: /* a node installing a snapshot */
+	case TLP_OP_SNAPSHOT_LATEST:
 		return &c_snap;
 	case TLP_OP_TOPIC_CREATE: /* [0] */
 	case TLP_OP_TOPIC_DELETE:

@@ -21,6 +21,7 @@ typedef union body {
 	tlp_lock lock;
 	tlp_cluster_req cluster;
 	tlp_snap_read snap;
+	tlp_snap_latest latest;
 } body;
 
 static const tlf_codec c_hello = {tlf_enc_hello, tlf_dec_hello, NULL, 0};
@@ -38,6 +39,8 @@ static const tlf_codec c_lock = {tlf_enc_lock, tlf_dec_lock, NULL, 0};
 static const tlf_codec c_cluster = {
     tlf_enc_cluster_req, tlf_dec_cluster_req, NULL, 0};
 static const tlf_codec c_snap = {tlf_enc_snap_read, tlf_dec_snap_read, NULL, 0};
+static const tlf_codec c_latest = {
+    tlf_enc_snap_latest, tlf_dec_snap_latest, NULL, 0};
 
 static void
 check_batch(const tlp_batch *b)
@@ -160,6 +163,8 @@ codec_of(int op)
 		return &c_cluster;
 	case TLP_OP_SNAPSHOT_READ:
 		return &c_snap;
+	case TLP_OP_SNAPSHOT_LATEST:
+		return &c_latest;
 	case TLP_OP_TOPIC_LIST: /* an empty body: topic_list() */
 	case TLP_OP_DELIVER:    /* pushes: refused unread */
 	case TLP_OP_LEASE_LOST:

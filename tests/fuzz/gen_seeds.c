@@ -294,6 +294,13 @@ b_snap_read(tlp_w *w)
 }
 
 static void
+b_snap_latest(tlp_w *w)
+{
+	tlp_snap_latest m = {24576};
+	tlp_enc_snap_latest(w, &m);
+}
+
+static void
 r_snap_chunk(tlp_w *w)
 {
 	tlp_snap_chunk c = {1048600, "table bytes", 11};
@@ -348,6 +355,8 @@ requests(void)
 	put_body("request", "lock", TLP_OP_LOCK, b_lock);
 	put_body("request", "cluster", TLP_OP_CLUSTER, b_cluster);
 	put_body("request", "snapshot_read", TLP_OP_SNAPSHOT_READ, b_snap_read);
+	put_body("request", "snapshot_latest", TLP_OP_SNAPSHOT_LATEST,
+	    b_snap_latest);
 }
 
 static void
