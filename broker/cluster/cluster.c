@@ -758,10 +758,11 @@ fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
 		/* A node sent it: libraft has already replaced this node's
 		 * log with the snapshot's position (0.15), so a failure
 		 * would leave it taking entries it can never apply. It
-		 * waits instead, as a node that does not answer, until
-		 * some node can send this snapshot or a later one. At the
-		 * start a failure stops the node (R007). */
-		if (rv != TL_ENOTFOUND || !started || stop ||
+		 * tries again instead, as a node that does not answer,
+		 * until some node can send this snapshot or a later one
+		 * (or the disk has room again). At the start a failure
+		 * stops the node (R007). */
+		if (rv == TL_OK || !started || stop ||
 		    wait_stop(c, wait_ms)) {
 			break;
 		}
