@@ -1555,7 +1555,7 @@ tli_store_close(tli_store *s)
 	 * with a large backlog then takes as long as one with none. After
 	 * a crash the log is replayed as always. A failure (a full disk)
 	 * loses nothing: the log still holds it all. */
-	if (s->db != NULL && !s->need_resume && tli_db_rdlock(s) == TL_OK) {
+	if (!s->need_resume && tli_db_rdlock(s) == TL_OK) {
 		flush_all(s, &err);
 		tli_db_unlock(s);
 		if (err != NULL) {
