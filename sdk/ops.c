@@ -307,10 +307,15 @@ ppart_reply(tli_req *q, int err, tlp_r *r)
 	ppart *p = (ppart *) q;
 	pbatch *pb = p->pb;
 	tl_client *c = q->c;
+	/* parked after an unknown outcome, then sent again */
+	bool resent = q->park_err == TL_ELEADERLOST || q->park_err == TL_ECONN;
 	bool last;
 
 	if (err == TL_OK) {
 		err = ppart_decode(p, r);
+	}
+	for (size_t i = 0; i < p->n; i++) {
+		pb->puts[p->first + i].resent = resent;
 	}
 	if (err != TL_OK) {
 		for (size_t i = 0; i < p->n; i++) {

@@ -762,8 +762,7 @@ fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
 		 * until some node can send this snapshot or a later one
 		 * (or the disk has room again). At the start a failure
 		 * stops the node (R007). */
-		if (rv == TL_OK || !started || stop ||
-		    wait_stop(c, wait_ms)) {
+		if (rv == TL_OK || !started || stop || wait_stop(c, wait_ms)) {
 			break;
 		}
 	}

@@ -180,7 +180,7 @@ Test(cluster, batches_in_flight_at_the_kill_are_resent)
 	inflight f = {
 	    PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, TL_OK};
 	tl_counts cnt;
-	size_t exists = 0;
+	size_t exists = 0, resent = 0;
 	int leader, at_kill = 0;
 
 	leader = cluster_start();
@@ -218,7 +218,11 @@ Test(cluster, batches_in_flight_at_the_kill_are_resent)
 	TL_PASS(f.batch_err, "a batch failed");
 	for (int b = 0; b < BATCHES; b++) {
 		for (int i = 0; i < PER; i++) {
+			resent += puts[b][i].resent ? 1 : 0;
 			if (puts[b][i].err == TL_EEXISTS) {
+				/* only a repeat meets its own first try */
+				cr_assert(puts[b][i].resent,
+				    "%s: TL_EEXISTS but not resent", ids[b][i]);
 				exists++;
 				continue;
 			}
@@ -227,9 +231,11 @@ Test(cluster, batches_in_flight_at_the_kill_are_resent)
 	}
 	fprintf(stderr,
 	    "cluster in-flight batches: %d of %d unanswered at the kill, "
-	    "%zu TL_EEXISTS of %d messages\n",
-	    at_kill, BATCHES / 2 + 1, exists, BATCHES * PER);
+	    "%zu TL_EEXISTS and %zu resent of %d messages\n",
+	    at_kill, BATCHES / 2 + 1, exists, resent, BATCHES * PER);
 	cr_assert_gt(at_kill, 0, "some batches were in flight at the kill");
+	/* those in flight went again to the new leader, and say so */
+	cr_assert_gt(resent, 0, "no put says it was resent");
 	TL_PASS(tl_count(c, "t", 0, TL_TS_MAX, &cnt));
 	cr_assert_eq(cnt.available + cnt.waiting + cnt.processing,
 	    (uint64_t) BATCHES * PER, "each message stored once");

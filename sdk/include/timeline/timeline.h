@@ -197,6 +197,14 @@ typedef struct tl_put {
 	char id_out[TL_MAX_ID_LEN + 1]; /* the id (natural or generated) */
 	uint64_t version;
 	int64_t due; /* the resolved due time */
+	/* Sent more than once: the first attempt's outcome was unknown (a
+	 * failover, a lost connection; only creates whose every message has
+	 * its own id are sent again). TL_EEXISTS then means the first attempt
+	 * had landed. TL_OK means it had not, or that it had and the message
+	 * was already delivered and deleted before the repeat arrived (a
+	 * message due within the failover): then it was created twice and is
+	 * delivered again. */
+	bool resent;
 } tl_put;
 
 /* Create n messages in topic as producer group `group`; returns when every
