@@ -980,8 +980,10 @@ tlc_snaps_latest(tlc_snaps *s, uint64_t min, tli_buf *out)
 		    "snapshot %s taken for a node that asked for one at "
 		    "index %llu or later",
 		    best, (unsigned long long) min);
+		served_now(s, best); /* kept while the node fetches it */
+		prune(s, false);     /* as after any snapshot taken */
 	}
-	served_now(s, best); /* kept while the node fetches it */
+	served_now(s, best);
 	taker = strtoull(best, NULL, 10);
 	if ((rv = manifest_of(s, best, taker, best_ix, malloc, &p, &len,
 	         &nfiles, &bytes)) != TL_OK) {
