@@ -979,6 +979,17 @@ tick_cb(uv_timer_t *t)
 		return;
 	}
 	st = raft_state(&c->raft);
+	/* libraft 0.15: a follower whose election timer runs out while a
+	 * snapshot the leader sent is being written turns candidate, and
+	 * the install's completion then answers the leader it names in its
+	 * follower state, which the candidate state (a union) has
+	 * overwritten: a crash (seen when the leader was killed during an
+	 * install). While an install is under way the follower counts as
+	 * hearing from its leader; it is short (a manifest), and elections
+	 * go on once it is done. */
+	if (st == RAFT_FOLLOWER && c->raft.snapshot.put.data != NULL) {
+		c->raft.election_timer_start = c->raft.io->time(c->raft.io);
+	}
 
 	raft_leader(&c->raft, &lid, &laddr);
 	/* the log's size every 100 ms, walked outside the lock that the
