@@ -1582,10 +1582,13 @@ h_CLUSTER(req *q)
 	tlc_admin(q->b->cluster, q->s, q->h.reqid, a, m.id, raft, url);
 }
 
-/* SNAPSHOT_READ, on a reader: a part of a snapshot's file, for another
- * node installing it (docs/cluster.md, "Snapshots"). */
+/* SNAPSHOT_READ and SNAPSHOT_LATEST, on a reader: a part of a snapshot's
+ * file, or the manifest of a snapshot at a store index or later (taken now
+ * if none kept is that far), for another node installing one
+ * (docs/cluster.md, "Snapshots"). */
 typedef struct rd_snap {
 	rd_head h;
+	bool latest; /* SNAPSHOT_LATEST: offset is the index */
 	char name[129];
 	char file[129];
 	uint64_t offset;
@@ -1609,16 +1612,44 @@ snap_run(tlb_broker *b, tlb_session *s, void *arg, bool run)
 	tli_buf_init(&o);
 	if (!run) {
 		/* closed meanwhile */
-	} else if ((rv = tlc_snapshot_read(b->cluster, k->name, k->file,
-	                k->offset, k->max, &o, &m.size)) != TL_OK) {
+	} else if ((rv = k->latest
+	                   ? tlc_snapshot_latest(b->cluster, k->offset, &o)
+	                   : tlc_snapshot_read(b->cluster, k->name, k->file,
+	                         k->offset, k->max, &o, &m.size)) != TL_OK) {
 		rd_err(s, &k->h, rv);
 	} else {
+		if (k->latest) {
+			m.size = o.len;
+		}
 		m.data = o.data;
 		m.data_len = o.len;
 		rd_reply(s, &k->h, enc_snap_chunk, &m);
 	}
 	tli_buf_fini(&o);
 	tli_free(k);
+}
+
+/* What both share: a cluster, and an admin principal (a snapshot is the
+ * whole store: the nodes' own, cluster_token, is one). The reader's
+ * arguments, or NULL (answered). */
+static rd_snap *
+snap_req(req *q)
+{
+	rd_snap *k;
+
+	if (q->b->cluster == NULL) {
+		reply_err(q, TL_ENOTSUP, "this broker is not in a cluster");
+		return NULL;
+	}
+	if (!may_admin(q)) {
+		return NULL;
+	}
+	if ((k = tli_zalloc(sizeof(*k))) == NULL) {
+		reply_err(q, TL_ENOMEM, NULL);
+		return NULL;
+	}
+	k->h = rd_of(q);
+	return k;
 }
 
 static void
@@ -1632,20 +1663,9 @@ h_SNAPSHOT_READ(req *q)
 		reply_decode(q, rv);
 		return;
 	}
-	if (q->b->cluster == NULL) {
-		reply_err(q, TL_ENOTSUP, "this broker is not in a cluster");
+	if ((k = snap_req(q)) == NULL) {
 		return;
 	}
-	/* a snapshot is the whole store: the nodes' own principal
-	 * (cluster_token) is an admin one */
-	if (!may_admin(q)) {
-		return;
-	}
-	if ((k = tli_alloc(sizeof(*k))) == NULL) {
-		reply_err(q, TL_ENOMEM, NULL);
-		return;
-	}
-	k->h = rd_of(q);
 	memcpy(k->name, m.name.p != NULL ? m.name.p : "", m.name.n);
 	k->name[m.name.n] = '\0';
 	memcpy(k->file, m.file.p != NULL ? m.file.p : "", m.file.n);
@@ -1655,63 +1675,23 @@ h_SNAPSHOT_READ(req *q)
 	read_off(q, snap_run, k);
 }
 
-/* SNAPSHOT_LATEST, on a reader: the manifest of a snapshot at a store
- * index or later, for a node whose snapshot no node can send (taken now
- * if none kept is that far). */
-typedef struct rd_latest {
-	rd_head h;
-	uint64_t min;
-} rd_latest;
-
-static void
-latest_run(tlb_broker *b, tlb_session *s, void *arg, bool run)
-{
-	rd_latest *k = arg;
-	tlp_snap_chunk m = {0};
-	tli_buf o;
-	int rv;
-
-	tli_buf_init(&o);
-	if (!run) {
-		/* closed meanwhile */
-	} else if ((rv = tlc_snapshot_latest(b->cluster, k->min, &o)) !=
-	    TL_OK) {
-		rd_err(s, &k->h, rv);
-	} else {
-		m.size = o.len;
-		m.data = o.data;
-		m.data_len = o.len;
-		rd_reply(s, &k->h, enc_snap_chunk, &m);
-	}
-	tli_buf_fini(&o);
-	tli_free(k);
-}
-
 static void
 h_SNAPSHOT_LATEST(req *q)
 {
 	tlp_snap_latest m;
-	rd_latest *k;
+	rd_snap *k;
 	int rv;
 
 	if ((rv = tlp_dec_snap_latest(&q->r, &m)) != TL_OK) {
 		reply_decode(q, rv);
 		return;
 	}
-	if (q->b->cluster == NULL) {
-		reply_err(q, TL_ENOTSUP, "this broker is not in a cluster");
+	if ((k = snap_req(q)) == NULL) {
 		return;
 	}
-	if (!may_admin(q)) {
-		return;
-	}
-	if ((k = tli_alloc(sizeof(*k))) == NULL) {
-		reply_err(q, TL_ENOMEM, NULL);
-		return;
-	}
-	k->h = rd_of(q);
-	k->min = m.min_index;
-	read_off(q, latest_run, k);
+	k->latest = true;
+	k->offset = m.min_index;
+	read_off(q, snap_run, k);
 }
 
 /* ---- dispatch ---- */

@@ -562,15 +562,64 @@ call(nng_aio *aio, nng_stream *st, tli_buf *b, uint32_t reqid, uint8_t *reply,
 	return 0;
 }
 
+/* A session with another node, HELLO said: the stream, its aio, the
+ * request buffer and room for a reply (a part of a file). */
+typedef struct peer_sess {
+	nng_aio *aio;
+	nng_stream *st;
+	uint32_t reqid;
+	tli_buf b;
+	uint8_t *reply;
+	size_t cap;
+} peer_sess;
+
+static void
+sess_close(peer_sess *x)
+{
+	tli_buf_fini(&x->b);
+	tlc_peer_close(&x->st);
+	nng_aio_free(x->aio);
+	free(x->reply);
+	memset(x, 0, sizeof(*x));
+}
+
+static int
+sess_open(tlc_snaps *s, peer_sess *x, const char *url, const char **why)
+{
+	tlp_r r;
+
+	memset(x, 0, sizeof(*x));
+	tli_buf_init(&x->b);
+	x->cap = TLP_SNAP_PART + 4096;
+	*why = "out of memory";
+	if ((x->reply = malloc(x->cap)) == NULL ||
+	    nng_aio_alloc(&x->aio, NULL, NULL) != 0) {
+		sess_close(x);
+		return -1;
+	}
+	nng_aio_set_timeout(x->aio, FETCH_IO_MS);
+	if (tlc_peer_dial(x->aio, url, &x->st) != 0) {
+		*why = "cannot connect";
+		sess_close(x);
+		return -1;
+	}
+	tlc_peer_hello(
+	    &x->b, s->b, ++x->reqid, "snapshot", tlb_clock_now_us() / 1000);
+	if (call(x->aio, x->st, &x->b, x->reqid, x->reply, x->cap, &r, why) !=
+	    0) {
+		sess_close(x);
+		return -1;
+	}
+	return 0;
+}
+
 /* Fetch file f of m from the session into dir. */
 static int
-fetch_file(tlc_snaps *s, nng_aio *aio, nng_stream *st, uint32_t *reqid,
-    const manifest *m, const snap_file *f, const char *dir, uint8_t *reply,
-    size_t cap, const char **why)
+fetch_file(tlc_snaps *s, peer_sess *x, const manifest *m, const snap_file *f,
+    const char *dir, const char **why)
 {
 	char path[1024];
 	uint64_t off = 0;
-	tli_buf b;
 	int fd, rv = 0;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, f->name);
@@ -579,7 +628,6 @@ fetch_file(tlc_snaps *s, nng_aio *aio, nng_stream *st, uint32_t *reqid,
 		*why = strerror(errno);
 		return -1;
 	}
-	tli_buf_init(&b);
 	while (rv == 0 && off < f->size) {
 		tlp_snap_read q = {{m->name, strlen(m->name)},
 		    {f->name, strlen(f->name)}, off, TLP_SNAP_PART};
@@ -587,11 +635,11 @@ fetch_file(tlc_snaps *s, nng_aio *aio, nng_stream *st, uint32_t *reqid,
 		tlp_w w;
 		tlp_r r;
 
-		b.len = 0;
-		tlp_frame_begin(&b, &w, TLP_OP_SNAPSHOT_READ, 0, ++*reqid);
+		x->b.len = 0;
+		tlp_frame_begin(&x->b, &w, TLP_OP_SNAPSHOT_READ, 0, ++x->reqid);
 		tlp_enc_snap_read(&w, &q);
-		if ((rv = call(aio, st, &b, *reqid, reply, cap, &r, why)) !=
-		    0) {
+		if ((rv = call(x->aio, x->st, &x->b, x->reqid, x->reply, x->cap,
+		         &r, why)) != 0) {
 			break;
 		}
 		if (tlp_dec_snap_chunk(&r, &c) != TL_OK || c.size != f->size ||
@@ -606,7 +654,6 @@ fetch_file(tlc_snaps *s, nng_aio *aio, nng_stream *st, uint32_t *reqid,
 			s->fetched_bytes += c.data_len;
 		}
 	}
-	tli_buf_fini(&b);
 	if (rv == 0 && fsync(fd) != 0) {
 		*why = strerror(errno);
 		rv = -1;
@@ -620,41 +667,16 @@ static int
 fetch_from(tlc_snaps *s, const char *url, const manifest *m, const char *dir,
     const char **why)
 {
-	size_t cap = TLP_SNAP_PART + 4096;
-	uint8_t *reply = malloc(cap);
-	nng_aio *aio = NULL;
-	nng_stream *st = NULL;
-	uint32_t reqid = 0;
-	tli_buf b;
-	tlp_r r;
-	int rv = -1;
+	peer_sess x;
+	int rv = 0;
 
-	*why = "out of memory";
-	if (reply == NULL || nng_aio_alloc(&aio, NULL, NULL) != 0) {
-		free(reply);
+	if (sess_open(s, &x, url, why) != 0) {
 		return -1;
 	}
-	nng_aio_set_timeout(aio, FETCH_IO_MS);
-	tli_buf_init(&b);
-	if (tlc_peer_dial(aio, url, &st) != 0) {
-		*why = "cannot connect";
-		goto out;
-	}
-	tlc_peer_hello(
-	    &b, s->b, ++reqid, "snapshot", tlb_clock_now_us() / 1000);
-	if (call(aio, st, &b, reqid, reply, cap, &r, why) != 0) {
-		goto out;
-	}
-	rv = 0;
 	for (uint32_t i = 0; rv == 0 && i < m->nfiles; i++) {
-		rv = fetch_file(
-		    s, aio, st, &reqid, m, &m->files[i], dir, reply, cap, why);
+		rv = fetch_file(s, &x, m, &m->files[i], dir, why);
 	}
-out:
-	tli_buf_fini(&b);
-	tlc_peer_close(&st);
-	nng_aio_free(aio);
-	free(reply);
+	sess_close(&x);
 	return rv;
 }
 
@@ -689,53 +711,30 @@ static int
 latest_from(
     tlc_snaps *s, const char *url, uint64_t min, manifest *m, const char **why)
 {
-	size_t cap = 1u << 20;
-	uint8_t *reply = malloc(cap);
-	nng_aio *aio = NULL;
-	nng_stream *st = NULL;
-	uint32_t reqid = 0;
+	peer_sess x;
 	tlp_snap_chunk c;
-	tli_buf b;
 	tlp_w w;
 	tlp_r r;
 	int rv = -1;
 
 	memset(m, 0, sizeof(*m));
-	*why = "out of memory";
-	if (reply == NULL || nng_aio_alloc(&aio, NULL, NULL) != 0) {
-		free(reply);
+	if (sess_open(s, &x, url, why) != 0) {
 		return -1;
 	}
-	nng_aio_set_timeout(aio, FETCH_IO_MS);
-	tli_buf_init(&b);
-	if (tlc_peer_dial(aio, url, &st) != 0) {
-		*why = "cannot connect";
-		goto out;
-	}
-	tlc_peer_hello(
-	    &b, s->b, ++reqid, "snapshot", tlb_clock_now_us() / 1000);
-	if (call(aio, st, &b, reqid, reply, cap, &r, why) != 0) {
-		goto out;
-	}
-	b.len = 0;
-	tlp_frame_begin(&b, &w, TLP_OP_SNAPSHOT_LATEST, 0, ++reqid);
+	x.b.len = 0;
+	tlp_frame_begin(&x.b, &w, TLP_OP_SNAPSHOT_LATEST, 0, ++x.reqid);
 	tlp_enc_snap_latest(&w, &(tlp_snap_latest){min});
-	if (call(aio, st, &b, reqid, reply, cap, &r, why) != 0) {
-		goto out;
-	}
-	if (tlp_dec_snap_chunk(&r, &c) != TL_OK ||
+	if (call(x.aio, x.st, &x.b, x.reqid, x.reply, x.cap, &r, why) != 0) {
+		/* why set */
+	} else if (tlp_dec_snap_chunk(&r, &c) != TL_OK ||
 	    parse(c.data, c.data_len, m) != TL_OK || m->index < min) {
 		*why = "a malformed manifest";
 		free(m->files);
 		m->files = NULL;
-		goto out;
+	} else {
+		rv = 0;
 	}
-	rv = 0;
-out:
-	tli_buf_fini(&b);
-	tlc_peer_close(&st);
-	nng_aio_free(aio);
-	free(reply);
+	sess_close(&x);
 	return rv;
 }
 
