@@ -952,6 +952,7 @@ tlc_snaps_latest(tlc_snaps *s, uint64_t min, tli_buf *out)
 	size_t len = 0;
 	DIR *d = opendir(s->dir);
 	struct dirent *e;
+	bool taken = false;
 	int rv;
 
 	if (d == NULL) {
@@ -979,10 +980,12 @@ tlc_snaps_latest(tlc_snaps *s, uint64_t min, tli_buf *out)
 		    "snapshot %s taken for a node that asked for one at "
 		    "index %llu or later",
 		    best, (unsigned long long) min);
-		served_now(s, best); /* kept while the node fetches it */
-		prune(s, false);     /* as after any snapshot taken */
+		taken = true;
 	}
-	served_now(s, best);
+	served_now(s, best); /* kept while the node fetches it */
+	if (taken) {
+		prune(s, false); /* as after any snapshot taken */
+	}
 	taker = strtoull(best, NULL, 10);
 	if ((rv = manifest_of(s, best, taker, best_ix, malloc, &p, &len,
 	         &nfiles, &bytes)) != TL_OK) {
