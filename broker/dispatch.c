@@ -346,11 +346,12 @@ held_find(dsub *d, const char *id, size_t idl)
 	return n != NULL ? TLI_CONTAINER(n, held, hn) : NULL;
 }
 
+/* Note that d holds id's lease (version, until); h: its entry if the
+ * caller found one already, else NULL. */
 static void
-held_put(dsub *d, const char *id, size_t idl, uint64_t version, int64_t until)
+held_set(dsub *d, held *h, const char *id, size_t idl, uint64_t version,
+    int64_t until)
 {
-	held *h = held_find(d, id, idl);
-
 	if (h == NULL) {
 		if ((h = tli_alloc(sizeof(*h))) == NULL) {
 			return;
@@ -365,6 +366,12 @@ held_put(dsub *d, const char *id, size_t idl, uint64_t version, int64_t until)
 	if (until < d->min_until) {
 		d->min_until = until;
 	}
+}
+
+static void
+held_put(dsub *d, const char *id, size_t idl, uint64_t version, int64_t until)
+{
+	held_set(d, held_find(d, id, idl), id, idl, version, until);
 }
 
 static void
@@ -843,6 +850,7 @@ lease_done(void *arg)
 		litem *it = &lb->it[i];
 		tli_op *o = &lb->ops[i];
 		dsub *d = it->sub;
+		held *h;
 
 		if (o->err != TL_OK) {
 			sub_took_back(d);
@@ -867,21 +875,18 @@ lease_done(void *arg)
 			sub_took_back(d);
 			continue;
 		}
-		{
-			held *h = held_find(d, it->e->id, it->e->id_len);
-
-			if (h != NULL && h->version >= o->new_version) {
-				/* A returning consumer's recovery read this
-				 * lease from the store before this completion
-				 * and pushed (or parked) it already (and the
-				 * consumer may have extended it since): once
-				 * is enough; the credit it took returns. */
-				sub_took_back(d);
-				continue;
-			}
+		h = held_find(d, it->e->id, it->e->id_len);
+		if (h != NULL && h->version >= o->new_version) {
+			/* A returning consumer's recovery read this lease
+			 * from the store before this completion and pushed
+			 * (or parked) it already (and the consumer may have
+			 * extended it since): once is enough; the credit it
+			 * took returns. */
+			sub_took_back(d);
+			continue;
 		}
-		held_put(
-		    d, it->e->id, it->e->id_len, o->new_version, o->new_ts);
+		held_set(
+		    d, h, it->e->id, it->e->id_len, o->new_version, o->new_ts);
 		if (it->e->ts * 1000 > u.now_us && t != NULL &&
 		    park(t, d, &it->m, it->e->ts, o->new_version, o->new_ts,
 		        o->deliveries)) {
