@@ -157,6 +157,7 @@ open_store(tlb_broker *b)
 	}
 	so.sync_mode = b->conf.sync_mode;
 	so.sync_interval_ms = b->conf.sync_interval_ms;
+	so.fsync_delay_ms = (int) b->conf.fsync_delay_ms;
 	so.background_bytes_per_s = (uint64_t) b->conf.background_write_mb
 	    << 20;
 	so.clock.now_ms = tlb_clock_now;

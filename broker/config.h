@@ -74,6 +74,7 @@ typedef struct tlb_conf {
 	bool cluster_join;              /* a fresh node waits to be added */
 	char cluster_token[256];        /* the clock watch's HELLO token */
 	int64_t clock_offset_ms;        /* tests: the broker clock's offset */
+	int64_t fsync_delay_ms;         /* tests: every group commit waits */
 	tlb_node nodes[TLB_MAX_NODES];  /* parsed from cluster_nodes */
 	int nnodes;
 	int self; /* nodes[self] is this node */

@@ -2,8 +2,8 @@
  * The dispatcher: for every topic with subscribers it keeps a near-future
  * window of due entries in memory, takes leases for due messages through
  * the store and pushes them to consumers that have credit, tracks the
- * leases it handed out (credit comes back on ack, release or expiry) and
- * tells consumers which leases they lost.
+ * leases it handed out (credit comes back when an ack or release arrives,
+ * or on expiry) and tells consumers which leases they lost.
  *
  * DESIGN. Per topic, each bucket has a cursor (ts, id): every timeline
  * entry at or before the cursor has been loaded into the topic's min-heaps
@@ -73,6 +73,7 @@ typedef struct held {
 	tli_hnode hn; /* in dsub.held, by id */
 	int64_t until;
 	uint64_t version;
+	bool returned; /* its credit came back when its ACK/RELEASE arrived */
 	uint8_t id_len;
 	char id[TL_MAX_ID_LEN];
 } held;
@@ -86,7 +87,8 @@ typedef struct dsub {
 	size_t clen;
 	int64_t lease_ms;
 	uint32_t credit;
-	uint32_t inflight; /* held + leases being taken */
+	uint32_t inflight; /* held (not returned) + leases being taken */
+	uint32_t returned; /* held leases whose credit came back already */
 	tli_htab held;     /* held leases by id */
 	int64_t min_until; /* no held lease runs out before this */
 	uint64_t delivered;
@@ -358,8 +360,15 @@ held_set(dsub *d, held *h, const char *id, size_t idl, uint64_t version,
 		}
 		h->id_len = (uint8_t) idl;
 		memcpy(h->id, id, idl);
+		h->returned = false;
 		/* Cannot fail: the table has slots since the subscribe. */
 		tli_htab_insert(&d->held, &h->hn, tli_hash64(id, idl));
+	}
+	if (h->returned) {
+		/* A new lease of the id (its credit taken when it was
+		 * asked for) replaces one whose credit came back. */
+		h->returned = false;
+		d->returned--;
 	}
 	h->version = version;
 	h->until = until;
@@ -374,24 +383,29 @@ held_put(dsub *d, const char *id, size_t idl, uint64_t version, int64_t until)
 	held_set(d, held_find(d, id, idl), id, idl, version, until);
 }
 
+static void sub_took_back(dsub *d);
+
 static void
 held_remove(dsub *d, held *h)
 {
+	if (h->returned) {
+		d->returned--;
+	}
 	tli_htab_remove(&d->held, &h->hn);
 	tli_free(h);
 }
 
-/* Remove a held lease; returns whether it was there. */
-static bool
-held_drop(dsub *d, const char *id, size_t idl)
+/* A held lease ended: forgotten, and its credit is free again unless it
+ * came back already (when its ACK or RELEASE arrived). */
+static void
+held_end(dsub *d, held *h)
 {
-	held *h = held_find(d, id, idl);
+	bool returned = h->returned;
 
-	if (h == NULL) {
-		return false;
-	}
 	held_remove(d, h);
-	return true;
+	if (!returned) {
+		sub_took_back(d);
+	}
 }
 
 /* ---- leases taken by LOCK ---- */
@@ -513,7 +527,7 @@ sub_took_back(dsub *d)
 {
 	TLI_ASSERT(d->inflight > 0);
 	d->inflight--;
-	TLI_ASSERT(d->held.n <= d->inflight);
+	TLI_ASSERT(d->held.n - d->returned <= d->inflight);
 }
 
 static void
@@ -1191,8 +1205,7 @@ expire_sub(tlb_dsp *p, dtopic *t, dsub *d, int64_t now, int64_t *wake)
 			continue;
 		}
 		lost_add(d, t->name, lost, &nl, h);
-		held_remove(d, h);
-		sub_took_back(d);
+		held_end(d, h);
 		atomic_fetch_add(&p->b->m.lost, 1);
 	}
 	lost_flush(d, t->name, lost, &nl);
@@ -1613,10 +1626,57 @@ tlb_dsp_lease_done_locked(tlb_broker *b, const char *topic,
 			h->until = new_ts;
 			h->version = new_version;
 		}
-	} else if (held_drop(d, id, id_len)) {
-		sub_took_back(d);
-		wake(p);
+	} else {
+		held *h = held_find(d, id, id_len);
+		if (h != NULL) {
+			held_end(d, h);
+			wake(p);
+		}
 	}
+}
+
+/* An ACK or RELEASE of consumer's lease `version` on id arrived (it is
+ * not yet applied): the subscription's credit for it comes back now, so
+ * the next lease can be taken while this one's group commit is written,
+ * often into the same commit. The held entry stays until the ACK is
+ * done. */
+void
+tlb_dsp_ack_arrived_locked(tlb_broker *b, const char *topic,
+    const char *consumer, size_t consumer_len, const char *id, size_t id_len,
+    uint64_t version)
+{
+	tlb_dsp *p = b->dsp;
+	dtopic *t = p != NULL ? topic_find(p, topic) : NULL;
+	dsub *d = t != NULL ? sub_find(t, consumer, consumer_len) : NULL;
+	held *h = d != NULL ? held_find(d, id, id_len) : NULL;
+
+	if (h == NULL || h->returned || h->version != version) {
+		return;
+	}
+	h->returned = true;
+	d->returned++;
+	sub_took_back(d);
+	wake(p);
+}
+
+/* That ACK or RELEASE failed: the lease is still held (as far as the
+ * dispatcher knows), and counts again, even if that takes the
+ * subscription past its credit for a while. */
+void
+tlb_dsp_ack_failed_locked(tlb_broker *b, const char *topic,
+    const char *consumer, size_t consumer_len, const char *id, size_t id_len)
+{
+	tlb_dsp *p = b->dsp;
+	dtopic *t = p != NULL ? topic_find(p, topic) : NULL;
+	dsub *d = t != NULL ? sub_find(t, consumer, consumer_len) : NULL;
+	held *h = d != NULL ? held_find(d, id, id_len) : NULL;
+
+	if (h == NULL || !h->returned) {
+		return;
+	}
+	h->returned = false;
+	d->returned--;
+	d->inflight++;
 }
 
 void

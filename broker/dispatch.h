@@ -54,6 +54,14 @@ void tlb_dsp_note_locked(tlb_broker *b, const char *topic, uint32_t bucket,
 void tlb_dsp_lease_done_locked(tlb_broker *b, const char *topic,
     const char *consumer, size_t consumer_len, const char *id, size_t id_len,
     int op, int64_t new_ts, uint64_t new_version);
+/* An ACK or RELEASE of consumer's lease `version` on id arrived, before
+ * the store applies it: the subscription's credit for it comes back now.
+ * If the store then refuses it, ack_failed counts it again. */
+void tlb_dsp_ack_arrived_locked(tlb_broker *b, const char *topic,
+    const char *consumer, size_t consumer_len, const char *id, size_t id_len,
+    uint64_t version);
+void tlb_dsp_ack_failed_locked(tlb_broker *b, const char *topic,
+    const char *consumer, size_t consumer_len, const char *id, size_t id_len);
 
 /* Consumer bookkeeping. subscribe answers the request itself (before it
  * delivers again the leases the consumer still holds) or returns the

@@ -620,17 +620,23 @@ batch_effects(pending *p)
 		const char *id = o->gen_id[0] ? o->gen_id : o->id;
 		size_t idl = o->gen_id[0] ? TL_GEN_ID_LEN : o->id_len;
 
-		if (o->err != TL_OK) {
-			atomic_fetch_add(&b->m.items_err[p->h.op], 1);
-			continue;
-		}
-		atomic_fetch_add(&b->m.items_ok[p->h.op], 1);
 		if (!locked) {
 			/* One lock for the whole batch: the dispatcher waits
 			 * once, not once per item. */
 			tlb_dsp_lock(b);
 			locked = true;
 		}
+		if (o->err != TL_OK) {
+			atomic_fetch_add(&b->m.items_err[p->h.op], 1);
+			if (p->h.op == TLP_OP_ACK ||
+			    p->h.op == TLP_OP_RELEASE) {
+				/* its credit came back on arrival */
+				tlb_dsp_ack_failed_locked(b, p->topic, p->who,
+				    strlen(p->who), id, idl);
+			}
+			continue;
+		}
+		atomic_fetch_add(&b->m.items_ok[p->h.op], 1);
 		switch (p->h.op) {
 		case TLP_OP_EXTEND:
 		case TLP_OP_RELEASE:
@@ -653,6 +659,34 @@ batch_effects(pending *p)
 	if (locked) {
 		tlb_dsp_unlock(b);
 	}
+}
+
+/* An ACK or RELEASE batch is about to be submitted: its leases' credit
+ * comes back now, not when the commit is done (batch_effects counts a
+ * refused one again), so the consumer's next leases can be taken in the
+ * same group commit as its ACKs instead of the one after. */
+static void
+batch_arrived(pending *p)
+{
+	tlb_dsp_lock(p->b);
+	for (size_t i = 0; i < p->n; i++) {
+		tlb_dsp_ack_arrived_locked(p->b, p->topic, p->who,
+		    strlen(p->who), p->ops[i].id, p->ops[i].id_len,
+		    p->ops[i].version);
+	}
+	tlb_dsp_unlock(p->b);
+}
+
+/* The batch was not submitted after all: its credit counts again. */
+static void
+batch_unarrived(pending *p)
+{
+	tlb_dsp_lock(p->b);
+	for (size_t i = 0; i < p->n; i++) {
+		tlb_dsp_ack_failed_locked(p->b, p->topic, p->who,
+		    strlen(p->who), p->ops[i].id, p->ops[i].id_len);
+	}
+	tlb_dsp_unlock(p->b);
 }
 
 static void
@@ -845,6 +879,9 @@ h_batch(req *q)
 		o->catch_up = it->catch_up;
 	}
 	tlp_batch_fini(&bt);
+	if (q->h.op == TLP_OP_ACK || q->h.op == TLP_OP_RELEASE) {
+		batch_arrived(p);
+	}
 	tlb_session_hold(q->s);
 	p->frame = q->job->frame;
 	q->keep_frame = true;
@@ -853,6 +890,9 @@ h_batch(req *q)
 		if (p->inflight > 0) {
 			tlb_inflight_sub(q->b->inflight, p->who, strlen(p->who),
 			    p->inflight);
+		}
+		if (q->h.op == TLP_OP_ACK || q->h.op == TLP_OP_RELEASE) {
+			batch_unarrived(p);
 		}
 		q->keep_frame = false;
 		tlb_session_rele(q->s);

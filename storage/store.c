@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "store_int.h"
 
@@ -486,6 +487,12 @@ write_batch(tli_store *s, tli_repl_kind kind)
 	writes_try_resume(s);
 	if (s->need_resume) {
 		return TL_ENOSPC;
+	}
+	if (s->opts.fsync_delay_ms > 0 &&
+	    s->opts.sync_mode == TLI_SYNC_ALWAYS) {
+		struct timespec d = {s->opts.fsync_delay_ms / 1000,
+		    (long) (s->opts.fsync_delay_ms % 1000) * 1000000L};
+		nanosleep(&d, NULL);
 	}
 	t0 = tli_mono_ns();
 	rocksdb_write(s->db, s->wopts, s->wb, &err);

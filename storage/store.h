@@ -65,6 +65,9 @@ typedef struct tli_store_opts {
 	tli_clock clock;      /* default: wall clock */
 	bool no_record_cache; /* the writer keeps no records between
 	                         batches (tests: every path reads) */
+	int fsync_delay_ms;   /* tests: in TLI_SYNC_ALWAYS every group commit
+	                         waits this long before its write (a slow
+	                         disk) */
 	/* Called from the writer thread once when writes stop (a write failed
 	 * for lack of disk space; stopped true, detail RocksDB's text) and
 	 * once when they resume (stopped false). Optional. */
