@@ -1640,15 +1640,25 @@ tlb_dsp_lease_done_locked(tlb_broker *b, const char *topic,
  * the next lease can be taken while this one's group commit is written,
  * often into the same commit. The held entry stays until the ACK is
  * done. */
+/* consumer's held lease on id in topic (and its subscription), or NULL. */
+static held *
+held_of(tlb_dsp *p, const char *topic, const char *consumer, size_t clen,
+    const char *id, size_t idl, dsub **dp)
+{
+	dtopic *t = p != NULL ? topic_find(p, topic) : NULL;
+
+	*dp = t != NULL ? sub_find(t, consumer, clen) : NULL;
+	return *dp != NULL ? held_find(*dp, id, idl) : NULL;
+}
+
 void
 tlb_dsp_ack_arrived_locked(tlb_broker *b, const char *topic,
     const char *consumer, size_t consumer_len, const char *id, size_t id_len,
     uint64_t version)
 {
 	tlb_dsp *p = b->dsp;
-	dtopic *t = p != NULL ? topic_find(p, topic) : NULL;
-	dsub *d = t != NULL ? sub_find(t, consumer, consumer_len) : NULL;
-	held *h = d != NULL ? held_find(d, id, id_len) : NULL;
+	dsub *d;
+	held *h = held_of(p, topic, consumer, consumer_len, id, id_len, &d);
 
 	if (h == NULL || h->returned || h->version != version) {
 		return;
@@ -1666,10 +1676,9 @@ void
 tlb_dsp_ack_failed_locked(tlb_broker *b, const char *topic,
     const char *consumer, size_t consumer_len, const char *id, size_t id_len)
 {
-	tlb_dsp *p = b->dsp;
-	dtopic *t = p != NULL ? topic_find(p, topic) : NULL;
-	dsub *d = t != NULL ? sub_find(t, consumer, consumer_len) : NULL;
-	held *h = d != NULL ? held_find(d, id, id_len) : NULL;
+	dsub *d;
+	held *h =
+	    held_of(b->dsp, topic, consumer, consumer_len, id, id_len, &d);
 
 	if (h == NULL || !h->returned) {
 		return;

@@ -608,6 +608,13 @@ enc_results(tlp_w *w, const void *arg)
 	}
 }
 
+/* Whether a batch op ends its leases (their credit comes back). */
+static bool
+ends_lease(int op)
+{
+	return op == TLP_OP_ACK || op == TLP_OP_RELEASE;
+}
+
 /* Tell the dispatcher what the batch changed. */
 static void
 batch_effects(pending *p)
@@ -628,8 +635,7 @@ batch_effects(pending *p)
 		}
 		if (o->err != TL_OK) {
 			atomic_fetch_add(&b->m.items_err[p->h.op], 1);
-			if (p->h.op == TLP_OP_ACK ||
-			    p->h.op == TLP_OP_RELEASE) {
+			if (ends_lease(p->h.op)) {
 				/* its credit came back on arrival */
 				tlb_dsp_ack_failed_locked(b, p->topic, p->who,
 				    strlen(p->who), id, idl);
@@ -661,30 +667,24 @@ batch_effects(pending *p)
 	}
 }
 
-/* An ACK or RELEASE batch is about to be submitted: its leases' credit
- * comes back now, not when the commit is done (batch_effects counts a
- * refused one again), so the consumer's next leases can be taken in the
- * same group commit as its ACKs instead of the one after. */
+/* An ACK or RELEASE batch is about to be submitted (arrived): its leases'
+ * credit comes back now, not when the commit is done (batch_effects
+ * counts a refused one again), so the consumer's next leases can be taken
+ * in the same group commit as its ACKs instead of the one after. Not
+ * submitted after all (!arrived): it counts again. */
 static void
-batch_arrived(pending *p)
+batch_credit(pending *p, bool arrived)
 {
 	tlb_dsp_lock(p->b);
 	for (size_t i = 0; i < p->n; i++) {
-		tlb_dsp_ack_arrived_locked(p->b, p->topic, p->who,
-		    strlen(p->who), p->ops[i].id, p->ops[i].id_len,
-		    p->ops[i].version);
-	}
-	tlb_dsp_unlock(p->b);
-}
-
-/* The batch was not submitted after all: its credit counts again. */
-static void
-batch_unarrived(pending *p)
-{
-	tlb_dsp_lock(p->b);
-	for (size_t i = 0; i < p->n; i++) {
-		tlb_dsp_ack_failed_locked(p->b, p->topic, p->who,
-		    strlen(p->who), p->ops[i].id, p->ops[i].id_len);
+		const tli_op *o = &p->ops[i];
+		if (arrived) {
+			tlb_dsp_ack_arrived_locked(p->b, p->topic, p->who,
+			    strlen(p->who), o->id, o->id_len, o->version);
+		} else {
+			tlb_dsp_ack_failed_locked(p->b, p->topic, p->who,
+			    strlen(p->who), o->id, o->id_len);
+		}
 	}
 	tlb_dsp_unlock(p->b);
 }
@@ -879,8 +879,8 @@ h_batch(req *q)
 		o->catch_up = it->catch_up;
 	}
 	tlp_batch_fini(&bt);
-	if (q->h.op == TLP_OP_ACK || q->h.op == TLP_OP_RELEASE) {
-		batch_arrived(p);
+	if (ends_lease(q->h.op)) {
+		batch_credit(p, true);
 	}
 	tlb_session_hold(q->s);
 	p->frame = q->job->frame;
@@ -891,8 +891,8 @@ h_batch(req *q)
 			tlb_inflight_sub(q->b->inflight, p->who, strlen(p->who),
 			    p->inflight);
 		}
-		if (q->h.op == TLP_OP_ACK || q->h.op == TLP_OP_RELEASE) {
-			batch_unarrived(p);
+		if (ends_lease(q->h.op)) {
+			batch_credit(p, false);
 		}
 		q->keep_frame = false;
 		tlb_session_rele(q->s);
