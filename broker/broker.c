@@ -154,6 +154,7 @@ open_store(tlb_broker *b)
 		so.path = path;
 		so.replicate = tlc_replicate;
 		so.replicate_arg = b;
+		so.answers_ms = b->conf.cluster_answers_ms;
 	}
 	so.sync_mode = b->conf.sync_mode;
 	so.sync_interval_ms = b->conf.sync_interval_ms;

@@ -71,6 +71,7 @@ typedef struct tlb_conf {
 	int64_t cluster_snapshot_bytes;
 	int64_t cluster_snapshot_max;
 	int64_t cluster_clock_bound_ms; /* clockwatch.h */
+	int64_t cluster_answers_ms;     /* store.h, "answers kept" */
 	bool cluster_join;              /* a fresh node waits to be added */
 	char cluster_token[256];        /* the clock watch's HELLO token */
 	int64_t clock_offset_ms;        /* tests: the broker clock's offset */

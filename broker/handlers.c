@@ -311,9 +311,16 @@ h_HELLO(req *q)
 	tlb_session_greet(q->s, m.name.p, m.name.n);
 	tlb_session_clock_offset_swap(q->s, 0);
 	note_clock(q, m.client_ms);
+	memset(&rep, 0, sizeof(rep));
 	rep.broker_ms = tlb_clock_now(NULL);
 	rep.broker_name = TLP_STR(q->b->conf.name);
 	rep.session_id = tlb_session_id(q->s);
+	/* answers are kept in a cluster only; a client that names itself
+	 * learns for how long (one that does not gets the first layout) */
+	tlb_session_set_client(q->s, m.client_id);
+	if (m.client_id != 0 && q->b->conf.nnodes > 0) {
+		rep.answers_ms = q->b->conf.cluster_answers_ms;
+	}
 	tlb_log(TLB_DEBUG, "S011", "session %llu is %s",
 	    (unsigned long long) tlb_session_id(q->s), tlb_session_name(q->s));
 	reply(q, enc_hello_rep, &rep);
@@ -655,8 +662,11 @@ batch_effects(pending *p)
 			break;
 		}
 		/* An ACK that placed a recurring message's next occurrence
-		 * (new_version set) is a placement like a create's. */
-		if ((p->h.op != TLP_OP_ACK || o->new_version != 0) &&
+		 * (new_version set) is a placement like a create's. A kept
+		 * answer placed nothing now: the dispatcher heard of it from
+		 * the first attempt, or loaded it when this node took over. */
+		if (!o->replayed &&
+		    (p->h.op != TLP_OP_ACK || o->new_version != 0) &&
 		    p->h.op != TLP_OP_DELETE) {
 			tlb_dsp_note_locked(b, p->topic, o->bucket, o->new_ts,
 			    p->h.op == TLP_OP_EXTEND, id, idl, o->new_version);
@@ -814,9 +824,24 @@ batch_limits(req *q, pending *p, size_t n)
 	return true;
 }
 
+/* The key under which the request's answer is kept (store.h, "answers
+ * kept"): its client's id, its request id, and its body's digest. */
+static tli_reqkey
+req_key(req *q)
+{
+	tli_reqkey k = {tlb_session_client(q->s), q->h.reqid, 0};
+
+	if (k.client != 0) {
+		k.digest = tli_hash64_seed(
+		    q->r.p, (size_t) (q->r.end - q->r.p), q->h.op);
+	}
+	return k;
+}
+
 static void
 h_batch(req *q)
 {
+	tli_reqkey key = req_key(q);
 	tlp_batch bt;
 	pending *p;
 	int rv;
@@ -885,8 +910,8 @@ h_batch(req *q)
 	tlb_session_hold(q->s);
 	p->frame = q->job->frame;
 	q->keep_frame = true;
-	if ((rv = tli_store_submit(q->b->store, p->ops, p->n, batch_done, p)) !=
-	    TL_OK) {
+	if ((rv = tli_store_submit_keyed(
+	         q->b->store, p->ops, p->n, &key, batch_done, p)) != TL_OK) {
 		if (p->inflight > 0) {
 			tlb_inflight_sub(q->b->inflight, p->who, strlen(p->who),
 			    p->inflight);

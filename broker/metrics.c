@@ -210,6 +210,14 @@ render_store(tlb_broker *b, tli_buf *o)
 	    "Keys a later operation of the same group commit replaced, "
 	    "written once.",
 	    st.keys_merged);
+	tli_prom_scalar(o, "timeline_answers_kept_total", "counter",
+	    "Write requests whose answer was kept (cluster).", st.answers_kept);
+	tli_prom_scalar(o, "timeline_answers_replayed_total", "counter",
+	    "Write requests sent again, answered with the kept answer.",
+	    st.answers_replayed);
+	tli_prom_scalar(o, "timeline_answers_expired_total", "counter",
+	    "Kept answers deleted after cluster_answers_ms.",
+	    st.answers_expired);
 	tli_prom_histogram(o, "timeline_commit_sync_ms",
 	    "Duration of one group commit's write+fsync, milliseconds.",
 	    tli_sync_bounds, st.sync_hist, TLI_SYNC_BUCKETS,

@@ -59,6 +59,7 @@ struct tlb_session {
 	bool io_closed;
 	char name[TL_MAX_NAME_LEN + 1]; /* worker; read under mtx elsewhere */
 	_Atomic int64_t clock_offset_ms;
+	_Atomic uint64_t client_id; /* HELLO's, 0: none */
 	/* read side (nng callbacks only) */
 	nng_aio *rx_aio;
 	uint8_t rx_len[TLP_LEN_BYTES];
@@ -1080,6 +1081,18 @@ int64_t
 tlb_session_clock_offset_swap(tlb_session *s, int64_t off_ms)
 {
 	return atomic_exchange(&s->clock_offset_ms, off_ms);
+}
+
+void
+tlb_session_set_client(tlb_session *s, uint64_t id)
+{
+	atomic_store(&s->client_id, id);
+}
+
+uint64_t
+tlb_session_client(tlb_session *s)
+{
+	return atomic_load(&s->client_id);
 }
 
 const tlb_principal *

@@ -133,6 +133,9 @@ bool tlb_session_greeted(const tlb_session *s);
 void tlb_session_greet(tlb_session *s, const char *name, size_t n);
 /* The client's clock minus the broker's: set it, get the previous one. */
 int64_t tlb_session_clock_offset_swap(tlb_session *s, int64_t off_ms);
+/* The client id its HELLO named (0: none): the key of its kept answers. */
+void tlb_session_set_client(tlb_session *s, uint64_t id);
+uint64_t tlb_session_client(tlb_session *s);
 
 /* Authentication (worker thread). The principal, or NULL before HELLO or
  * with auth off. */

@@ -62,11 +62,13 @@ typedef struct field {
 
 static const field hello_f[] = {FIELD(F_U64, tlp_hello, proto),
     FSTR(F_STR, tlp_hello, name, NAME), FSTR(F_STR, tlp_hello, role, 32),
-    FIELD(F_I64, tlp_hello, client_ms), FSTR(F_STR, tlp_hello, token, 1024)};
+    FIELD(F_I64, tlp_hello, client_ms), FSTR(F_STR, tlp_hello, token, 1024),
+    FIELD_OPT(F_U64, tlp_hello, client_id)};
 
 static const field hello_rep_f[] = {FIELD(F_I64, tlp_hello_rep, broker_ms),
     FSTR(F_STR, tlp_hello_rep, broker_name, NAME),
-    FIELD(F_U64, tlp_hello_rep, session_id)};
+    FIELD(F_U64, tlp_hello_rep, session_id),
+    FIELD_OPT(F_I64, tlp_hello_rep, answers_ms)};
 
 /* TOPIC_CREATE sends the first six; replies carry all eleven. */
 static const field topic_f[] = {FSTR(F_STR, tlp_topic, name, NAME),
@@ -302,6 +304,11 @@ w_records(
 static void
 w_reply(tlp_w *w, const field *f, size_t nf, const void *base)
 {
+	/* an optional field at the end only when set (HELLO's answers_ms):
+	 * a client of the first layout reads every reply it can get */
+	while (nf > 0 && f[nf - 1].opt && field_zero(&f[nf - 1], base)) {
+		nf--;
+	}
 	tlp_w_array(w, nf + 1);
 	tlp_w_uint(w, 0);
 	w_fields(w, f, nf, base);
@@ -456,7 +463,12 @@ r_body(tlp_r *r, const field *f, size_t nf, void *base)
 static int
 r_reply(tlp_r *r, const field *f, size_t nf, void *base)
 {
-	r_fields(r, f, nf, base);
+	for (size_t i = 0; i < nf && r->err == TL_OK; i++) {
+		if (f[i].opt && r->p == r->end) {
+			break; /* left out: 0 */
+		}
+		r_field(r, &f[i], base);
+	}
 	return tlp_r_end(r);
 }
 

@@ -36,12 +36,19 @@ typedef struct tlp_hello {
 	tlp_str role;      /* "producer", "consumer", "admin" or "" */
 	int64_t client_ms; /* the client's wall clock */
 	tlp_str token;     /* credentials, or empty */
+	/* optional: the client's id, the same on all its connections (0:
+	 * none); with it a broker that keeps answers answers a write request
+	 * sent again under the same request id as the first time */
+	uint64_t client_id;
 } tlp_hello;
 
 typedef struct tlp_hello_rep {
 	int64_t broker_ms;
 	tlp_str broker_name;
 	uint64_t session_id;
+	/* optional: how long (ms) the broker keeps the answer to a write
+	 * request of a HELLO with a client id (0: it does not) */
+	int64_t answers_ms;
 } tlp_hello_rep;
 
 void tlp_enc_hello(tlp_w *w, const tlp_hello *m);

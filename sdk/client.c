@@ -14,8 +14,12 @@
  * keeps its frame, and gets a fresh id when it is sent again.
  */
 #include <errno.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -175,7 +179,23 @@ reqs_fail(tli_req *list, int err)
 static bool
 req_idem(const tli_req *q)
 {
+	int64_t keep = atomic_load(&q->c->answers_ms);
+
 	switch (q->op) {
+	/* writes whose answer the broker keeps: sent again only well within
+	 * that time (the broker counts it from the commit, after the send) */
+	case TLP_OP_CREATE:
+	case TLP_OP_MOVE:
+	case TLP_OP_DELETE:
+	case TLP_OP_EXTEND:
+	case TLP_OP_RELEASE:
+	case TLP_OP_ACK:
+	case TLP_OP_DLQ_KICK:
+		if (keep > 0 && q->sent_ms != 0 &&
+		    tli_mono_ms() - q->sent_ms < keep - keep / 4) {
+			return true;
+		}
+		return q->idem;
 	case TLP_OP_PING:
 	case TLP_OP_TOPIC_GET:
 	case TLP_OP_TOPIC_LIST:
@@ -264,10 +284,16 @@ static int
 req_send_locked(tl_client *c, tli_req *q)
 {
 	TLI_ASSERT_LOCKED(&c->mtx);
-	do {
-		c->next_id++;
-	} while (c->next_id == 0 || table_find(c, c->next_id, false) != NULL);
-	q->id = c->next_id;
+	if (q->sent_ms == 0 || table_find(c, q->id, false) != NULL) {
+		/* sent again: the same id, which the broker keeps the answer
+		 * under (another request can hold it only after 2^32 more) */
+		do {
+			c->next_id++;
+		} while (c->next_id == 0 ||
+		    table_find(c, c->next_id, false) != NULL);
+		q->id = c->next_id;
+		q->sent_ms = tli_mono_ms();
+	}
 	tli_put_be32(q->frame.data + TLP_LEN_BYTES + 4, q->id);
 	if (tli_buf_append(&c->outq, q->frame.data, q->frame.len) != TL_OK) {
 		c->outq.oom = false;
@@ -289,6 +315,7 @@ req_prepare(tl_client *c, tli_req *q)
 	}
 	q->c = c;
 	q->park_err = TL_OK;
+	q->sent_ms = 0;
 	q->deadline = tli_mono_ms() + c->opts.timeout_ms;
 	return TL_OK;
 }
@@ -822,6 +849,7 @@ conn_hello(tl_client *c, nng_stream *s, nng_aio *aio, rd_buf *r)
 	m.name = TLP_STR(c->opts.name);
 	m.role = TLP_STR("");
 	m.token = TLP_STR(c->opts.token);
+	m.client_id = c->client_id;
 	t_send = m.client_ms = tli_wall_ms();
 	tli_buf_init(&b);
 	tlp_frame_begin(&b, &w, TLP_OP_HELLO, 0, 1);
@@ -859,6 +887,7 @@ conn_hello(tl_client *c, nng_stream *s, nng_aio *aio, rd_buf *r)
 	c->offset_ms = rep.broker_ms - (t_send + t_recv) / 2;
 	c->session_id = rep.session_id;
 	pthread_mutex_unlock(&c->mtx);
+	atomic_store(&c->answers_ms, rep.answers_ms);
 	tli_client_log(c, TL_LOG_INFO,
 	    "session %llu with %.*s, clock offset %lld ms",
 	    (unsigned long long) rep.session_id, (int) rep.broker_name.n,
@@ -1536,6 +1565,13 @@ tl_client_open(tl_client **out, const tl_opts *o)
 	tli_buf_init(&c->outq);
 	tli_htab_init(&c->table);
 	c->first_err = -1;
+	while (c->client_id == 0) {
+		if (getrandom(&c->client_id, sizeof(c->client_id), 0) !=
+		    (ssize_t) sizeof(c->client_id)) {
+			c->client_id = (uint64_t) tli_mono_ns() ^
+			    ((uint64_t) getpid() << 32) ^ (uintptr_t) c;
+		}
+	}
 	if (o == NULL) {
 		tl_opts *d = NULL;
 		if ((rv = tl_opts_alloc(&d)) != TL_OK) {

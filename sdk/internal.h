@@ -114,6 +114,10 @@ struct tli_req {
 	/* Why it waits on the parked list (TL_ENOTLEADER, TL_ELEADERLOST,
 	 * TL_ECONN): its error when the deadline passes there. */
 	int park_err;
+	/* When it was first sent (monotonic ms; 0: not yet): it keeps its
+	 * id when sent again, and a write is sent again only while the
+	 * broker keeps its answer (tl_client.answers_ms). */
+	int64_t sent_ms;
 };
 
 /* A blocking caller's completion. The caller sleeps on its own condition
@@ -267,6 +271,13 @@ struct tl_client {
 	nng_aio *saio;             /* the send thread's */
 	bool conn_done, send_done; /* the thread left its loop */
 	uint32_t next_id;
+	/* Named in every HELLO (random, never 0): the brokers of a cluster
+	 * keep the answers to this client's writes under it and the request
+	 * id for answers_ms (the last HELLO's; 0: they do not), so a write
+	 * sent again within that time keeps its id and gets its first answer
+	 * (docs/sdk.md, "Clusters"). */
+	uint64_t client_id;
+	_Atomic int64_t answers_ms;
 	/* In-flight requests by id; the id is the hash (ids are sequential, so
 	 * they spread over the slots as they are). Has TLI_TABLE_SIZE slots
 	 * from the start. */

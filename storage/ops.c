@@ -806,5 +806,6 @@ tli_apply_op(tli_store *s, tli_op *op)
 	op->new_version = 0;
 	op->new_ts = 0;
 	op->seq = 0;
+	op->replayed = false;
 	op->err = apply(s, op);
 }

@@ -32,20 +32,6 @@
 
 #include "store_int.h"
 
-typedef enum { SUB_OPS, SUB_TOPIC_CREATE, SUB_TOPIC_DELETE } sub_kind;
-
-struct sub {
-	sub *next;
-	sub_kind kind;
-	tli_op *ops;
-	size_t n;
-	tli_topic_conf conf; /* topic create; conf.name also for delete */
-	int result;          /* topic subs */
-	tli_store_done_fn done;
-	void *arg;
-	bool heap; /* allocated by tli_store_submit */
-};
-
 static const char *cf_names[CF_COUNT] = {"default", "msg", "tl", "cons", "own"};
 
 void
@@ -641,14 +627,25 @@ counters_put(tli_store *s, topic_rt *t)
 static void
 ops_batch_apply(tli_store *s, sub *first, size_t nops)
 {
+	bool keyed = false;
 	uint64_t m;
 	int rv;
+
+	for (sub *sb = first; sb != NULL && !keyed; sb = sb->next) {
+		keyed = sb->key.client != 0;
+	}
 
 	rocksdb_writebatch_clear(s->wb);
 	stage_reset(&s->stg);
 	tli_overlay_reset(s->ov);
 	tli_owner_deltas_reset(s->owners);
+	if (keyed) {
+		tli_answers_lookup(s, first);
+	}
 	for (sub *sb = first; sb != NULL; sb = sb->next) {
+		if (sb->replayed || sb->dup_of != NULL) {
+			continue;
+		}
 		for (size_t i = 0; i < sb->n; i++) {
 			tli_apply_op(s, &sb->ops[i]);
 		}
@@ -660,8 +657,14 @@ ops_batch_apply(tli_store *s, sub *first, size_t nops)
 		}
 	}
 	rv = s->stg.oom ? TL_ENOMEM : tli_owner_stage(s, s->owners);
+	if (rv == TL_OK && keyed) {
+		tli_answers_write(s, first, tli_clock_now(&s->opts.clock));
+	}
 	if (rv == TL_OK) {
 		rv = write_batch(s, TLI_REPL_OPS);
+	}
+	if (keyed) {
+		tli_answers_done(s, first, rv == TL_OK);
 	}
 	if (rv == TL_OK) {
 		uint64_t gen = atomic_load(&s->commit_gen) + 1;
@@ -701,6 +704,9 @@ ops_batch_apply(tli_store *s, sub *first, size_t nops)
 				}
 			}
 		}
+	}
+	if (keyed) {
+		tli_answers_copy_dups(first);
 	}
 	atomic_fetch_add(&s->st_ops, nops);
 	m = atomic_load(&s->st_max_batch);
@@ -884,6 +890,13 @@ int
 tli_store_submit(
     tli_store *s, tli_op *ops, size_t n, tli_store_done_fn done, void *arg)
 {
+	return tli_store_submit_keyed(s, ops, n, NULL, done, arg);
+}
+
+int
+tli_store_submit_keyed(tli_store *s, tli_op *ops, size_t n,
+    const tli_reqkey *key, tli_store_done_fn done, void *arg)
+{
 	sub *sb;
 	int rv;
 
@@ -902,6 +915,10 @@ tli_store_submit(
 	sb->done = done;
 	sb->arg = arg;
 	sb->heap = true;
+	if (key != NULL && key->client != 0 && s->opts.replicate != NULL &&
+	    s->opts.answers_ms > 0) {
+		sb->key = *key;
+	}
 	if ((rv = queue_push(s, sb)) != TL_OK) {
 		tli_free(sb);
 	}
@@ -1103,6 +1120,9 @@ tli_store_get_stats(tli_store *s, tli_store_stats *out)
 	out->max_batch = atomic_load(&s->st_max_batch);
 	out->keys_written = atomic_load(&s->st_keys_written);
 	out->keys_merged = atomic_load(&s->st_stage_merged);
+	out->answers_kept = atomic_load(&s->st_ans_kept);
+	out->answers_replayed = atomic_load(&s->st_ans_replayed);
+	out->answers_expired = atomic_load(&s->st_ans_expired);
 	for (int i = 0; i <= TLI_SYNC_BUCKETS; i++) {
 		out->sync_hist[i] = atomic_load(&s->st_sync_hist[i]);
 	}
@@ -1681,6 +1701,7 @@ tli_store_reload(tli_store *s)
 	pthread_mutex_lock(&s->apply_lock);
 	if ((rv = db_wrlock(s)) == TL_OK) {
 		rv = s->db != NULL ? registry_reload(s) : TL_ESTORAGE;
+		tli_answers_forget(s); /* other leaders wrote answers since */
 		pthread_rwlock_unlock(&s->db_lock);
 	}
 	pthread_mutex_unlock(&s->apply_lock);

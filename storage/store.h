@@ -83,6 +83,10 @@ typedef struct tli_store_opts {
 	 * sync_interval_ms do nothing in this mode. */
 	int (*replicate)(void *arg, const void *entry, size_t len);
 	void *replicate_arg;
+	/* Replicated mode: how long the answer to a keyed submission
+	 * (tli_store_submit_keyed) is kept, ms of the store's clock; 0 (the
+	 * default): not kept. See "answers kept" below. */
+	int64_t answers_ms;
 } tli_store_opts;
 
 /* Fill opts with the defaults. */
@@ -249,6 +253,9 @@ typedef struct tli_op {
 	 * occurrence, new_version and new_ts are that occurrence's. */
 	uint32_t seq;
 	char gen_id[TL_GEN_ID_LEN + 1];
+	/* The results are the kept answer of the same request's first
+	 * attempt (tli_store_submit_keyed): nothing was done now. */
+	bool replayed;
 } tli_op;
 
 typedef void (*tli_store_done_fn)(void *arg);
@@ -261,6 +268,27 @@ typedef void (*tli_store_done_fn)(void *arg);
  * called. */
 int tli_store_submit(
     tli_store *s, tli_op *ops, size_t n, tli_store_done_fn done, void *arg);
+
+/* Answers kept (replicated mode, opts.answers_ms > 0). A client that may
+ * send a write request again after an unknown outcome (its connection
+ * lost, TL_ELEADERLOST) names it: its client id (chosen at random, the
+ * same on every connection), its request id and a digest of the request.
+ * The first time a key is seen the submission is applied and its results
+ * are written in the same entry, under the key, with the store's time;
+ * a later submission with the same key is not applied: its ops get the
+ * kept results (tli_op.replayed), or TL_EINVAL each when the digest
+ * differs (another request under a reused id). Kept answers older than
+ * answers_ms are deleted by the leader's later batches (deterministic:
+ * the deletions are in the entries). Without replicated mode or with
+ * answers_ms 0, or a key of client 0, this is tli_store_submit. */
+typedef struct tli_reqkey {
+	uint64_t client;
+	uint32_t reqid;
+	uint64_t digest;
+} tli_reqkey;
+
+int tli_store_submit_keyed(tli_store *s, tli_op *ops, size_t n,
+    const tli_reqkey *key, tli_store_done_fn done, void *arg);
 
 /* Submit and wait. Returns the submission error (the per-op errors are in
  * ops[i].err). */
@@ -587,6 +615,12 @@ typedef struct tli_store_stats {
 	uint64_t max_batch;     /* largest batch in ops */
 	uint64_t keys_written;  /* record and index keys staged into batches */
 	uint64_t keys_merged;   /* staged keys another of the batch replaced */
+	/* answers kept (replicated mode): requests whose answer was written,
+	 * requests answered from a kept answer (or refused: another
+	 * request under the id), answers deleted once expired */
+	uint64_t answers_kept;
+	uint64_t answers_replayed;
+	uint64_t answers_expired;
 	uint64_t sync_hist[TLI_SYNC_BUCKETS + 1]; /* write+sync durations */
 	uint64_t queued_ops; /* operations waiting for the writer now */
 	/* RocksDB's state now: what can hold a write up. */

@@ -86,6 +86,26 @@ typedef struct rec {
 
 typedef struct sub sub;
 
+typedef enum { SUB_OPS, SUB_TOPIC_CREATE, SUB_TOPIC_DELETE } sub_kind;
+
+/* A submission to the writer. */
+struct sub {
+	sub *next;
+	sub_kind kind;
+	tli_op *ops;
+	size_t n;
+	tli_topic_conf conf; /* topic create; conf.name also for delete */
+	int result;          /* topic subs */
+	tli_store_done_fn done;
+	void *arg;
+	bool heap; /* allocated by tli_store_submit */
+	/* answers kept (answers.c): keyed (key.client != 0 in replicated
+	 * mode); replayed, or the same key as dup_of earlier in the batch */
+	tli_reqkey key;
+	bool replayed;
+	sub *dup_of;
+};
+
 /* The writer's staging area: a batch's puts and deletes are collected here
  * and written to RocksDB sorted by (column family, key, order of arrival).
  * Sorted inserts let RocksDB's memtable reuse its search position instead
@@ -164,6 +184,9 @@ struct tli_store {
 	_Atomic uint64_t st_stage_merged;
 	_Atomic uint64_t st_sync_hist[TLI_SYNC_BUCKETS + 1];
 	_Atomic uint64_t st_queued_ops; /* in submissions not yet taken */
+	_Atomic uint64_t st_ans_kept;
+	_Atomic uint64_t st_ans_replayed;
+	_Atomic uint64_t st_ans_expired;
 
 	pthread_mutex_t err_lock;
 	char last_err[256];
@@ -177,6 +200,14 @@ struct tli_store {
 	_Atomic bool in_replicate; /* the writer is inside replicate */
 	uint8_t *entry;            /* writer: the entry being replicated */
 	size_t entry_cap;
+
+	/* Answers kept (answers.c), writer thread: the kept-answer index
+	 * key from which the next prune looks (none before the first), and
+	 * the store time before which it knows nothing is left to prune. */
+	uint8_t ans_floor[1 + 8 + 8 + 4];
+	bool ans_floor_set;
+	int64_t ans_next_ms;
+	uint64_t ans_pend_kept, ans_pend_expired; /* this batch's */
 
 	/* A full disk (store.c, "writes stopped"): set and cleared by the
 	 * writer, read by anyone. */
@@ -303,6 +334,14 @@ void tli_overlay_reset(struct overlay *ov);
 void tli_overlay_commit(struct overlay *ov, uint64_t gen);
 void tli_overlay_forget(struct overlay *ov, uint64_t gen);
 void tli_apply_op(tli_store *s, tli_op *op);
+
+/* ---- answers.c: kept answers of keyed submissions (writer thread) ---- */
+void tli_answers_lookup(tli_store *s, sub *first);
+void tli_answers_write(tli_store *s, sub *first, int64_t now);
+void tli_answers_copy_dups(sub *first);
+void tli_answers_forget(tli_store *s);
+/* After the batch's write: count it, or forget the prune's position. */
+void tli_answers_done(tli_store *s, sub *first, bool written);
 
 /* ---- owners.c: per-owner counts (writer thread) ---- */
 size_t tli_key_meta_owner(

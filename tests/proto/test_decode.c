@@ -67,6 +67,46 @@ Test(decode, batch_round_trips)
 	tli_buf_fini(&b);
 }
 
+/* HELLO's client_id and its reply's answers_ms are optional: left out
+ * when 0, so each side of the first layout reads the other's. */
+Test(decode, hello_client_id_and_answers_ms_are_optional)
+{
+	tlp_hello h = {.proto = 1, .name = TLP_STR("n"), .client_ms = 5};
+	tlp_hello_rep rep = {7, TLP_STR("b"), 9, 0}, got;
+	tli_buf b;
+	tlp_w w;
+	tlp_r r;
+	tlp_hello hd;
+	tlp_str detail;
+	size_t nf;
+	int code;
+
+	for (int with = 0; with < 2; with++) {
+		h.client_id = with ? UINT64_C(0xfeedface12345678) : 0;
+		rep.answers_ms = with ? 30000 : 0;
+		tli_buf_init(&b);
+		tlp_w_init(&w, &b);
+		tlp_enc_hello(&w, &h);
+		tlp_r_init(&r, b.data, b.len);
+		TL_PASS(tlp_dec_hello(&r, &hd));
+		cr_assert_eq(hd.client_id, h.client_id);
+		cr_assert_eq(hd.client_ms, 5);
+		tli_buf_fini(&b);
+
+		tli_buf_init(&b);
+		tlp_w_init(&w, &b);
+		tlp_enc_hello_rep(&w, &rep);
+		tlp_r_init(&r, b.data, b.len);
+		TL_PASS(tlp_dec_reply_head(&r, &code, &detail, &nf));
+		/* the first layout's three fields when answers_ms is 0 */
+		cr_assert_eq(nf, with ? 4u : 3u);
+		TL_PASS(tlp_dec_hello_rep(&r, &got));
+		cr_assert_eq(got.session_id, 9);
+		cr_assert_eq(got.answers_ms, rep.answers_ms);
+		tli_buf_fini(&b);
+	}
+}
+
 Test(decode, deliver_get_and_results_carry_the_recurrence)
 {
 	tlp_delivery dv = {.id = TLP_STR("r"),

@@ -65,7 +65,7 @@ mf_reply(int fd, const tlp_hdr *h, int what, const mock_follower *m)
 	tlp_frame_begin(&b, &w, h->op, TLP_F_REPLY, h->reqid);
 	if (h->op == TLP_OP_HELLO) {
 		tlp_hello_rep rep = {
-		    tli_wall_ms(), TLP_STR("mock-follower"), 7};
+		    tli_wall_ms(), TLP_STR("mock-follower"), 7, 0};
 		tlp_enc_hello_rep(&w, &rep);
 	} else if (h->op == TLP_OP_PING) {
 		tlp_enc_ping_rep(&w, tli_wall_ms());

@@ -553,6 +553,29 @@ rc_enc_hello(tlp_w *w, const void *arg)
 	tlp_enc_hello(w, arg);
 }
 
+static int
+hello_with(rc_client *c, const tlp_hello *h, tlp_hello_rep *out)
+{
+	rc_frame *f = NULL;
+	tlp_r r;
+	tlp_hello_rep rep;
+	int rv;
+
+	rv = rc_req(c, TLP_OP_HELLO, rc_enc_hello, h, &f, &r);
+	if (rv != TL_OK) {
+		return rv;
+	}
+	rv = tlp_dec_hello_rep(&r, &rep);
+	if (rv == TL_OK && out != NULL) {
+		out->broker_ms = rep.broker_ms;
+		out->broker_name = (tlp_str){NULL, 0};
+		out->session_id = rep.session_id;
+		out->answers_ms = rep.answers_ms;
+	}
+	rc_frame_free(f);
+	return rv;
+}
+
 int
 rc_hello(rc_client *c, const char *name, int64_t client_ms, tlp_hello_rep *out)
 {
@@ -564,10 +587,6 @@ rc_hello_token(rc_client *c, const char *name, const char *token,
     int64_t client_ms, tlp_hello_rep *out)
 {
 	tlp_hello h;
-	rc_frame *f = NULL;
-	tlp_r r;
-	tlp_hello_rep rep;
-	int rv;
 
 	memset(&h, 0, sizeof(h));
 	h.proto = TLP_VERSION;
@@ -577,18 +596,22 @@ rc_hello_token(rc_client *c, const char *name, const char *token,
 	if (token != NULL) {
 		h.token = TLP_STR(token);
 	}
-	rv = rc_req(c, TLP_OP_HELLO, rc_enc_hello, &h, &f, &r);
-	if (rv != TL_OK) {
-		return rv;
-	}
-	rv = tlp_dec_hello_rep(&r, &rep);
-	if (rv == TL_OK && out != NULL) {
-		out->broker_ms = rep.broker_ms;
-		out->broker_name = (tlp_str){NULL, 0};
-		out->session_id = rep.session_id;
-	}
-	rc_frame_free(f);
-	return rv;
+	return hello_with(c, &h, out);
+}
+
+int
+rc_hello_client(
+    rc_client *c, const char *name, uint64_t client_id, tlp_hello_rep *out)
+{
+	tlp_hello h;
+
+	memset(&h, 0, sizeof(h));
+	h.proto = TLP_VERSION;
+	h.name = TLP_STR(name);
+	h.role = TLP_STR("admin");
+	h.client_ms = tli_wall_ms();
+	h.client_id = client_id;
+	return hello_with(c, &h, out);
 }
 
 static void

@@ -148,6 +148,10 @@ int rc_hello(
 /* The same with a token (auth = on); NULL: none. */
 int rc_hello_token(rc_client *c, const char *name, const char *token,
     int64_t client_ms, tlp_hello_rep *out);
+/* HELLO naming the client (tlp_hello.client_id; 0: none), with the wall
+ * clock; out->answers_ms says how long the broker keeps its answers. */
+int rc_hello_client(
+    rc_client *c, const char *name, uint64_t client_id, tlp_hello_rep *out);
 /* A batch op; on TL_OK *res / *nres hold the per-item results (free
  * with rc_results_free, which also frees the frame they point into). */
 typedef struct rc_results {
