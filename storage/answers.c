@@ -18,6 +18,10 @@
  * leader whose entry's fate became unknown reloads before it serves again
  * (docs/cluster.md), so a lookup sees the first attempt whenever it was
  * committed. Two attempts in one batch are caught in the batch itself.
+ * The writer has one entry in flight, so a repeat queued behind its first
+ * attempt on the same leader is looked up once that attempt is applied;
+ * with several entries in flight the lookup would have to search those
+ * too.
  */
 #include <string.h>
 

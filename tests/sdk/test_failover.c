@@ -7,7 +7,9 @@
  * follower on TCP that answers HELLO and PING and refuses everything else
  * with TL_ENOTLEADER) sends the client to the leader it names, or to the
  * next URL when it names none; TL_ELEADERLOST is retried only for requests
- * that cannot be applied twice.
+ * that cannot be applied twice: against a cluster that keeps no answers,
+ * creates with their own ids; against one that does (HELLO's answers_ms),
+ * every write, under its first request id.
  */
 #define _GNU_SOURCE
 #include <netinet/in.h>
@@ -38,6 +40,10 @@ typedef struct mock_follower {
 	atomic_int n_notleader;
 	atomic_int n_leaderlost;
 	atomic_int n_hello;
+	int64_t answers_ms; /* what its HELLO reply says */
+	/* the request ids of the CREATEs it got, in order */
+	uint32_t create_ids[8];
+	atomic_int ncreate;
 	pthread_t acc;
 	pthread_mutex_t mtx;
 	int fds[MF_MAX_CONNS];
@@ -65,7 +71,7 @@ mf_reply(int fd, const tlp_hdr *h, int what, const mock_follower *m)
 	tlp_frame_begin(&b, &w, h->op, TLP_F_REPLY, h->reqid);
 	if (h->op == TLP_OP_HELLO) {
 		tlp_hello_rep rep = {
-		    tli_wall_ms(), TLP_STR("mock-follower"), 7, 0};
+		    tli_wall_ms(), TLP_STR("mock-follower"), 7, m->answers_ms};
 		tlp_enc_hello_rep(&w, &rep);
 	} else if (h->op == TLP_OP_PING) {
 		tlp_enc_ping_rep(&w, tli_wall_ms());
@@ -101,6 +107,12 @@ mf_conn(void *arg)
 		    !tt_recv_all(fd, buf, flen) ||
 		    tlp_hdr_decode(&h, buf, flen) != TL_OK) {
 			break;
+		}
+		if (h.op == TLP_OP_CREATE) {
+			int i = atomic_fetch_add(&m->ncreate, 1);
+			if (i < 8) {
+				m->create_ids[i] = h.reqid;
+			}
 		}
 		if (h.op == TLP_OP_HELLO) {
 			atomic_fetch_add(&m->n_hello, 1);
@@ -436,6 +448,37 @@ Test(failover, leader_lost_retries_only_explicit_ids)
 	TL_FAIL(
 	    tl_put_in(c, "fo", "p", NULL, 60000, "", 0, id), TL_ELEADERLOST);
 	cr_assert_eq(atomic_load(&MF.n_leaderlost), 2);
+	tl_client_close(c);
+	tl_client_close(ca);
+}
+
+/* A cluster that keeps answers (HELLO's answers_ms): a create with a
+ * generated id whose outcome was unknown is sent again, under the same
+ * request id (the key its answer is kept under), and lands once. */
+Test(failover, leader_lost_resends_every_write_when_answers_are_kept)
+{
+	tl_client *c, *ca;
+	tl_counts cnt;
+	char id[TL_MAX_ID_LEN + 1];
+
+	sb_start(&A, "sdk-fo8");
+	ca = sb_client(&A);
+	sb_topic(ca, "fo", 0);
+	mf_start(A.url);
+	MF.answers_ms = 30000;
+	atomic_store(&MF.leaderlost, 1);
+	c = client_of(MF.url);
+	TL_PASS(tl_put_in(c, "fo", "p", NULL, 60000, "g", 1, id));
+	cr_assert(id[0] != '\0');
+	/* TL_ELEADERLOST, then the same request again (TL_ENOTLEADER,
+	 * naming A, where it is applied) */
+	cr_assert_eq(atomic_load(&MF.n_leaderlost), 1);
+	cr_assert_eq(atomic_load(&MF.ncreate), 2);
+	cr_assert_eq(MF.create_ids[1], MF.create_ids[0],
+	    "sent again under another request id (%u, then %u)",
+	    MF.create_ids[0], MF.create_ids[1]);
+	TL_PASS(tl_count(ca, "fo", 0, TL_TS_MAX, &cnt));
+	cr_assert_eq(cnt.available + cnt.waiting + cnt.processing, 1);
 	tl_client_close(c);
 	tl_client_close(ca);
 }

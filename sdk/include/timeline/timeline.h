@@ -117,9 +117,13 @@ typedef struct tl_client tl_client;
  * once; so do lease operations, also those queued but not sent when the
  * connection broke. After an unknown outcome (TL_ELEADERLOST, or a connection
  * lost with more than one URL) only requests that cannot apply twice are sent
- * again: reads, and creates whose every message has its own id (a repeat
- * of one that had landed answers TL_EEXISTS in its tl_put.err); the others
- * fail with TL_ELEADERLOST / TL_ECONN. docs/sdk.md has the details. */
+ * again: reads, and writes whose answer the cluster keeps (creates, moves,
+ * deletes, lease operations and DLQ kicks, within three quarters of its
+ * cluster_answers_ms of their first sending: the repeat gets the first
+ * answer and is applied once); against a cluster that keeps none, creates
+ * whose every message has its own id (a repeat of one that had landed
+ * answers TL_EEXISTS in its tl_put.err). The others fail with
+ * TL_ELEADERLOST / TL_ECONN. docs/sdk.md has the details. */
 TL_API int tl_client_open(tl_client **out, const tl_opts *o);
 /* Close the connection. Requests in flight fail with TL_ECLOSED; consumers
  * of this client must be closed first. */
@@ -198,12 +202,14 @@ typedef struct tl_put {
 	uint64_t version;
 	int64_t due; /* the resolved due time */
 	/* Sent more than once: the first attempt's outcome was unknown (a
-	 * failover, a lost connection; only creates whose every message has
-	 * its own id are sent again). TL_EEXISTS then means the first attempt
-	 * had landed. TL_OK means it had not, or that it had and the message
-	 * was already delivered and deleted before the repeat arrived (a
-	 * message due within the failover): then it was created twice and is
-	 * delivered again. */
+	 * failover, a lost connection). A cluster that keeps answers (the
+	 * default) answered the repeat as it answered the first attempt, or
+	 * applied it if the first never landed: the message exists once. A
+	 * cluster that keeps none (cluster_answers_ms 0; then only creates
+	 * whose every message has its own id are sent again): TL_EEXISTS
+	 * means the first attempt had landed, TL_OK that it had not, or that
+	 * it had and the message was delivered and deleted before the repeat
+	 * arrived (then created twice and delivered again). */
 	bool resent;
 } tl_put;
 
