@@ -31,6 +31,23 @@ tlp_op_is_request(int op)
 	return tlp_op_name(op) != NULL && op_rows[op].request;
 }
 
+bool
+tlp_op_is_batch(int op)
+{
+	switch (op) {
+	case TLP_OP_CREATE:
+	case TLP_OP_MOVE:
+	case TLP_OP_DELETE:
+	case TLP_OP_EXTEND:
+	case TLP_OP_RELEASE:
+	case TLP_OP_ACK:
+	case TLP_OP_DLQ_KICK:
+		return true;
+	default:
+		return false;
+	}
+}
+
 void
 tlp_frame_begin(tli_buf *b, tlp_w *w, uint8_t op, uint8_t flags, uint32_t reqid)
 {

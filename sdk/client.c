@@ -181,21 +181,13 @@ req_idem(const tli_req *q)
 {
 	int64_t keep = atomic_load(&q->c->answers_ms);
 
-	switch (q->op) {
 	/* writes whose answer the broker keeps: sent again only well within
 	 * that time (the broker counts it from the commit, after the send) */
-	case TLP_OP_CREATE:
-	case TLP_OP_MOVE:
-	case TLP_OP_DELETE:
-	case TLP_OP_EXTEND:
-	case TLP_OP_RELEASE:
-	case TLP_OP_ACK:
-	case TLP_OP_DLQ_KICK:
-		if (keep > 0 && q->sent_ms != 0 &&
-		    tli_mono_ms() - q->sent_ms < keep - keep / 4) {
-			return true;
-		}
-		return q->idem;
+	if (tlp_op_is_batch(q->op) && keep > 0 && q->sent_ms != 0 &&
+	    tli_mono_ms() - q->sent_ms < keep - keep / 4) {
+		return true;
+	}
+	switch (q->op) {
 	case TLP_OP_PING:
 	case TLP_OP_TOPIC_GET:
 	case TLP_OP_TOPIC_LIST:

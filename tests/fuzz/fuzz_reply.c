@@ -49,6 +49,9 @@ static const tlf_codec c_snap = {
 static const tlf_codec *
 codec_of(int op)
 {
+	if (tlp_op_is_batch(op)) {
+		return &c_results;
+	}
 	switch ((tlp_op) op) {
 	case TLP_OP_HELLO:
 		return &c_hello_rep;
@@ -58,14 +61,6 @@ codec_of(int op)
 		return &c_topic;
 	case TLP_OP_TOPIC_LIST:
 		return &c_topic_list;
-	case TLP_OP_CREATE:
-	case TLP_OP_MOVE:
-	case TLP_OP_DELETE:
-	case TLP_OP_EXTEND:
-	case TLP_OP_RELEASE:
-	case TLP_OP_ACK:
-	case TLP_OP_DLQ_KICK:
-		return &c_results;
 	case TLP_OP_GET:
 		return &c_msg;
 	case TLP_OP_LIST:

@@ -57,6 +57,10 @@ check_batch(const tlp_batch *b)
 static void
 check(int op, const body *m)
 {
+	if (tlp_op_is_batch(op)) {
+		check_batch(&m->batch);
+		return;
+	}
 	switch (op) {
 	case TLP_OP_HELLO:
 		TLF_CHECK(m->hello.name.n <= TL_MAX_NAME_LEN);
@@ -74,15 +78,6 @@ check(int op, const body *m)
 		/* h_list copies the cursor id into a TL_MAX_ID_LEN array */
 		TLF_CHECK(m->list.cursor_id.n <= TL_MAX_ID_LEN);
 		TLF_CHECK(m->list.topic.n <= TL_MAX_NAME_LEN);
-		break;
-	case TLP_OP_CREATE:
-	case TLP_OP_MOVE:
-	case TLP_OP_DELETE:
-	case TLP_OP_EXTEND:
-	case TLP_OP_RELEASE:
-	case TLP_OP_ACK:
-	case TLP_OP_DLQ_KICK:
-		check_batch(&m->batch);
 		break;
 	case TLP_OP_LOCK:
 		/* h_LOCK copies them into fixed-size arrays */
@@ -129,6 +124,9 @@ topic_list(const uint8_t *p, size_t n)
 static const tlf_codec *
 codec_of(int op)
 {
+	if (tlp_op_is_batch(op)) {
+		return &c_batch;
+	}
 	switch ((tlp_op) op) {
 	case TLP_OP_HELLO:
 		return &c_hello;
@@ -139,14 +137,6 @@ codec_of(int op)
 	case TLP_OP_TOPIC_DELETE:
 	case TLP_OP_TOPIC_GET:
 		return &c_name;
-	case TLP_OP_CREATE:
-	case TLP_OP_MOVE:
-	case TLP_OP_DELETE:
-	case TLP_OP_EXTEND:
-	case TLP_OP_RELEASE:
-	case TLP_OP_ACK:
-	case TLP_OP_DLQ_KICK:
-		return &c_batch;
 	case TLP_OP_GET:
 		return &c_get;
 	case TLP_OP_LIST:
