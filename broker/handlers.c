@@ -831,7 +831,9 @@ req_key(req *q)
 {
 	tli_reqkey k = {tlb_session_client(q->s), q->h.reqid, 0};
 
-	if (k.client != 0) {
+	if (q->b->conf.nnodes == 0 || q->b->conf.cluster_answers_ms == 0) {
+		k.client = 0; /* nothing kept: no digest to compute */
+	} else if (k.client != 0) {
 		k.digest = tli_hash64_seed(
 		    q->r.p, (size_t) (q->r.end - q->r.p), q->h.op);
 	}
@@ -1131,12 +1133,15 @@ lock_done(void *arg)
 	if (o->err == TL_OK) {
 		atomic_fetch_add(&k->b->m.items_ok[k->h.op], 1);
 		/* The lease's end is the message's place: when it runs out a
-		 * subscriber of the topic may get it. */
-		tlb_dsp_lock_taken(k->b, k->topic, k->consumer,
-		    strlen(k->consumer), k->id, k->id_len, o->new_version,
-		    o->new_ts);
-		tlb_dsp_note(k->b, k->topic, o->bucket, o->new_ts, true, k->id,
-		    k->id_len, o->new_version);
+		 * subscriber of the topic may get it. A kept answer took
+		 * nothing now (see batch_effects). */
+		if (!o->replayed) {
+			tlb_dsp_lock_taken(k->b, k->topic, k->consumer,
+			    strlen(k->consumer), k->id, k->id_len,
+			    o->new_version, o->new_ts);
+			tlb_dsp_note(k->b, k->topic, o->bucket, o->new_ts, true,
+			    k->id, k->id_len, o->new_version);
+		}
 		lock_granted(k, o);
 	} else {
 		atomic_fetch_add(&k->b->m.items_err[k->h.op], 1);
@@ -1214,6 +1219,7 @@ lock_check(req *q, const tlp_lock *m, lockreq *k, int64_t *lease_ms)
 static void
 h_LOCK(req *q)
 {
+	tli_reqkey key = req_key(q);
 	tlp_lock m;
 	lockreq *k;
 	int64_t lease_ms = 0;
@@ -1254,8 +1260,8 @@ h_LOCK(req *q)
 	o->ts_mode = TLI_TS_REL;
 	o->no_dead_letter = true;
 	o->hint = k->has_hint ? &k->hint : NULL;
-	if ((rv = tli_store_submit(q->b->store, k->ops, k->n, lock_done, k)) !=
-	    TL_OK) {
+	if ((rv = tli_store_submit_keyed(
+	         q->b->store, k->ops, k->n, &key, lock_done, k)) != TL_OK) {
 		lock_unref(k);
 		reply_err(q, rv, NULL);
 	}

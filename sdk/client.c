@@ -11,7 +11,8 @@
  * win. A request may also leave the table for the parked list (a
  * TL_ENOTLEADER reply, or an unknown outcome of a request that may be sent
  * twice, with a cluster's URLs): it is then in exactly one of the two,
- * keeps its frame, and gets a fresh id when it is sent again.
+ * keeps its frame, and keeps its id when it is sent again (the cluster
+ * keeps a write's answer under the client's id and the request id).
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -183,8 +184,8 @@ req_idem(const tli_req *q)
 
 	/* writes whose answer the broker keeps: sent again only well within
 	 * that time (the broker counts it from the commit, after the send) */
-	if (tlp_op_is_batch(q->op) && keep > 0 && q->sent_ms != 0 &&
-	    tli_mono_ms() - q->sent_ms < keep - keep / 4) {
+	if ((tlp_op_is_batch(q->op) || q->op == TLP_OP_LOCK) && keep > 0 &&
+	    q->sent_ms != 0 && tli_mono_ms() - q->sent_ms < keep - keep / 4) {
 		return true;
 	}
 	switch (q->op) {
@@ -276,9 +277,10 @@ static int
 req_send_locked(tl_client *c, tli_req *q)
 {
 	TLI_ASSERT_LOCKED(&c->mtx);
+	/* Sent again, q keeps its id: the cluster keeps its answer under it.
+	 * The first sending takes the next free id (so does a repeat whose
+	 * id another request took, 2^32 requests later). */
 	if (q->sent_ms == 0 || table_find(c, q->id, false) != NULL) {
-		/* sent again: the same id, which the broker keeps the answer
-		 * under (another request can hold it only after 2^32 more) */
 		do {
 			c->next_id++;
 		} while (c->next_id == 0 ||

@@ -143,7 +143,7 @@ ans_encode(abuf *b, const sub *sb)
 	ab_var(b, sb->n);
 	for (size_t i = 0; i < sb->n; i++) {
 		const tli_op *o = &sb->ops[i];
-		uint8_t gl = (uint8_t) strlen(o->gen_id);
+		uint8_t gl = (uint8_t) strnlen(o->gen_id, TL_GEN_ID_LEN);
 
 		ab_var(b, (uint64_t) o->err);
 		ab_var(b, o->new_version);

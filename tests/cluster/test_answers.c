@@ -4,7 +4,8 @@
  * id of its HELLO and its first request id gets its first answer and is
  * not applied twice - on the same leader, after that leader is killed
  * (the new leader has the answer from the log), after the message it
- * created was deleted; another request under a reused id is refused; a
+ * created was deleted, a LOCK sent again gets the same lease; another
+ * request under a reused id is refused; a
  * client that names no id, or a single node, gets none of it; and the
  * answers are gone from every store once cluster_answers_ms has passed.
  */
@@ -163,6 +164,62 @@ Test(answers, a_write_sent_again_gets_its_first_answer)
 	cr_assert_str_neq(again.id, first.id);
 	cr_assert_eq(messages(plain), base + 3);
 	rc_close(plain);
+	rc_close(b);
+	rc_close(a);
+}
+
+static void
+enc_lock(tlp_w *w, const void *arg)
+{
+	tlp_enc_lock(w, arg);
+}
+
+/* LOCK of message `id` (created by group app if missing) for consumer
+ * "holder" under request id reqid: the broker's error, the lease in *d. */
+static int
+send_lock(rc_client *c, uint32_t reqid, const char *id, tlp_delivery *d)
+{
+	tlp_lock m = {
+	    TLP_STR("t"), TLP_STR("holder"), TLP_STR(id), 5000, TLP_STR("app")};
+	rc_frame *f = NULL;
+	tlp_r r;
+	int rv;
+
+	c->next_id = reqid;
+	memset(d, 0, sizeof(*d));
+	rv = rc_req(c, TLP_OP_LOCK, enc_lock, &m, &f, &r);
+	if (rv == TL_OK) {
+		TL_PASS(tlp_dec_lock_rep(&r, d));
+		d->id = (tlp_str){NULL, 0}; /* points into f */
+		d->owner = d->id;
+		d->body = NULL;
+	}
+	rc_frame_free(f);
+	return rv;
+}
+
+Test(answers, a_lock_sent_again_is_the_same_lease)
+{
+	const uint64_t me = 0x5eed0005;
+	tlp_delivery first, again, other;
+	rc_client *a, *b;
+	int l;
+
+	tc_init(&C, 3, "cluster-answers-lock");
+	tc_start_all(&C);
+	l = leader_now();
+	a = named_client(C.url[l], me, NULL);
+	TL_PASS(send_lock(a, 40, "L1", &first));
+	cr_assert(first.version != 0 && first.lease_until != 0);
+	/* the same LOCK again (a lost answer): the same lease, not a
+	 * refusal of a lock its sender holds without knowing it */
+	b = named_client(C.url[l], me, NULL);
+	TL_PASS(send_lock(b, 40, "L1", &again));
+	cr_assert_eq(again.version, first.version);
+	cr_assert_eq(again.lease_until, first.lease_until);
+	cr_assert_eq(again.deliveries, first.deliveries);
+	/* a new LOCK of it is refused: held */
+	TL_FAIL(send_lock(b, 41, "L1", &other), TL_ELEASED);
 	rc_close(b);
 	rc_close(a);
 }

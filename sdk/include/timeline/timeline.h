@@ -118,7 +118,7 @@ typedef struct tl_client tl_client;
  * connection broke. After an unknown outcome (TL_ELEADERLOST, or a connection
  * lost with more than one URL) only requests that cannot apply twice are sent
  * again: reads, and writes whose answer the cluster keeps (creates, moves,
- * deletes, lease operations and DLQ kicks, within three quarters of its
+ * deletes, lease operations, locks and DLQ kicks, within three quarters of its
  * cluster_answers_ms of their first sending: the repeat gets the first
  * answer and is applied once); against a cluster that keeps none, creates
  * whose every message has its own id (a repeat of one that had landed
