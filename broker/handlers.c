@@ -349,9 +349,26 @@ h_PING(req *q)
 
 /* ---- topics ---- */
 
+/* The key under which the request's answer is kept (store.h, "answers
+ * kept"): its client's id, its request id, and its body's digest. */
+static tli_reqkey
+req_key(req *q)
+{
+	tli_reqkey k = {tlb_session_client(q->s), q->h.reqid, 0};
+
+	if (q->b->conf.nnodes == 0 || q->b->conf.cluster_answers_ms == 0) {
+		k.client = 0; /* nothing kept: no digest to compute */
+	} else if (k.client != 0) {
+		k.digest = tli_hash64_seed(
+		    q->r.p, (size_t) (q->r.end - q->r.p), q->h.op);
+	}
+	return k;
+}
+
 static void
 h_TOPIC_CREATE(req *q)
 {
+	tli_reqkey key = req_key(q);
 	tlp_topic t;
 	tli_topic_conf c;
 	char name[TL_MAX_NAME_LEN + 1];
@@ -374,7 +391,8 @@ h_TOPIC_CREATE(req *q)
 	c.default_lease_ms = t.default_lease_ms;
 	c.max_lease_ms = t.max_lease_ms;
 	c.max_deliveries = t.max_deliveries;
-	if ((rv = tli_store_topic_create(q->b->store, &c)) != TL_OK) {
+	if ((rv = tli_store_topic_create_keyed(q->b->store, &c, &key)) !=
+	    TL_OK) {
 		reply_err(q, rv, NULL);
 		return;
 	}
@@ -386,6 +404,7 @@ h_TOPIC_CREATE(req *q)
 static void
 h_TOPIC_DELETE(req *q)
 {
+	tli_reqkey key = req_key(q);
 	char name[TL_MAX_NAME_LEN + 1];
 	tlp_str n;
 	int rv;
@@ -401,7 +420,8 @@ h_TOPIC_DELETE(req *q)
 		reply_err(q, rv == TL_EBADID ? TL_ENOTOPIC : rv, NULL);
 		return;
 	}
-	if ((rv = tli_store_topic_delete(q->b->store, name)) != TL_OK) {
+	if ((rv = tli_store_topic_delete_keyed(q->b->store, name, &key)) !=
+	    TL_OK) {
 		reply_err(q, rv, NULL);
 		return;
 	}
@@ -822,22 +842,6 @@ batch_limits(req *q, pending *p, size_t n)
 		}
 	}
 	return true;
-}
-
-/* The key under which the request's answer is kept (store.h, "answers
- * kept"): its client's id, its request id, and its body's digest. */
-static tli_reqkey
-req_key(req *q)
-{
-	tli_reqkey k = {tlb_session_client(q->s), q->h.reqid, 0};
-
-	if (q->b->conf.nnodes == 0 || q->b->conf.cluster_answers_ms == 0) {
-		k.client = 0; /* nothing kept: no digest to compute */
-	} else if (k.client != 0) {
-		k.digest = tli_hash64_seed(
-		    q->r.p, (size_t) (q->r.end - q->r.p), q->h.op);
-	}
-	return k;
 }
 
 static void

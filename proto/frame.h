@@ -59,7 +59,8 @@ const char *tlp_op_name(int op);
 int tlp_op_is_request(int op);
 /* Whether op is a message batch: a tlp_batch request answered by one
  * result per item (CREATE, MOVE, DELETE, EXTEND, RELEASE, ACK, DLQ_KICK);
- * with LOCK, the writes whose answers a cluster keeps (docs/cluster.md). */
+ * with LOCK, TOPIC_CREATE and TOPIC_DELETE, the writes whose answers a
+ * cluster keeps (docs/cluster.md). */
 bool tlp_op_is_batch(int op);
 
 /* Start a frame in b: reserve the length field, write the header, and

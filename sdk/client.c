@@ -184,8 +184,10 @@ req_idem(const tli_req *q)
 
 	/* writes whose answer the broker keeps: sent again only well within
 	 * that time (the broker counts it from the commit, after the send) */
-	if ((tlp_op_is_batch(q->op) || q->op == TLP_OP_LOCK) && keep > 0 &&
-	    q->sent_ms != 0 && tli_mono_ms() - q->sent_ms < keep - keep / 4) {
+	if ((tlp_op_is_batch(q->op) || q->op == TLP_OP_LOCK ||
+	        q->op == TLP_OP_TOPIC_CREATE || q->op == TLP_OP_TOPIC_DELETE) &&
+	    keep > 0 && q->sent_ms != 0 &&
+	    tli_mono_ms() - q->sent_ms < keep - keep / 4) {
 		return true;
 	}
 	switch (q->op) {

@@ -11,7 +11,8 @@
  *                                     leader finds the expired ones
  * The answer: format byte (1), digest (8), n (varint), then per op err,
  * new_version, new_ts, bucket, deliveries, seq (varints) and the
- * generated id (length byte, bytes).
+ * generated id (length byte, bytes); a topic's create or delete has no
+ * ops, and its result (varint) instead.
  *
  * Which entry holds an answer decides everything: a new leader serves
  * only after every entry committed before it is applied here, and a
@@ -154,6 +155,9 @@ ans_encode(abuf *b, const sub *sb)
 		ab_bytes(b, &gl, 1);
 		ab_bytes(b, o->gen_id, gl);
 	}
+	if (sb->kind != SUB_OPS) {
+		ab_var(b, (uint64_t) sb->result);
+	}
 }
 
 /* The kept answer v into sb's ops; false when it is not sb's request. */
@@ -200,6 +204,12 @@ ans_decode(sub *sb, const uint8_t *v, size_t vl, bool *corrupt)
 		o->replayed = true;
 		p += gl;
 	}
+	if (sb->kind != SUB_OPS) {
+		if (!rd_var(&p, end, &x[0])) {
+			return false;
+		}
+		sb->result = (int) x[0];
+	}
 	*corrupt = p != end;
 	return !*corrupt;
 }
@@ -207,6 +217,7 @@ ans_decode(sub *sb, const uint8_t *v, size_t vl, bool *corrupt)
 static void
 fail_ops(sub *sb, int err)
 {
+	sb->result = err; /* a topic's */
 	for (size_t i = 0; i < sb->n; i++) {
 		sb->ops[i].err = err;
 		sb->ops[i].new_version = 0;
@@ -229,12 +240,11 @@ tli_answers_lookup(tli_store *s, sub *first)
 
 		sb->replayed = false;
 		sb->dup_of = NULL;
-		if (sb->kind != SUB_OPS || sb->key.client == 0) {
+		if (sb->key.client == 0) {
 			continue;
 		}
 		for (sub *pr = first; pr != sb; pr = pr->next) {
-			if (pr->kind == SUB_OPS && pr->key.client != 0 &&
-			    same_key(pr, sb)) {
+			if (pr->key.client != 0 && same_key(pr, sb)) {
 				sb->dup_of =
 				    pr->dup_of != NULL ? pr->dup_of : pr;
 				break;
@@ -326,8 +336,7 @@ tli_answers_write(tli_store *s, sub *first, int64_t now)
 		uint8_t k[AGE_KEY_LEN];
 		size_t kl;
 
-		if (sb->kind != SUB_OPS || sb->key.client == 0 ||
-		    sb->replayed || sb->dup_of != NULL) {
+		if (sb->key.client == 0 || sb->replayed || sb->dup_of != NULL) {
 			continue;
 		}
 		ans_encode(&b, sb);

@@ -518,6 +518,45 @@ interval_sync(tli_store *s, bool force)
 	s->unsynced = false;
 }
 
+/* A topic batch's write, with its kept answer (the success it is about to
+ * be) when the request is keyed. */
+static int
+topic_write(tli_store *s, sub *sb, tli_repl_kind kind)
+{
+	int rv;
+
+	if (sb->key.client != 0) {
+		sb->result = TL_OK;
+		tli_answers_write(s, sb, tli_clock_now(&s->opts.clock));
+	}
+	rv = write_batch(s, kind);
+	if (sb->key.client != 0) {
+		tli_answers_done(s, sb, rv == TL_OK);
+	}
+	return rv;
+}
+
+static void topic_create_apply(tli_store *s, sub *sb);
+static void topic_delete_apply(tli_store *s, sub *sb);
+
+/* A topic submission: its kept answer, or applied. */
+static void
+topic_sub_apply(tli_store *s, sub *sb)
+{
+	if (sb->key.client != 0) {
+		tli_answers_lookup(s, sb);
+		if (sb->replayed) {
+			tli_answers_done(s, sb, true); /* counted */
+			return;
+		}
+	}
+	if (sb->kind == SUB_TOPIC_CREATE) {
+		topic_create_apply(s, sb);
+	} else {
+		topic_delete_apply(s, sb);
+	}
+}
+
 static void
 topic_create_apply(tli_store *s, sub *sb)
 {
@@ -547,7 +586,8 @@ topic_create_apply(tli_store *s, sub *sb)
 	    s->wb, s->cf[CF_DEFAULT], (char *) nk, 1, (char *) nv, 4);
 	rocksdb_writebatch_put_cf(s->wb, s->cf[CF_DEFAULT], (char *) ck,
 	    tli_key_meta_counters(ck, t->id), (char *) cv, sizeof(cv));
-	if ((rv = write_batch(s, TLI_REPL_TOPIC_CREATE)) != TL_OK) {
+	rv = topic_write(s, sb, TLI_REPL_TOPIC_CREATE);
+	if (rv != TL_OK) {
 		goto fail;
 	}
 	pthread_rwlock_wrlock(&s->topics_lock);
@@ -592,7 +632,7 @@ topic_delete_apply(tli_store *s, sub *sb)
 		rocksdb_writebatch_delete_range_cf(
 		    s->wb, s->cf[cf], (char *) lo, 4, (char *) hi, 4);
 	}
-	if ((rv = write_batch(s, TLI_REPL_TOPIC_DELETE)) != TL_OK) {
+	if ((rv = topic_write(s, sb, TLI_REPL_TOPIC_DELETE)) != TL_OK) {
 		sb->result = rv;
 		return;
 	}
@@ -838,10 +878,8 @@ writer_main(void *arg)
 				ops_batch_apply(s, batch, nops);
 				break;
 			case SUB_TOPIC_CREATE:
-				topic_create_apply(s, batch);
-				break;
 			case SUB_TOPIC_DELETE:
-				topic_delete_apply(s, batch);
+				topic_sub_apply(s, batch);
 				break;
 			}
 			interval_sync(s, false);
@@ -886,6 +924,16 @@ queue_push(tli_store *s, sub *sb)
 
 /* ---- submissions ---- */
 
+/* The key of a submission: kept only where answers are. */
+static void
+sub_key(tli_store *s, sub *sb, const tli_reqkey *key)
+{
+	if (key != NULL && key->client != 0 && s->opts.replicate != NULL &&
+	    s->opts.answers_ms > 0) {
+		sb->key = *key;
+	}
+}
+
 int
 tli_store_submit(
     tli_store *s, tli_op *ops, size_t n, tli_store_done_fn done, void *arg)
@@ -915,10 +963,7 @@ tli_store_submit_keyed(tli_store *s, tli_op *ops, size_t n,
 	sb->done = done;
 	sb->arg = arg;
 	sb->heap = true;
-	if (key != NULL && key->client != 0 && s->opts.replicate != NULL &&
-	    s->opts.answers_ms > 0) {
-		sb->key = *key;
-	}
+	sub_key(s, sb, key);
 	if ((rv = queue_push(s, sb)) != TL_OK) {
 		tli_free(sb);
 	}
@@ -982,12 +1027,20 @@ tli_store_apply(tli_store *s, tli_op *ops, size_t n)
 int
 tli_store_topic_create(tli_store *s, const tli_topic_conf *c)
 {
+	return tli_store_topic_create_keyed(s, c, NULL);
+}
+
+int
+tli_store_topic_create_keyed(
+    tli_store *s, const tli_topic_conf *c, const tli_reqkey *key)
+{
 	sub sb = {.kind = SUB_TOPIC_CREATE};
 	int rv;
 
 	if (s == NULL || c == NULL) {
 		return TL_EINVAL;
 	}
+	sub_key(s, &sb, key);
 	sb.conf = *c;
 	if ((rv = topic_conf_normalise(&sb.conf)) != TL_OK) {
 		return rv;
@@ -1001,6 +1054,13 @@ tli_store_topic_create(tli_store *s, const tli_topic_conf *c)
 int
 tli_store_topic_delete(tli_store *s, const char *name)
 {
+	return tli_store_topic_delete_keyed(s, name, NULL);
+}
+
+int
+tli_store_topic_delete_keyed(
+    tli_store *s, const char *name, const tli_reqkey *key)
+{
 	sub sb = {.kind = SUB_TOPIC_DELETE};
 	size_t len = name != NULL ? strlen(name) : 0;
 	int rv;
@@ -1008,6 +1068,7 @@ tli_store_topic_delete(tli_store *s, const char *name)
 	if (s == NULL || len == 0 || len > TL_MAX_NAME_LEN) {
 		return len > TL_MAX_NAME_LEN ? TL_ETOOLARGE : TL_ENOTOPIC;
 	}
+	sub_key(s, &sb, key);
 	memcpy(sb.conf.name, name, len);
 	if ((rv = submit_wait(s, &sb)) != TL_OK) {
 		return rv;

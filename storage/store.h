@@ -155,6 +155,14 @@ int tli_store_topic_create(tli_store *s, const tli_topic_conf *c);
 /* Delete a topic with all its messages. Errors: TL_ENOTOPIC. */
 int tli_store_topic_delete(tli_store *s, const char *name);
 
+/* The same for a client's request whose answer is kept ("answers kept"
+ * below; key NULL: none). */
+struct tli_reqkey;
+int tli_store_topic_create_keyed(
+    tli_store *s, const tli_topic_conf *c, const struct tli_reqkey *key);
+int tli_store_topic_delete_keyed(
+    tli_store *s, const char *name, const struct tli_reqkey *key);
+
 /* Errors: TL_ENOTOPIC. */
 int tli_store_topic_get(tli_store *s, const char *name, tli_topic_info *out);
 

@@ -4,7 +4,8 @@
  * id of its HELLO and its first request id gets its first answer and is
  * not applied twice - on the same leader, after that leader is killed
  * (the new leader has the answer from the log), after the message it
- * created was deleted, a LOCK sent again gets the same lease; another
+ * created was deleted, a LOCK sent again gets the same lease, a topic
+ * created or deleted again gets its first answer; another
  * request under a reused id is refused; a
  * client that names no id, or a single node, gets none of it; and the
  * answers are gone from every store once cluster_answers_ms has passed.
@@ -220,6 +221,52 @@ Test(answers, a_lock_sent_again_is_the_same_lease)
 	cr_assert_eq(again.deliveries, first.deliveries);
 	/* a new LOCK of it is refused: held */
 	TL_FAIL(send_lock(b, 41, "L1", &other), TL_ELEASED);
+	rc_close(b);
+	rc_close(a);
+}
+
+static void
+enc_name(tlp_w *w, const void *arg)
+{
+	tlp_enc_name(w, TLP_STR((const char *) arg));
+}
+
+static int
+topic_delete(rc_client *c, uint32_t reqid, const char *name)
+{
+	c->next_id = reqid;
+	return rc_req(c, TLP_OP_TOPIC_DELETE, enc_name, name, NULL, NULL);
+}
+
+static int
+topic_create(rc_client *c, uint32_t reqid, const char *name)
+{
+	c->next_id = reqid;
+	return rc_topic_create(c, name, 0);
+}
+
+Test(answers, topic_create_and_delete_sent_again)
+{
+	const uint64_t me = 0x5eed0006;
+	rc_client *a, *b;
+	tlp_topic t;
+	int l;
+
+	tc_init(&C, 3, "cluster-answers-topic");
+	tc_start_all(&C);
+	l = leader_now();
+	a = named_client(C.url[l], me, NULL);
+	b = named_client(C.url[l], me, NULL);
+	TL_PASS(topic_create(a, 60, "tx"));
+	/* the same create again: its answer, not TL_ETOPICEXISTS */
+	TL_PASS(topic_create(b, 60, "tx"));
+	TL_FAIL(topic_create(b, 62, "tx"), TL_ETOPICEXISTS);
+	TL_PASS(topic_delete(a, 61, "tx"));
+	/* the delete again: its answer, not TL_ENOTOPIC; the create again
+	 * after the delete: its answer, and the topic is not made again */
+	TL_PASS(topic_delete(b, 61, "tx"));
+	TL_PASS(topic_create(b, 60, "tx"));
+	TL_FAIL(rc_topic_get(b, "tx", &t), TL_ENOTOPIC);
 	rc_close(b);
 	rc_close(a);
 }

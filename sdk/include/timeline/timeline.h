@@ -118,9 +118,10 @@ typedef struct tl_client tl_client;
  * connection broke. After an unknown outcome (TL_ELEADERLOST, or a connection
  * lost with more than one URL) only requests that cannot apply twice are sent
  * again: reads, and writes whose answer the cluster keeps (creates, moves,
- * deletes, lease operations, locks and DLQ kicks, within three quarters of its
- * cluster_answers_ms of their first sending: the repeat gets the first
- * answer and is applied once); against a cluster that keeps none, creates
+ * deletes, lease operations, locks, DLQ kicks, topic creation and deletion,
+ * within three quarters of its cluster_answers_ms of their first sending:
+ * the repeat gets the first answer and is applied once); against a
+ * cluster that keeps none, creates
  * whose every message has its own id (a repeat of one that had landed
  * answers TL_EEXISTS in its tl_put.err). The others fail with
  * TL_ELEADERLOST / TL_ECONN. docs/sdk.md has the details. */
