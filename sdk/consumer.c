@@ -86,6 +86,7 @@ live_add(tl_consumer *k, tl_lease *l)
 	TLI_ASSERT_LOCKED(&k->client->mtx);
 	TLI_ASSERT(l->lprev == NULL && l->lnext == NULL && !l->queued);
 	l->cons = k;
+	l->client = k->client;
 	l->lprev = NULL;
 	l->lnext = k->live;
 	if (k->live != NULL) {
@@ -236,13 +237,18 @@ tl_lease_free(tl_lease *l)
 		tli_lock_lease_free(l);
 		return;
 	}
-	if ((k = l->cons) != NULL) {
-		tl_client *c = k->client;
+	/* Its consumer may be closing on another thread: it sets cons to NULL
+	 * under the client's lock and then frees itself, so cons is looked
+	 * at again under that lock (the client outlives the consumer). */
+	if (l->cons != NULL) {
+		tl_client *c = l->client;
 		pthread_mutex_lock(&c->mtx);
-		if (l->queued) {
-			queue_remove(k, l);
+		if ((k = l->cons) != NULL) {
+			if (l->queued) {
+				queue_remove(k, l);
+			}
+			live_remove(k, l);
 		}
-		live_remove(k, l);
 		pthread_mutex_unlock(&c->mtx);
 	}
 	tli_free(l);
@@ -449,25 +455,24 @@ tli_consumer_flush(tl_client *c)
 	}
 }
 
-/* Check the handle and fill op; the consumer is returned in *kp. */
+/* Check the handle and fill op; the client is returned in *cp (the
+ * consumer is looked up under its lock: lop_queue_lease). */
 static int
 lop_init(
-    tl_lease *l, int kind, int64_t ts, bool rel, tli_lop *op, tl_consumer **kp)
+    tl_lease *l, int kind, int64_t ts, bool rel, tli_lop *op, tl_client **cp)
 {
-	tl_consumer *k;
-
 	if (l == NULL || (kind == TLI_LOP_EXTEND && ts <= 0) ||
 	    (kind == TLI_LOP_RELEASE && rel && ts < 0)) {
 		return TL_EINVAL;
 	}
-	if ((k = l->cons) == NULL) {
+	if (l->cons == NULL) {
 		return TL_ECLOSED;
 	}
 	op->lease = l;
 	op->ts = ts;
 	op->rel = rel;
-	op->deadline = tli_mono_ms() + k->client->opts.timeout_ms;
-	*kp = k;
+	op->deadline = tli_mono_ms() + l->client->opts.timeout_ms;
+	*cp = l->client;
 	return TL_OK;
 }
 
@@ -500,6 +505,16 @@ lop_queue_locked(tl_client *c, tl_consumer *k, int kind, tli_lop *op)
 	return TL_OK;
 }
 
+/* Queue op for l's consumer, unless it closed meanwhile. */
+static int
+lop_queue_lease(tl_client *c, tl_lease *l, int kind, tli_lop *op)
+{
+	tl_consumer *k = l->cons;
+
+	TLI_ASSERT_LOCKED(&c->mtx);
+	return k != NULL ? lop_queue_locked(c, k, kind, op) : TL_ECLOSED;
+}
+
 /* The blocking calls: the asynchronous path with the caller asleep on its
  * own condition variable instead of a callback. They do not go through
  * the callback thread: that would add a thread hop to every call, and a
@@ -508,19 +523,17 @@ lop_queue_locked(tl_client *c, tl_consumer *k, int kind, tli_lop *op)
 static int
 lease_op_wait(tl_lease *l, int kind, int64_t ts, bool rel)
 {
-	tl_consumer *k;
 	tl_client *c;
 	tli_lop op;
 	int rv;
 
 	memset(&op, 0, sizeof(op));
-	if ((rv = lop_init(l, kind, ts, rel, &op, &k)) != TL_OK) {
+	if ((rv = lop_init(l, kind, ts, rel, &op, &c)) != TL_OK) {
 		return rv;
 	}
-	c = k->client;
 	pthread_cond_init(&op.cv, NULL);
 	pthread_mutex_lock(&c->mtx);
-	if ((rv = lop_queue_locked(c, k, kind, &op)) == TL_OK) {
+	if ((rv = lop_queue_lease(c, l, kind, &op)) == TL_OK) {
 		while (!op.finished) {
 			pthread_cond_wait(&op.cv, &c->mtx);
 		}
@@ -535,7 +548,6 @@ static int
 lease_op_async(
     tl_lease *l, int kind, int64_t ts, bool rel, tl_done_fn done, void *arg)
 {
-	tl_consumer *k;
 	tl_client *c;
 	tli_lop *op;
 	int rv;
@@ -546,14 +558,13 @@ lease_op_async(
 	if ((op = tli_zalloc(sizeof(*op))) == NULL) {
 		return TL_ENOMEM;
 	}
-	if ((rv = lop_init(l, kind, ts, rel, op, &k)) != TL_OK) {
+	if ((rv = lop_init(l, kind, ts, rel, op, &c)) != TL_OK) {
 		goto fail;
 	}
 	op->done = done;
 	op->arg = arg;
-	c = k->client;
 	pthread_mutex_lock(&c->mtx);
-	rv = lop_queue_locked(c, k, kind, op);
+	rv = lop_queue_lease(c, l, kind, op);
 	pthread_mutex_unlock(&c->mtx);
 	if (rv != TL_OK) {
 		goto fail;

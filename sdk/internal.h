@@ -145,7 +145,10 @@ typedef enum tli_state {
 typedef struct tli_lop tli_lop;
 
 struct tl_lease {
-	tl_consumer *cons;       /* NULL once the consumer closed */
+	/* NULL once the consumer closed: read it under client->mtx (an
+	 * unlocked read only says whether the consumer was still open) */
+	tl_consumer *_Atomic cons;
+	tl_client *client;       /* the consumer's client */
 	tl_consumer *own;        /* a lock's lease (tl_lock): the hidden
 	                          * consumer it owns, == cons; else NULL */
 	tl_lease *lprev, *lnext; /* the consumer's live handles */

@@ -99,6 +99,7 @@ lock_attach(tl_client *c, const tl_lock_conf *conf, tl_lease *l)
 		return TL_ENOMEM;
 	}
 	l->cons = k;
+	l->client = c;
 	l->own = k;
 	pthread_mutex_lock(&c->mtx);
 	k->next = c->consumers;

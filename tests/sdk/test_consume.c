@@ -259,3 +259,63 @@ Test(consume, bad_subscriptions)
 	tl_consumer_close(NULL);
 	tl_lease_free(NULL);
 }
+
+/* A consumer closed while another thread frees its leases and asks to
+ * extend them (a pool of workers stopped after the consumer, as
+ * tl-chronos does): every call sees the consumer open or closed, never a
+ * consumer being freed (the sanitizer build checks every access). */
+typedef struct freer {
+	tl_lease **ls;
+	size_t n;
+} freer;
+
+static void *
+freer_main(void *arg)
+{
+	freer *f = arg;
+
+	for (size_t i = 0; i < f->n; i++) {
+		int rv = tl_lease_extend(f->ls[i], 20000);
+		cr_assert(rv == TL_OK || rv == TL_ECLOSED, "extend: %s",
+		    tl_strerror(rv));
+		tl_lease_free(f->ls[i]);
+	}
+	return NULL;
+}
+
+Test(consume, leases_freed_while_their_consumer_closes)
+{
+	enum { ROUNDS = 8, N = 16 };
+
+	sb_topic(C, "fr", 0);
+	for (int r = 0; r < ROUNDS; r++) {
+		tl_consumer_conf conf = {.topic = "fr",
+		    .consumer_id = "c1",
+		    .lease_ms = 20000,
+		    .credit = N};
+		tl_consumer *k = NULL;
+		tl_lease *ls[N];
+		freer f = {ls, N};
+		pthread_t th;
+
+		TL_PASS(tl_consumer_open(&k, C, &conf));
+		for (int i = 0; i < N; i++) {
+			TL_PASS(tl_put_in(C, "fr", "p", NULL, 0, "z", 1, NULL));
+		}
+		cr_assert_eq(sb_poll_n(k, ls, N, 10000), N);
+		cr_assert_eq(pthread_create(&th, NULL, freer_main, &f), 0);
+		tl_consumer_close(k);
+		pthread_join(th, NULL);
+		/* the next round's consumer gets them when their leases end:
+		 * give each round its messages by deleting what is left */
+		for (;;) {
+			tl_counts cnt;
+			TL_PASS(tl_count(C, "fr", 0, TL_TS_MAX, &cnt));
+			if (cnt.available + cnt.waiting + cnt.processing == 0) {
+				break;
+			}
+			TL_PASS(tl_topic_delete(C, "fr"));
+			sb_topic(C, "fr", 0);
+		}
+	}
+}
