@@ -210,6 +210,11 @@ render_store(tlb_broker *b, tli_buf *o)
 	    "Keys a later operation of the same group commit replaced, "
 	    "written once.",
 	    st.keys_merged);
+	tli_prom_scalar(o, "timeline_writer_records_cached_total", "counter",
+	    "Records the writer found in its cache.", st.records_cached);
+	tli_prom_scalar(o, "timeline_writer_records_read_total", "counter",
+	    "Records the writer read from RocksDB (neither: a read hint).",
+	    st.records_read);
 	tli_prom_scalar(o, "timeline_answers_kept_total", "counter",
 	    "Write requests whose answer was kept (cluster).", st.answers_kept);
 	tli_prom_scalar(o, "timeline_answers_replayed_total", "counter",

@@ -1181,6 +1181,8 @@ tli_store_get_stats(tli_store *s, tli_store_stats *out)
 	out->max_batch = atomic_load(&s->st_max_batch);
 	out->keys_written = atomic_load(&s->st_keys_written);
 	out->keys_merged = atomic_load(&s->st_stage_merged);
+	out->records_cached = atomic_load(&s->st_rec_cached);
+	out->records_read = atomic_load(&s->st_rec_reads);
 	out->answers_kept = atomic_load(&s->st_ans_kept);
 	out->answers_replayed = atomic_load(&s->st_ans_replayed);
 	out->answers_expired = atomic_load(&s->st_ans_expired);

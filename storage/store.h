@@ -623,6 +623,10 @@ typedef struct tli_store_stats {
 	uint64_t max_batch;     /* largest batch in ops */
 	uint64_t keys_written;  /* record and index keys staged into batches */
 	uint64_t keys_merged;   /* staged keys another of the batch replaced */
+	/* the writer's first look at a message in a batch: its record cache
+	 * had it, or it read RocksDB (neither: a read hint was used) */
+	uint64_t records_cached;
+	uint64_t records_read;
 	/* answers kept (replicated mode): requests whose answer was written,
 	 * requests answered from a kept answer (or refused: another
 	 * request under the id), answers deleted once expired */

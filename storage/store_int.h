@@ -182,6 +182,9 @@ struct tli_store {
 	_Atomic uint64_t st_max_batch;
 	_Atomic uint64_t st_keys_written;
 	_Atomic uint64_t st_stage_merged;
+	/* the writer's record lookups: from its cache, from RocksDB */
+	_Atomic uint64_t st_rec_cached;
+	_Atomic uint64_t st_rec_reads;
 	_Atomic uint64_t st_sync_hist[TLI_SYNC_BUCKETS + 1];
 	_Atomic uint64_t st_queued_ops; /* in submissions not yet taken */
 	_Atomic uint64_t st_ans_kept;
