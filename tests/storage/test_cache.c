@@ -117,3 +117,42 @@ Test(cache, answers_what_the_store_holds_after_the_ring_went_round)
 	tli_store_close(s);
 	tt_rmtree_free(&dir);
 }
+
+Test(cache, a_generated_id_is_not_looked_up)
+{
+	char *dir = tt_mkdtemp("cache");
+	tli_store *s;
+	uint64_t c0, r0, c1, r1;
+	tli_op ops[64];
+	tli_counts cnt;
+	tli_msg m;
+
+	tt_clock_init(&clk, T0);
+	s = tt_store_open(dir, &clk);
+	tt_topic(s, "t", 1);
+	lookups(s, &c0, &r0);
+	for (size_t i = 0; i < 64; i++) {
+		ops[i] = tt_mkop(TLI_OP_CREATE, "t", NULL, "g", T0 + 1000, 0);
+	}
+	TL_PASS(tli_store_apply(s, ops, 64));
+	lookups(s, &c1, &r1);
+	cr_assert_eq(r1 - r0, 0, "records read: %" PRIu64, r1 - r0);
+	cr_assert_eq(c1 - c0, 0, "records looked up: %" PRIu64, c1 - c0);
+	for (size_t i = 0; i < 64; i++) {
+		TL_PASS(ops[i].err);
+		TL_PASS(
+		    tli_store_get(s, "t", ops[i].gen_id, TL_GEN_ID_LEN, &m));
+		cr_assert_eq(m.version, 1);
+		tli_msg_fini(&m);
+	}
+	TL_PASS(tli_store_count(s, "t", 0, INT64_MAX, &cnt));
+	cr_assert_eq(cnt.waiting, 64);
+	/* a producer's own id is looked up: a second create is refused */
+	TL_PASS(tt_create(s, "t", "mine", "g", T0 + 1000, "x", NULL));
+	cr_assert_eq(
+	    tt_create(s, "t", "mine", "g", T0 + 1000, "x", NULL), TL_EEXISTS);
+	lookups(s, &c0, &r0);
+	cr_assert_eq((c0 - c1) + (r0 - r1), 2);
+	tli_store_close(s);
+	tt_rmtree_free(&dir);
+}
