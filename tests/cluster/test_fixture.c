@@ -1,0 +1,677 @@
+/*
+ * The replicated store under libraft's own in-memory cluster
+ * (raft/fixture.h): three stores on real RocksDB databases, each the state
+ * machine of one fixture server; a store's writer proposes its batches to
+ * its server when that one leads, and the test steps the fixture's
+ * simulated time and network itself. So the races that the process tests
+ * (test_killrounds, test_faults) meet only by chance happen here on
+ * purpose and the same way in every run: a leader deposed with a batch in
+ * flight (committed later by its successor, or dropped), and a follower cut
+ * off until only a snapshot (a RocksDB checkpoint, installed with
+ * tli_store_restore) can bring it back. The harness does what the broker's
+ * cluster does (broker/cluster/cluster.c): a new leader applies what its
+ * term committed (a barrier) and reloads its store before its writer takes
+ * writes, and so does a node whose proposal failed.
+ *
+ * Checked at the end, once every server has applied everything: each
+ * acknowledged create present and each acknowledged delete absent on every
+ * store, the stores alike message by message (version, time, holder,
+ * counts), and the consistency checker clean on each.
+ */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <raft.h>
+#include <raft/fixture.h>
+
+#include "store.h"
+#include "testutil.h"
+#include "tlcheck.h"
+
+#define NODES 3
+#define NIDS 48
+#define ROUNDS 160
+#define MAX_STEPS 200000
+#define START_MS 1700000000000LL
+
+/* A writer's entry on its way through the fixture. */
+typedef struct prop {
+	struct raft_apply req;
+	struct node *n;
+	void *p;
+	size_t len;
+	bool posted;
+	bool done;
+	int rv;
+} prop;
+
+typedef struct node {
+	unsigned i;
+	char *dir;
+	tli_store *s;
+	struct raft_fsm fsm;
+	prop *pend;  /* the writer's proposal, under mtx */
+	bool reload; /* a proposal failed: reload before serving */
+	unsigned installs;
+} node;
+
+static struct raft_fixture fx;
+static node nodes[NODES];
+static pthread_mutex_t mtx = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static tt_clock clk;
+static char *snapdir;
+static unsigned nsnap, nsnaps_taken;
+
+/* ---- the writers' side: replicate blocks until the fixture answers ---- */
+
+static int
+replicate(void *arg, const void *e, size_t len)
+{
+	node *n = arg;
+	prop p = {.n = n, .len = len};
+
+	if ((p.p = raft_malloc(len)) == NULL) {
+		return TL_ENOMEM;
+	}
+	memcpy(p.p, e, len);
+	pthread_mutex_lock(&mtx);
+	n->pend = &p;
+	while (!p.done) {
+		pthread_cond_wait(&cv, &mtx);
+	}
+	n->pend = NULL;
+	pthread_mutex_unlock(&mtx);
+	return p.rv;
+}
+
+static void
+applied_cb(struct raft_apply *req, int status, void *result)
+{
+	prop *p = req->data;
+
+	(void) result;
+	pthread_mutex_lock(&mtx);
+	p->rv = status == 0 ? TL_OK : TL_ELEADERLOST;
+	p->n->reload |= status != 0;
+	p->done = true;
+	pthread_cond_broadcast(&cv);
+	pthread_mutex_unlock(&mtx);
+}
+
+/* Test thread: hand the writers' new proposals to their servers. */
+static void
+post(void)
+{
+	pthread_mutex_lock(&mtx);
+	for (unsigned i = 0; i < NODES; i++) {
+		prop *p = nodes[i].pend;
+		struct raft *r = raft_fixture_get(&fx, i);
+
+		if (p == NULL || p->posted) {
+			continue;
+		}
+		p->posted = true;
+		if (raft_state(r) == RAFT_LEADER) {
+			struct raft_buffer b = {p->p, p->len};
+			p->req.data = p;
+			if (raft_apply(r, &p->req, &b, 1, applied_cb) == 0) {
+				continue;
+			}
+		}
+		raft_free(p->p);
+		p->rv = TL_ENOTLEADER;
+		p->done = true;
+		pthread_cond_broadcast(&cv);
+	}
+	pthread_mutex_unlock(&mtx);
+}
+
+/* ---- the state machine ---- */
+
+static int
+fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
+{
+	node *n = fsm->data;
+	uint64_t index = raft_last_applied(raft_fixture_get(&fx, n->i)) + 1;
+
+	int rv;
+	*result = NULL;
+	rv = tli_store_apply_entry(n->s, index, buf->base, buf->len);
+	return rv == TL_OK ? 0 : RAFT_IOERR;
+}
+
+/* A checkpoint of the store; the snapshot names it. */
+static int
+fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n)
+{
+	node *sn = fsm->data;
+	char path[512];
+	uint64_t index;
+	size_t len;
+
+	snprintf(path, sizeof(path), "%s/s%u", snapdir, nsnap++);
+	/* index: the store's last entry, at most libraft's last applied
+	 * (barriers do not reach the state machine) */
+	if (tli_store_checkpoint(sn->s, path, &index) != TL_OK ||
+	    index > raft_last_applied(raft_fixture_get(&fx, sn->i))) {
+		return RAFT_IOERR;
+	}
+	len = strlen(path) + 1;
+	*bufs = raft_malloc(sizeof(**bufs));
+	(*bufs)[0].base = raft_malloc(len);
+	(*bufs)[0].len = len;
+	memcpy((*bufs)[0].base, path, len);
+	*n = 1;
+	nsnaps_taken++;
+	return 0;
+}
+
+/* Install a copy of the checkpoint (a node's own files, as if fetched).
+ * Owns buf->base when it succeeds. */
+static int
+fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
+{
+	node *n = fsm->data;
+	char copy[512], cmd[1200];
+	int rv;
+
+	snprintf(copy, sizeof(copy), "%s/r%u", snapdir, nsnap++);
+	snprintf(cmd, sizeof(cmd), "cp -r '%s' '%s'", (char *) buf->base, copy);
+	if (system(cmd) != 0) {
+		return RAFT_IOERR;
+	}
+	/* TL_EBUSY: a deposed leader's writer is still returning from its
+	 * failed proposal */
+	while ((rv = tli_store_restore(n->s, copy)) == TL_EBUSY) {
+		struct timespec d = {0, 1000000};
+		nanosleep(&d, NULL);
+	}
+	if (rv != TL_OK) {
+		return RAFT_IOERR;
+	}
+	raft_free(buf->base);
+	n->installs++;
+	return 0;
+}
+
+/* ---- driving ---- */
+
+static void
+step(void)
+{
+	post();
+	raft_fixture_step(&fx);
+}
+
+static bool barrier_done;
+static int barrier_status;
+
+static void
+barrier_cb(struct raft_barrier *req, int status)
+{
+	(void) req;
+	barrier_done = true;
+	barrier_status = status;
+}
+
+static void
+reload(tli_store *s)
+{
+	int rv;
+
+	while ((rv = tli_store_reload(s)) == TL_EBUSY) {
+		struct timespec d = {0, 1000000};
+		nanosleep(&d, NULL);
+	}
+	TL_PASS(rv);
+}
+
+/* The leader, ready to take writes: everything its term committed is
+ * applied, and its store reloaded unless it already served in this term
+ * with every proposal answered (the cluster's take-over). */
+static node *
+leader(void)
+{
+	static unsigned served = NODES;
+	static raft_term served_term;
+
+	for (int tries = 0; tries < 50; tries++) {
+		struct raft_barrier req;
+		struct raft *r;
+		unsigned l;
+		int steps = 0;
+
+		cr_assert(raft_fixture_step_until_has_leader(&fx, 30000),
+		    "no leader elected");
+		l = raft_fixture_leader_index(&fx);
+		r = raft_fixture_get(&fx, l);
+		barrier_done = false;
+		if (raft_barrier(r, &req, barrier_cb) != 0) {
+			step();
+			continue;
+		}
+		while (!barrier_done && steps++ < MAX_STEPS) {
+			step();
+		}
+		cr_assert(barrier_done, "the barrier never completed");
+		if (barrier_status != 0 || raft_state(r) != RAFT_LEADER) {
+			continue;
+		}
+		if (served != l || served_term != r->current_term ||
+		    nodes[l].reload) {
+			reload(nodes[l].s);
+			nodes[l].reload = false;
+			served = l;
+			served_term = r->current_term;
+		}
+		return &nodes[l];
+	}
+	cr_assert_fail("no leader kept its leadership");
+	return NULL;
+}
+
+/* ---- the work and what the clients learn ---- */
+
+enum { UNSEEN, PRESENT, ABSENT, UNKNOWN };
+static int model[NIDS];
+static char ids[NIDS][8];
+
+typedef struct sub {
+	tli_op ops[4];
+	size_t n;
+	bool done;
+} sub;
+
+static void
+sub_done(void *arg)
+{
+	sub *b = arg;
+
+	pthread_mutex_lock(&mtx);
+	b->done = true;
+	pthread_mutex_unlock(&mtx);
+}
+
+static void
+random_op(uint64_t *rng, tli_op *op)
+{
+	unsigned k = tt_rng_below(rng, NIDS);
+	uint32_t r = tt_rng_below(rng, 100);
+	int64_t now = atomic_load(&clk.now);
+
+	if (r < 40) {
+		*op = tt_mkop(TLI_OP_CREATE, "t", ids[k], "o",
+		    now + (int64_t) tt_rng_below(rng, 3000), 0);
+		op->body = ids[k];
+		op->body_len = strlen(ids[k]);
+	} else if (r < 60) {
+		*op = tt_mkop(TLI_OP_DELETE_OWNED, "t", ids[k], "o", 0, 0);
+	} else if (r < 75) {
+		*op = tt_mkop(TLI_OP_LEASE, "t", ids[k], "c", 5000, 0);
+		op->ts_mode = TLI_TS_REL;
+	} else if (r < 85) {
+		*op = tt_mkop(TLI_OP_MOVE, "t", ids[k], "o",
+		    now + (int64_t) tt_rng_below(rng, 3000), 0);
+	} else {
+		*op = tt_mkop(TLI_OP_RELEASE, "t", ids[k], "c", 0, 0);
+		op->ts_mode = TLI_TS_REL;
+	}
+}
+
+static unsigned n_lost, n_notleader;
+
+/* What a finished operation tells about its message. */
+static void
+learn(const tli_op *op)
+{
+	int *m = &model[atoi(op->id + 1)];
+
+	n_lost += op->err == TL_ELEADERLOST;
+	n_notleader += op->err == TL_ENOTLEADER;
+	if (op->err == TL_ELEADERLOST || op->err == TL_ENOTLEADER) {
+		if (op->type == TLI_OP_CREATE ||
+		    op->type == TLI_OP_DELETE_OWNED) {
+			*m = op->err == TL_ENOTLEADER && *m != UNKNOWN
+			    ? *m
+			    : UNKNOWN;
+		}
+		return;
+	}
+	if (op->type == TLI_OP_CREATE &&
+	    (op->err == TL_OK || op->err == TL_EEXISTS)) {
+		*m = PRESENT;
+	} else if (op->type == TLI_OP_DELETE_OWNED &&
+	    (op->err == TL_OK || op->err == TL_ENOTFOUND)) {
+		*m = ABSENT;
+	} else if (op->err == TL_ENOTFOUND) {
+		*m = ABSENT;
+	} else if (op->err == TL_OK) {
+		*m = PRESENT;
+	}
+}
+
+static bool
+proposed(node *n)
+{
+	bool p;
+
+	pthread_mutex_lock(&mtx);
+	p = n->pend != NULL && n->pend->posted;
+	pthread_mutex_unlock(&mtx);
+	return p;
+}
+
+/* One round: up to three submissions at once to the leader, and maybe a
+ * fault while they are in flight: a follower cut off (*cut) for
+ * *cut_rounds rounds, the leader deposed. */
+static void
+round_run(uint64_t *rng, int *cut, int *cut_rounds, unsigned *deposed)
+{
+	static sub subs[3];
+	unsigned nsub = 1 + tt_rng_below(rng, 3);
+	node *l = leader();
+	int steps = 0;
+	bool all = false;
+
+	for (unsigned i = 0; i < nsub; i++) {
+		subs[i].n = 1 + tt_rng_below(rng, 4);
+		subs[i].done = false;
+		for (size_t j = 0; j < subs[i].n; j++) {
+			random_op(rng, &subs[i].ops[j]);
+		}
+		TL_PASS(tli_store_submit(
+		    l->s, subs[i].ops, subs[i].n, sub_done, &subs[i]));
+	}
+	if (*cut < 0 && tt_rng_below(rng, 10) == 0) {
+		/* a follower cut off for a while: it falls behind the
+		 * leader's log, which snapshots truncate */
+		*cut = (int) ((l->i + 1 + tt_rng_below(rng, 2)) % NODES);
+		*cut_rounds = 10 + (int) tt_rng_below(rng, 20);
+		for (unsigned j = 0; j < NODES; j++) {
+			if (j != (unsigned) *cut) {
+				raft_fixture_saturate(&fx, (unsigned) *cut, j);
+				raft_fixture_saturate(&fx, j, (unsigned) *cut);
+			}
+		}
+	}
+	if (tt_rng_below(rng, 6) == 0) {
+		/* the leader deposed with the round in flight: once its
+		 * writer has proposed (or as it does), a few steps later */
+		for (int k = 0; k < 1000 && !proposed(l); k++) {
+			step();
+		}
+		for (uint32_t k = tt_rng_below(rng, 4); k > 0; k--) {
+			step();
+		}
+		if (raft_fixture_leader_index(&fx) < NODES) {
+			raft_fixture_depose(&fx);
+			(*deposed)++;
+		}
+	}
+	while (!all && steps++ < MAX_STEPS) {
+		step();
+		pthread_mutex_lock(&mtx);
+		all = true;
+		for (unsigned i = 0; i < nsub; i++) {
+			all = all && subs[i].done;
+		}
+		pthread_mutex_unlock(&mtx);
+	}
+	cr_assert(all, "a submission was never answered");
+	for (unsigned i = 0; i < nsub; i++) {
+		for (size_t j = 0; j < subs[i].n; j++) {
+			learn(&subs[i].ops[j]);
+		}
+	}
+	if (*cut >= 0 && --*cut_rounds <= 0) {
+		for (unsigned j = 0; j < NODES; j++) {
+			if (j != (unsigned) *cut) {
+				raft_fixture_desaturate(
+				    &fx, (unsigned) *cut, j);
+				raft_fixture_desaturate(
+				    &fx, j, (unsigned) *cut);
+			}
+		}
+		*cut = -1;
+	}
+	tt_clock_advance(&clk, tt_rng_below(rng, 400));
+}
+
+/* ---- setup ---- */
+
+static void
+cluster_start(void)
+{
+	struct raft_configuration conf;
+
+	tt_clock_init(&clk, START_MS);
+	snapdir = tt_mkdtemp("fixture-snaps");
+	TL_PASS(raft_fixture_initialize(&fx) == 0 ? TL_OK : TL_ESTORAGE);
+	for (unsigned i = 0; i < NODES; i++) {
+		node *n = &nodes[i];
+		tli_store_opts o;
+		char tag[16];
+
+		memset(n, 0, sizeof(*n));
+		n->i = i;
+		snprintf(tag, sizeof(tag), "fixture-%u", i);
+		n->dir = tt_mkdtemp(tag);
+		tli_store_opts_init(&o);
+		o.path = n->dir;
+		o.clock = tt_clock_as_tli(&clk);
+		o.replicate = replicate;
+		o.replicate_arg = n;
+		TL_PASS(tli_store_open(&n->s, &o), "%s", n->dir);
+		n->fsm.version = 1;
+		n->fsm.data = n;
+		n->fsm.apply = fsm_apply;
+		n->fsm.snapshot = fsm_snapshot;
+		n->fsm.restore = fsm_restore;
+		cr_assert_eq(raft_fixture_grow(&fx, &n->fsm), 0);
+		raft_set_snapshot_threshold(raft_fixture_get(&fx, i), 24);
+		raft_set_snapshot_trailing(raft_fixture_get(&fx, i), 4);
+	}
+	raft_configuration_init(&conf);
+	cr_assert_eq(raft_fixture_configuration(&fx, NODES, &conf), 0);
+	cr_assert_eq(raft_fixture_bootstrap(&fx, &conf), 0);
+	raft_configuration_close(&conf);
+	cr_assert_eq(raft_fixture_start(&fx), 0);
+	for (unsigned k = 0; k < NIDS; k++) {
+		snprintf(ids[k], sizeof(ids[k]), "m%u", k);
+		model[k] = UNSEEN;
+	}
+}
+
+static void
+cluster_stop(void)
+{
+	raft_fixture_close(&fx);
+	for (unsigned i = 0; i < NODES; i++) {
+		tli_store_close(nodes[i].s);
+		tt_rmtree_free(&nodes[i].dir);
+	}
+	tt_rmtree_free(&snapdir);
+}
+
+/* The topic through the log: the writer waits inside replicate while
+ * this thread steps the fixture, so the create runs on a thread of its
+ * own. */
+typedef struct tc_arg {
+	tli_store *s;
+	tli_topic_conf c;
+	int rv;
+	bool done;
+} tc_arg;
+
+static void *
+tc_main(void *arg)
+{
+	tc_arg *a = arg;
+	int rv = tli_store_topic_create(a->s, &a->c);
+
+	pthread_mutex_lock(&mtx);
+	a->rv = rv;
+	a->done = true;
+	pthread_mutex_unlock(&mtx);
+	return NULL;
+}
+
+static void
+topic_create(void)
+{
+	tc_arg a = {.rv = TL_ENOTLEADER};
+
+	for (int tries = 0; a.rv != TL_OK && tries < 10; tries++) {
+		pthread_t th;
+		bool done = false;
+		int steps = 0;
+
+		a.s = leader()->s;
+		tli_topic_conf_init(&a.c, "t");
+		a.c.buckets = 2;
+		a.done = false;
+		cr_assert_eq(pthread_create(&th, NULL, tc_main, &a), 0);
+		while (!done && steps++ < MAX_STEPS) {
+			step();
+			pthread_mutex_lock(&mtx);
+			done = a.done;
+			pthread_mutex_unlock(&mtx);
+		}
+		pthread_join(th, NULL);
+	}
+	TL_PASS(a.rv);
+}
+
+/* Every store alike: each message's state, the topic's counts (as
+ * stored: a follower's writer reads them back when it takes over). */
+static void
+compare(void)
+{
+	tli_topic_info t0;
+
+	for (unsigned i = 0; i < NODES; i++) {
+		reload(nodes[i].s);
+	}
+	TL_PASS(tli_store_topic_get(nodes[0].s, "t", &t0));
+	for (unsigned i = 1; i < NODES; i++) {
+		tli_topic_info ti;
+		TL_PASS(tli_store_topic_get(nodes[i].s, "t", &ti));
+		cr_assert_eq(ti.messages, t0.messages,
+		    "node %u: %llu messages, "
+		    "node 0: %llu",
+		    i, (unsigned long long) ti.messages,
+		    (unsigned long long) t0.messages);
+		cr_assert_eq(ti.locked, t0.locked, "node %u: locked", i);
+	}
+	for (unsigned k = 0; k < NIDS; k++) {
+		tli_msg m0;
+		int rv0 =
+		    tli_store_get(nodes[0].s, "t", ids[k], strlen(ids[k]), &m0);
+
+		cr_assert(rv0 == TL_OK || rv0 == TL_ENOTFOUND);
+		if (model[k] == PRESENT) {
+			cr_assert_eq(
+			    rv0, TL_OK, "%s acknowledged, not stored", ids[k]);
+		} else if (model[k] == ABSENT || model[k] == UNSEEN) {
+			cr_assert_eq(rv0, TL_ENOTFOUND,
+			    "%s deleted (or never created), stored", ids[k]);
+		}
+		for (unsigned i = 1; i < NODES; i++) {
+			tli_msg m;
+			int rv = tli_store_get(
+			    nodes[i].s, "t", ids[k], strlen(ids[k]), &m);
+			cr_assert_eq(rv, rv0, "%s: node %u %s, node 0 %s",
+			    ids[k], i, tl_errname(rv), tl_errname(rv0));
+			if (rv == TL_OK) {
+				cr_assert_eq(m.version, m0.version,
+				    "%s: version %llu on node %u, %llu on 0",
+				    ids[k], (unsigned long long) m.version, i,
+				    (unsigned long long) m0.version);
+				cr_assert_eq(m.ts, m0.ts, "%s: ts", ids[k]);
+				cr_assert_eq(m.consumer_len, m0.consumer_len);
+				tli_msg_fini(&m);
+			}
+		}
+		if (rv0 == TL_OK) {
+			tli_msg_fini(&m0);
+		}
+	}
+	for (unsigned i = 0; i < NODES; i++) {
+		cr_assert_eq(
+		    tt_check(nodes[i].s), 0, "node %u inconsistent", i);
+	}
+}
+
+static void
+run(uint64_t rng)
+{
+	unsigned deposed = 0, installs = 0;
+	int cut = -1, cut_rounds = 0;
+	unsigned present = 0, unknown = 0;
+	struct raft *r;
+	unsigned l;
+
+	cluster_start();
+	topic_create();
+	for (int i = 0; i < ROUNDS; i++) {
+		round_run(&rng, &cut, &cut_rounds, &deposed);
+	}
+	if (cut >= 0) {
+		cut_rounds = 1;
+		for (unsigned j = 0; j < NODES; j++) {
+			if (j != (unsigned) cut) {
+				raft_fixture_desaturate(&fx, (unsigned) cut, j);
+				raft_fixture_desaturate(&fx, j, (unsigned) cut);
+			}
+		}
+	}
+	/* everything committed applied everywhere */
+	l = leader()->i;
+	r = raft_fixture_get(&fx, l);
+	cr_assert(raft_fixture_step_until_applied(
+	              &fx, NODES, raft_last_applied(r), 60000),
+	    "the followers never applied index %llu",
+	    (unsigned long long) raft_last_applied(r));
+	compare();
+	for (unsigned i = 0; i < NODES; i++) {
+		installs += nodes[i].installs;
+	}
+	for (unsigned k = 0; k < NIDS; k++) {
+		present += model[k] == PRESENT;
+		unknown += model[k] == UNKNOWN;
+	}
+	/* the run did what it is for */
+	cr_assert_gt(deposed, 5, "leaders deposed: %u", deposed);
+	cr_assert_gt(nsnaps_taken, 5, "snapshots taken: %u", nsnaps_taken);
+	cr_assert_gt(installs, 0, "no snapshot installed");
+	cr_assert_gt(present, 5);
+	cr_assert_gt(n_lost, 0, "no proposal was lost with its leader");
+	fprintf(stderr,
+	    "fixture: %d rounds, %u leaders deposed, %u snapshots, %u "
+	    "installed, %u messages present, %u of unknown outcome; "
+	    "operations answered TL_ELEADERLOST %u, TL_ENOTLEADER %u\n",
+	    ROUNDS, deposed, nsnaps_taken, installs, present, unknown, n_lost,
+	    n_notleader);
+	cluster_stop();
+}
+
+Test(fixture, deposed_leaders_and_snapshots, .timeout = 600)
+{
+	run(0x5eed0fc1u);
+}
+
+Test(fixture, deposed_leaders_and_snapshots_2, .timeout = 600)
+{
+	run(0x2b992ddfa23249d6u);
+}
+
+Test(fixture, deposed_leaders_and_snapshots_3, .timeout = 600)
+{
+	run(0x9e3779b97f4a7c15u);
+}
