@@ -16,7 +16,11 @@
  * Checked at the end, once every server has applied everything: each
  * acknowledged create present and each acknowledged delete absent on every
  * store, the stores alike message by message (version, time, holder,
- * counts), and the consistency checker clean on each.
+ * counts), and the consistency checker clean on each. And a client that
+ * sends a request again after TL_ELEADERLOST, under the same key (answers
+ * kept): creates with generated ids, each applied once whether the lost
+ * entry was committed by the next leader (its kept answer comes back) or
+ * not (applied then), no message twice.
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -104,6 +108,11 @@ applied_cb(struct raft_apply *req, int status, void *result)
 	pthread_mutex_unlock(&mtx);
 }
 
+/* The node that serves (leader(): its take-over done) and its term: as
+ * the broker's, a leader proposes nothing before it serves. */
+static unsigned serving = NODES;
+static raft_term serving_term;
+
 /* Test thread: hand the writers' new proposals to their servers. */
 static void
 post(void)
@@ -117,7 +126,8 @@ post(void)
 			continue;
 		}
 		p->posted = true;
-		if (raft_state(r) == RAFT_LEADER) {
+		if (raft_state(r) == RAFT_LEADER && serving == i &&
+		    serving_term == r->current_term) {
 			struct raft_buffer b = {p->p, p->len};
 			p->req.data = p;
 			if (raft_apply(r, &p->req, &b, 1, applied_cb) == 0) {
@@ -234,12 +244,11 @@ reload(tli_store *s)
 
 /* The leader, ready to take writes: everything its term committed is
  * applied, and its store reloaded unless it already served in this term
- * with every proposal answered (the cluster's take-over). */
+ * with every proposal answered (the broker's take-over); only then does it
+ * serve. */
 static node *
 leader(void)
 {
-	static unsigned served = NODES;
-	static raft_term served_term;
 
 	for (int tries = 0; tries < 50; tries++) {
 		struct raft_barrier req;
@@ -263,12 +272,12 @@ leader(void)
 		if (barrier_status != 0 || raft_state(r) != RAFT_LEADER) {
 			continue;
 		}
-		if (served != l || served_term != r->current_term ||
+		if (serving != l || serving_term != r->current_term ||
 		    nodes[l].reload) {
 			reload(nodes[l].s);
 			nodes[l].reload = false;
-			served = l;
-			served_term = r->current_term;
+			serving = l;
+			serving_term = r->current_term;
 		}
 		return &nodes[l];
 	}
@@ -326,6 +335,15 @@ random_op(uint64_t *rng, tli_op *op)
 
 static unsigned n_lost, n_notleader;
 
+static void
+learn_lost(const sub *b)
+{
+	for (size_t j = 0; j < b->n; j++) {
+		n_lost += b->ops[j].err == TL_ELEADERLOST;
+		n_notleader += b->ops[j].err == TL_ENOTLEADER;
+	}
+}
+
 /* What a finished operation tells about its message. */
 static void
 learn(const tli_op *op)
@@ -367,38 +385,39 @@ proposed(node *n)
 	return p;
 }
 
-/* One round: up to three submissions at once to the leader, and maybe a
- * fault while they are in flight: a follower cut off (*cut) for
- * *cut_rounds rounds, the leader deposed. */
-static void
-round_run(uint64_t *rng, int *cut, int *cut_rounds, unsigned *deposed)
-{
-	static sub subs[3];
-	unsigned nsub = 1 + tt_rng_below(rng, 3);
-	node *l = leader();
-	int steps = 0;
-	bool all = false;
+/* The faults of a round, its submissions in flight on leader l: a
+ * follower cut off (fl.cut) for fl.rounds rounds, the leader deposed. */
+typedef struct faults {
+	int cut; /* -1: none */
+	int rounds;
+	unsigned deposed;
+} faults;
 
-	for (unsigned i = 0; i < nsub; i++) {
-		subs[i].n = 1 + tt_rng_below(rng, 4);
-		subs[i].done = false;
-		for (size_t j = 0; j < subs[i].n; j++) {
-			random_op(rng, &subs[i].ops[j]);
-		}
-		TL_PASS(tli_store_submit(
-		    l->s, subs[i].ops, subs[i].n, sub_done, &subs[i]));
-	}
-	if (*cut < 0 && tt_rng_below(rng, 10) == 0) {
-		/* a follower cut off for a while: it falls behind the
-		 * leader's log, which snapshots truncate */
-		*cut = (int) ((l->i + 1 + tt_rng_below(rng, 2)) % NODES);
-		*cut_rounds = 10 + (int) tt_rng_below(rng, 20);
-		for (unsigned j = 0; j < NODES; j++) {
-			if (j != (unsigned) *cut) {
-				raft_fixture_saturate(&fx, (unsigned) *cut, j);
-				raft_fixture_saturate(&fx, j, (unsigned) *cut);
+static void
+cut_set(int i, bool cut)
+{
+	for (unsigned j = 0; j < NODES; j++) {
+		if (j != (unsigned) i) {
+			if (cut) {
+				raft_fixture_saturate(&fx, (unsigned) i, j);
+				raft_fixture_saturate(&fx, j, (unsigned) i);
+			} else {
+				raft_fixture_desaturate(&fx, (unsigned) i, j);
+				raft_fixture_desaturate(&fx, j, (unsigned) i);
 			}
 		}
+	}
+}
+
+static void
+faults_inject(uint64_t *rng, node *l, faults *fl)
+{
+	if (fl->cut < 0 && tt_rng_below(rng, 10) == 0) {
+		/* a follower cut off for a while: it falls behind the
+		 * leader's log, which snapshots truncate */
+		fl->cut = (int) ((l->i + 1 + tt_rng_below(rng, 2)) % NODES);
+		fl->rounds = 10 + (int) tt_rng_below(rng, 20);
+		cut_set(fl->cut, true);
 	}
 	if (tt_rng_below(rng, 6) == 0) {
 		/* the leader deposed with the round in flight: once its
@@ -411,9 +430,27 @@ round_run(uint64_t *rng, int *cut, int *cut_rounds, unsigned *deposed)
 		}
 		if (raft_fixture_leader_index(&fx) < NODES) {
 			raft_fixture_depose(&fx);
-			(*deposed)++;
+			fl->deposed++;
 		}
 	}
+}
+
+/* The end of a round: a cut follower back when its time is up. */
+static void
+faults_heal(faults *fl, bool all)
+{
+	if (fl->cut >= 0 && (all || --fl->rounds <= 0)) {
+		cut_set(fl->cut, false);
+		fl->cut = -1;
+	}
+}
+
+static void
+wait_subs(sub *subs, unsigned nsub)
+{
+	int steps = 0;
+	bool all = false;
+
 	while (!all && steps++ < MAX_STEPS) {
 		step();
 		pthread_mutex_lock(&mtx);
@@ -424,29 +461,206 @@ round_run(uint64_t *rng, int *cut, int *cut_rounds, unsigned *deposed)
 		pthread_mutex_unlock(&mtx);
 	}
 	cr_assert(all, "a submission was never answered");
+}
+
+/* One round: up to three submissions at once to the leader, faults while
+ * they are in flight. */
+static void
+round_run(uint64_t *rng, faults *fl)
+{
+	static sub subs[3];
+	unsigned nsub = 1 + tt_rng_below(rng, 3);
+	node *l = leader();
+
+	for (unsigned i = 0; i < nsub; i++) {
+		subs[i].n = 1 + tt_rng_below(rng, 4);
+		subs[i].done = false;
+		for (size_t j = 0; j < subs[i].n; j++) {
+			random_op(rng, &subs[i].ops[j]);
+		}
+		TL_PASS(tli_store_submit(
+		    l->s, subs[i].ops, subs[i].n, sub_done, &subs[i]));
+	}
+	faults_inject(rng, l, fl);
+	wait_subs(subs, nsub);
 	for (unsigned i = 0; i < nsub; i++) {
 		for (size_t j = 0; j < subs[i].n; j++) {
 			learn(&subs[i].ops[j]);
 		}
 	}
-	if (*cut >= 0 && --*cut_rounds <= 0) {
-		for (unsigned j = 0; j < NODES; j++) {
-			if (j != (unsigned) *cut) {
-				raft_fixture_desaturate(
-				    &fx, (unsigned) *cut, j);
-				raft_fixture_desaturate(
-				    &fx, j, (unsigned) *cut);
+	faults_heal(fl, false);
+	tt_clock_advance(&clk, tt_rng_below(rng, 400));
+}
+
+/* ---- requests sent again after a lost leader (answers kept) ---- */
+
+#define KOPS 3
+
+/* A client's keyed request of creates with generated ids, sent again
+ * with the same key until its outcome is known. */
+typedef struct kreq {
+	sub sb;
+	tli_reqkey key;
+	int64_t ts;
+	char body[KOPS][24];
+	char id[KOPS][TL_GEN_ID_LEN + 1];
+	bool known;
+	bool replayed; /* the outcome came from the kept answer */
+} kreq;
+
+static void
+kreq_send(node *l, kreq *k)
+{
+	k->sb.done = false;
+	for (size_t j = 0; j < k->sb.n; j++) {
+		tli_op *op = &k->sb.ops[j];
+		*op = tt_mkop(TLI_OP_CREATE, "t", "", "o", k->ts, 0);
+		op->body = k->body[j];
+		op->body_len = strlen(k->body[j]);
+	}
+	TL_PASS(tli_store_submit_keyed(
+	    l->s, k->sb.ops, k->sb.n, &k->key, sub_done, &k->sb));
+}
+
+/* After an answer: known (every create done, its id noted) or to send
+ * again (nothing, or not all, is known). */
+static void
+kreq_answer(kreq *k)
+{
+	bool lost = false;
+
+	for (size_t j = 0; j < k->sb.n; j++) {
+		int err = k->sb.ops[j].err;
+		lost |= err == TL_ELEADERLOST || err == TL_ENOTLEADER;
+		cr_assert(err == TL_OK || err == TL_ELEADERLOST ||
+		        err == TL_ENOTLEADER,
+		    "request %u op %zu: %s", k->key.reqid, j, tl_errname(err));
+	}
+	if (lost) {
+		return;
+	}
+	for (size_t j = 0; j < k->sb.n; j++) {
+		snprintf(k->id[j], sizeof(k->id[j]), "%s", k->sb.ops[j].gen_id);
+		k->replayed |= k->sb.ops[j].replayed;
+	}
+	k->known = true;
+}
+
+static void
+wait_kreqs(kreq *ks, unsigned n)
+{
+	int steps = 0;
+	bool all = false;
+
+	while (!all && steps++ < MAX_STEPS) {
+		step();
+		pthread_mutex_lock(&mtx);
+		all = true;
+		for (unsigned i = 0; i < n; i++) {
+			all = all && (ks[i].known || ks[i].sb.done);
+		}
+		pthread_mutex_unlock(&mtx);
+	}
+	cr_assert(all, "a request was never answered");
+}
+
+#define KROUNDS 120
+#define KMAX (KROUNDS * 3)
+static kreq kreqs[KMAX];
+static unsigned nkreq;
+
+/* One round: up to three new requests at once, faults while they are in
+ * flight, then each sent again (faults and all) until its outcome is
+ * known. */
+static void
+kround_run(uint64_t *rng, faults *fl)
+{
+	unsigned first = nkreq, n = 1 + tt_rng_below(rng, 3);
+	int64_t now = atomic_load(&clk.now);
+	bool open = true;
+
+	for (unsigned i = 0; i < n; i++) {
+		kreq *k = &kreqs[nkreq++];
+		memset(k, 0, sizeof(*k));
+		k->key.client = 7;
+		k->key.reqid = nkreq;
+		k->key.digest = 0x9e3779b97f4a7c15u * nkreq + 1;
+		k->ts = now + 60000;
+		k->sb.n = 1 + tt_rng_below(rng, KOPS);
+		for (size_t j = 0; j < k->sb.n; j++) {
+			snprintf(k->body[j], sizeof(k->body[j]), "r%u-%zu",
+			    nkreq, j);
+		}
+	}
+	for (int tries = 0; open; tries++) {
+		node *l = leader();
+
+		cr_assert_lt(tries, 20, "requests still unknown");
+		for (unsigned i = first; i < nkreq; i++) {
+			if (!kreqs[i].known) {
+				kreq_send(l, &kreqs[i]);
 			}
 		}
-		*cut = -1;
+		faults_inject(rng, l, fl);
+		wait_kreqs(&kreqs[first], nkreq - first);
+		open = false;
+		for (unsigned i = first; i < nkreq; i++) {
+			if (!kreqs[i].known) {
+				learn_lost(&kreqs[i].sb);
+				kreq_answer(&kreqs[i]);
+				open |= !kreqs[i].known;
+			}
+		}
+		faults_heal(fl, false);
 	}
 	tt_clock_advance(&clk, tt_rng_below(rng, 400));
+}
+
+/* Each known request's messages once on every store, and nothing else. */
+static void
+kcheck(unsigned *replayed)
+{
+	uint64_t want = 0;
+
+	for (unsigned i = 0; i < NODES; i++) {
+		reload(nodes[i].s);
+	}
+	*replayed = 0;
+	for (unsigned r = 0; r < nkreq; r++) {
+		kreq *k = &kreqs[r];
+		*replayed += k->replayed;
+		for (size_t j = 0; j < k->sb.n; j++) {
+			want++;
+			for (unsigned i = 0; i < NODES; i++) {
+				tli_msg m;
+				TL_PASS(tli_store_get(nodes[i].s, "t", k->id[j],
+				            strlen(k->id[j]), &m),
+				    "node %u, request %u's %s", i, r, k->id[j]);
+				cr_assert(m.body_len == strlen(k->body[j]) &&
+				        memcmp(m.body, k->body[j],
+				            m.body_len) == 0,
+				    "node %u: %s holds another body", i,
+				    k->id[j]);
+				tli_msg_fini(&m);
+			}
+		}
+	}
+	for (unsigned i = 0; i < NODES; i++) {
+		tli_topic_info ti;
+		TL_PASS(tli_store_topic_get(nodes[i].s, "t", &ti));
+		cr_assert_eq(ti.messages, want,
+		    "node %u holds %llu messages, %llu acknowledged once", i,
+		    (unsigned long long) ti.messages,
+		    (unsigned long long) want);
+		cr_assert_eq(
+		    tt_check(nodes[i].s), 0, "node %u inconsistent", i);
+	}
 }
 
 /* ---- setup ---- */
 
 static void
-cluster_start(void)
+cluster_start(int64_t answers_ms)
 {
 	struct raft_configuration conf;
 
@@ -467,6 +681,7 @@ cluster_start(void)
 		o.clock = tt_clock_as_tli(&clk);
 		o.replicate = replicate;
 		o.replicate_arg = n;
+		o.answers_ms = answers_ms;
 		TL_PASS(tli_store_open(&n->s, &o), "%s", n->dir);
 		n->fsm.version = 1;
 		n->fsm.data = n;
@@ -608,46 +823,51 @@ compare(void)
 	}
 }
 
+/* Every server has applied everything the leader has. */
 static void
-run(uint64_t rng)
+settle_all(faults *fl)
 {
-	unsigned deposed = 0, installs = 0;
-	int cut = -1, cut_rounds = 0;
-	unsigned present = 0, unknown = 0;
 	struct raft *r;
-	unsigned l;
 
-	cluster_start();
-	topic_create();
-	for (int i = 0; i < ROUNDS; i++) {
-		round_run(&rng, &cut, &cut_rounds, &deposed);
-	}
-	if (cut >= 0) {
-		cut_rounds = 1;
-		for (unsigned j = 0; j < NODES; j++) {
-			if (j != (unsigned) cut) {
-				raft_fixture_desaturate(&fx, (unsigned) cut, j);
-				raft_fixture_desaturate(&fx, j, (unsigned) cut);
-			}
-		}
-	}
-	/* everything committed applied everywhere */
-	l = leader()->i;
-	r = raft_fixture_get(&fx, l);
+	faults_heal(fl, true);
+	r = raft_fixture_get(&fx, leader()->i);
 	cr_assert(raft_fixture_step_until_applied(
 	              &fx, NODES, raft_last_applied(r), 60000),
 	    "the followers never applied index %llu",
 	    (unsigned long long) raft_last_applied(r));
-	compare();
+}
+
+static unsigned
+installs_all(void)
+{
+	unsigned n = 0;
+
 	for (unsigned i = 0; i < NODES; i++) {
-		installs += nodes[i].installs;
+		n += nodes[i].installs;
 	}
+	return n;
+}
+
+static void
+run(uint64_t rng)
+{
+	faults fl = {.cut = -1};
+	unsigned present = 0, unknown = 0, installs;
+
+	cluster_start(0);
+	topic_create();
+	for (int i = 0; i < ROUNDS; i++) {
+		round_run(&rng, &fl);
+	}
+	settle_all(&fl);
+	compare();
+	installs = installs_all();
 	for (unsigned k = 0; k < NIDS; k++) {
 		present += model[k] == PRESENT;
 		unknown += model[k] == UNKNOWN;
 	}
 	/* the run did what it is for */
-	cr_assert_gt(deposed, 5, "leaders deposed: %u", deposed);
+	cr_assert_gt(fl.deposed, 5, "leaders deposed: %u", fl.deposed);
 	cr_assert_gt(nsnaps_taken, 5, "snapshots taken: %u", nsnaps_taken);
 	cr_assert_gt(installs, 0, "no snapshot installed");
 	cr_assert_gt(present, 5);
@@ -656,8 +876,8 @@ run(uint64_t rng)
 	    "fixture: %d rounds, %u leaders deposed, %u snapshots, %u "
 	    "installed, %u messages present, %u of unknown outcome; "
 	    "operations answered TL_ELEADERLOST %u, TL_ENOTLEADER %u\n",
-	    ROUNDS, deposed, nsnaps_taken, installs, present, unknown, n_lost,
-	    n_notleader);
+	    ROUNDS, fl.deposed, nsnaps_taken, installs, present, unknown,
+	    n_lost, n_notleader);
 	cluster_stop();
 }
 
@@ -674,4 +894,28 @@ Test(fixture, deposed_leaders_and_snapshots_2, .timeout = 600)
 Test(fixture, deposed_leaders_and_snapshots_3, .timeout = 600)
 {
 	run(0x9e3779b97f4a7c15u);
+}
+
+Test(fixture, requests_sent_again_apply_once, .timeout = 600)
+{
+	uint64_t rng = 0x7ab1e5eedu;
+	faults fl = {.cut = -1};
+	unsigned replayed;
+
+	cluster_start(3600000);
+	topic_create();
+	for (int i = 0; i < KROUNDS; i++) {
+		kround_run(&rng, &fl);
+	}
+	settle_all(&fl);
+	kcheck(&replayed);
+	cr_assert_gt(fl.deposed, 5, "leaders deposed: %u", fl.deposed);
+	cr_assert_gt(n_lost, 0, "no proposal was lost with its leader");
+	cr_assert_gt(replayed, 0, "no committed lost entry was sent again");
+	fprintf(stderr,
+	    "fixture: %u requests, %u leaders deposed, %u snapshots "
+	    "installed, operations answered TL_ELEADERLOST %u, "
+	    "TL_ENOTLEADER %u; %u requests known from their kept answer\n",
+	    nkreq, fl.deposed, installs_all(), n_lost, n_notleader, replayed);
+	cluster_stop();
 }
