@@ -270,13 +270,15 @@ Test(admin, an_added_nodes_url_is_known_to_all_after_restarts)
 	cr_assert_eq(tc_metric(&c, 3, "timeline_cluster_serving"), 1,
 	    "node 4 does not lead");
 
-	/* a follower names node 4 in its status and in its redirect */
+	/* a follower names node 4 in its status and in its redirect (once
+	 * it has heard from node 4 as leader: until then it may name the
+	 * leader before the transfer) */
 	wait_url(&c, 0, 4, c.url[3]);
 	rc = rc_open(c.url[0], "app");
 	url[0] = '\0';
 	for (int64_t end = tli_mono_ms() + 5000; tli_mono_ms() < end;) {
 		rv = tc_create(rc, "redirected", url, sizeof(url));
-		if (rv == TL_ENOTLEADER && url[0] != '\0') {
+		if (rv == TL_ENOTLEADER && strcmp(url, c.url[3]) == 0) {
 			break;
 		}
 		tt_nap_ms(20);
