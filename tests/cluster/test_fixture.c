@@ -5,13 +5,14 @@
  * its server when that one leads, and the test steps the fixture's
  * simulated time and network itself. So the races that the process tests
  * (test_killrounds, test_faults) meet only by chance happen here on
- * purpose and the same way in every run: a leader deposed with a batch in
+ * purpose in every run (the writers are real threads: the interleaving
+ * still varies a little from run to run): a leader deposed with a batch in
  * flight (committed later by its successor, or dropped), and a follower cut
  * off until only a snapshot (a RocksDB checkpoint, installed with
  * tli_store_restore) can bring it back. The harness does what the broker's
  * cluster does (broker/cluster/cluster.c): a new leader applies what its
- * term committed (a barrier) and reloads its store before its writer takes
- * writes, and so does a node whose proposal failed.
+ * term committed (a barrier) and reloads its store, and only then serves
+ * (its writer's proposals before that are refused, TL_ENOTLEADER).
  *
  * Checked at the end, once every server has applied everything: each
  * acknowledged create present and each acknowledged delete absent on every
