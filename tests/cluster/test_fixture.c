@@ -9,7 +9,8 @@
  * still varies a little from run to run): a leader deposed with a batch in
  * flight (committed later by its successor, or dropped), and a follower cut
  * off until only a snapshot (a RocksDB checkpoint, installed with
- * tli_store_restore) can bring it back. The harness does what the broker's
+ * tli_store_restore) can bring it back, and a second topic created and
+ * deleted through the log meanwhile. The harness does what the broker's
  * cluster does (broker/cluster/cluster.c): a new leader applies what its
  * term committed (a barrier) and reloads its store, and only then serves
  * (its writer's proposals before that are refused, TL_ENOTLEADER).
@@ -143,6 +144,21 @@ post(void)
 	pthread_mutex_unlock(&mtx);
 }
 
+/* Answer a node's proposal not yet handed over: TL_ENOTLEADER. */
+static void
+refuse(node *n)
+{
+	pthread_mutex_lock(&mtx);
+	if (n->pend != NULL && !n->pend->posted) {
+		n->pend->posted = true;
+		raft_free(n->pend->p);
+		n->pend->rv = TL_ENOTLEADER;
+		n->pend->done = true;
+		pthread_cond_broadcast(&cv);
+	}
+	pthread_mutex_unlock(&mtx);
+}
+
 /* ---- the state machine ---- */
 
 static int
@@ -197,10 +213,11 @@ fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
 	if (system(cmd) != 0) {
 		return RAFT_IOERR;
 	}
-	/* TL_EBUSY: a deposed leader's writer is still returning from its
-	 * failed proposal */
+	/* TL_EBUSY: this node's writer is inside a proposal, which a node
+	 * that installs a snapshot (no leader) refuses */
 	while ((rv = tli_store_restore(n->s, copy)) == TL_EBUSY) {
 		struct timespec d = {0, 1000000};
+		refuse(n);
 		nanosleep(&d, NULL);
 	}
 	if (rv != TL_OK) {
@@ -238,6 +255,7 @@ reload(tli_store *s)
 
 	while ((rv = tli_store_reload(s)) == TL_EBUSY) {
 		struct timespec d = {0, 1000000};
+		post(); /* the writer may be waiting for its proposal */
 		nanosleep(&d, NULL);
 	}
 	TL_PASS(rv);
@@ -314,22 +332,24 @@ random_op(uint64_t *rng, tli_op *op)
 	unsigned k = tt_rng_below(rng, NIDS);
 	uint32_t r = tt_rng_below(rng, 100);
 	int64_t now = atomic_load(&clk.now);
+	/* one in five on the topic that comes and goes */
+	const char *t = tt_rng_below(rng, 5) == 0 ? "t2" : "t";
 
 	if (r < 40) {
-		*op = tt_mkop(TLI_OP_CREATE, "t", ids[k], "o",
+		*op = tt_mkop(TLI_OP_CREATE, t, ids[k], "o",
 		    now + (int64_t) tt_rng_below(rng, 3000), 0);
 		op->body = ids[k];
 		op->body_len = strlen(ids[k]);
 	} else if (r < 60) {
-		*op = tt_mkop(TLI_OP_DELETE_OWNED, "t", ids[k], "o", 0, 0);
+		*op = tt_mkop(TLI_OP_DELETE_OWNED, t, ids[k], "o", 0, 0);
 	} else if (r < 75) {
-		*op = tt_mkop(TLI_OP_LEASE, "t", ids[k], "c", 5000, 0);
+		*op = tt_mkop(TLI_OP_LEASE, t, ids[k], "c", 5000, 0);
 		op->ts_mode = TLI_TS_REL;
 	} else if (r < 85) {
-		*op = tt_mkop(TLI_OP_MOVE, "t", ids[k], "o",
+		*op = tt_mkop(TLI_OP_MOVE, t, ids[k], "o",
 		    now + (int64_t) tt_rng_below(rng, 3000), 0);
 	} else {
-		*op = tt_mkop(TLI_OP_RELEASE, "t", ids[k], "c", 0, 0);
+		*op = tt_mkop(TLI_OP_RELEASE, t, ids[k], "c", 0, 0);
 		op->ts_mode = TLI_TS_REL;
 	}
 }
@@ -353,6 +373,9 @@ learn(const tli_op *op)
 
 	n_lost += op->err == TL_ELEADERLOST;
 	n_notleader += op->err == TL_ENOTLEADER;
+	if (strcmp(op->topic, "t") != 0) {
+		return; /* t2's messages: compared between the stores only */
+	}
 	if (op->err == TL_ELEADERLOST || op->err == TL_ENOTLEADER) {
 		if (op->type == TLI_OP_CREATE ||
 		    op->type == TLI_OP_DELETE_OWNED) {
@@ -462,18 +485,50 @@ wait_subs(sub *const *v, unsigned n)
 		}
 		pthread_mutex_unlock(&mtx);
 	}
+	if (!all) {
+		for (unsigned i = 0; i < NODES; i++) {
+			struct raft *r = raft_fixture_get(&fx, i);
+			prop *p = nodes[i].pend;
+			fprintf(stderr,
+			    "node %u: state %d term %llu, proposal %s%s\n", i,
+			    raft_state(r), (unsigned long long) r->current_term,
+			    p == NULL ? "none" : "pending",
+			    p != NULL && p->posted ? " (posted)" : "");
+		}
+	}
 	cr_assert(all, "a submission was never answered");
 }
 
+static int topic_op(const char *name, bool create, uint64_t *rng, faults *fl);
+static unsigned t2_ops;
+
 /* One round: up to three submissions at once to the leader, faults while
- * they are in flight. */
+ * they are in flight; now and then the second topic created or deleted
+ * (faults and all) instead. */
 static void
 round_run(uint64_t *rng, faults *fl)
 {
 	static sub subs[3];
 	sub *v[3] = {&subs[0], &subs[1], &subs[2]};
 	unsigned nsub = 1 + tt_rng_below(rng, 3);
-	node *l = leader();
+	node *l;
+
+	if (tt_rng_below(rng, 10) == 0) {
+		tli_topic_info ti;
+		/* created if absent, deleted if present (as the leader
+		 * knows it) */
+		bool create =
+		    tli_store_topic_get(leader()->s, "t2", &ti) == TL_ENOTOPIC;
+		int rv = topic_op("t2", create, rng, fl);
+		cr_assert(rv == TL_OK || rv == TL_ELEADERLOST ||
+		        rv == TL_ENOTLEADER || rv == TL_ETOPICEXISTS ||
+		        rv == TL_ENOTOPIC,
+		    "topic t2: %s", tl_errname(rv));
+		t2_ops += rv == TL_OK;
+		faults_heal(fl, false);
+		return;
+	}
+	l = leader();
 
 	for (unsigned i = 0; i < nsub; i++) {
 		subs[i].n = 1 + tt_rng_below(rng, 4);
@@ -701,12 +756,13 @@ cluster_stop(void)
 	tt_rmtree_free(&snapdir);
 }
 
-/* The topic through the log: the writer waits inside replicate while
- * this thread steps the fixture, so the create runs on a thread of its
- * own. */
+/* A topic created or deleted through the log: the writer waits inside
+ * replicate while this thread steps the fixture, so the call runs on a
+ * thread of its own. */
 typedef struct tc_arg {
 	tli_store *s;
 	tli_topic_conf c;
+	bool create;
 	int rv;
 	bool done;
 } tc_arg;
@@ -715,7 +771,8 @@ static void *
 tc_main(void *arg)
 {
 	tc_arg *a = arg;
-	int rv = tli_store_topic_create(a->s, &a->c);
+	int rv = a->create ? tli_store_topic_create(a->s, &a->c)
+	                   : tli_store_topic_delete(a->s, a->c.name);
 
 	pthread_mutex_lock(&mtx);
 	a->rv = rv;
@@ -724,30 +781,45 @@ tc_main(void *arg)
 	return NULL;
 }
 
+/* One attempt on the leader, with faults while it is in flight when fl is
+ * given. Returns its result. */
+static int
+topic_op(const char *name, bool create, uint64_t *rng, faults *fl)
+{
+	tc_arg a = {.create = create};
+	pthread_t th;
+	node *l = leader();
+	bool done = false;
+	int steps = 0;
+
+	a.s = l->s;
+	tli_topic_conf_init(&a.c, name);
+	a.c.buckets = 2;
+	cr_assert_eq(pthread_create(&th, NULL, tc_main, &a), 0);
+	if (fl != NULL) {
+		faults_inject(rng, l, fl);
+	}
+	while (!done && steps++ < MAX_STEPS) {
+		step();
+		pthread_mutex_lock(&mtx);
+		done = a.done;
+		pthread_mutex_unlock(&mtx);
+	}
+	pthread_join(th, NULL);
+	cr_assert(done, "a topic %s was never answered",
+	    create ? "creation" : "deletion");
+	return a.rv;
+}
+
 static void
 topic_create(void)
 {
-	tc_arg a = {.rv = TL_ENOTLEADER};
+	int rv = TL_ENOTLEADER;
 
-	for (int tries = 0; a.rv != TL_OK && tries < 10; tries++) {
-		pthread_t th;
-		bool done = false;
-		int steps = 0;
-
-		a.s = leader()->s;
-		tli_topic_conf_init(&a.c, "t");
-		a.c.buckets = 2;
-		a.done = false;
-		cr_assert_eq(pthread_create(&th, NULL, tc_main, &a), 0);
-		while (!done && steps++ < MAX_STEPS) {
-			step();
-			pthread_mutex_lock(&mtx);
-			done = a.done;
-			pthread_mutex_unlock(&mtx);
-		}
-		pthread_join(th, NULL);
+	for (int tries = 0; rv != TL_OK && tries < 10; tries++) {
+		rv = topic_op("t", true, NULL, NULL);
 	}
-	TL_PASS(a.rv);
+	TL_PASS(rv);
 }
 
 /* Every store alike: each message's state, the topic's counts (as
@@ -761,6 +833,20 @@ compare(void)
 		reload(nodes[i].s);
 	}
 	TL_PASS(tli_store_topic_get(nodes[0].s, "t", &t0));
+	{
+		tli_topic_info a, b;
+		int rva = tli_store_topic_get(nodes[0].s, "t2", &a);
+
+		for (unsigned i = 1; i < NODES; i++) {
+			int rvb = tli_store_topic_get(nodes[i].s, "t2", &b);
+			cr_assert_eq(rvb, rva, "t2 on node %u: %s, node 0: %s",
+			    i, tl_errname(rvb), tl_errname(rva));
+			cr_assert(rva != TL_OK ||
+			        (a.messages == b.messages &&
+			            a.topic_id == b.topic_id),
+			    "t2 differs on node %u", i);
+		}
+	}
 	for (unsigned i = 1; i < NODES; i++) {
 		tli_topic_info ti;
 		TL_PASS(tli_store_topic_get(nodes[i].s, "t", &ti));
@@ -859,12 +945,14 @@ run(uint64_t rng)
 	cr_assert_gt(installs, 0, "no snapshot installed");
 	cr_assert_gt(present, 5);
 	cr_assert_gt(n_lost, 0, "no proposal was lost with its leader");
+	cr_assert_gt(t2_ops, 4, "t2 created or deleted %u times", t2_ops);
 	fprintf(stderr,
 	    "fixture: %d rounds, %u leaders deposed, %u snapshots, %u "
 	    "installed, %u messages present, %u of unknown outcome; "
-	    "operations answered TL_ELEADERLOST %u, TL_ENOTLEADER %u\n",
+	    "operations answered TL_ELEADERLOST %u, TL_ENOTLEADER %u; t2 "
+	    "created or deleted %u times\n",
 	    ROUNDS, fl.deposed, nsnaps_taken, installs, present, unknown,
-	    n_lost, n_notleader);
+	    n_lost, n_notleader, t2_ops);
 	cluster_stop();
 }
 
