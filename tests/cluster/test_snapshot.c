@@ -227,18 +227,27 @@ Test(snapshot, the_log_in_memory_is_bounded_in_bytes)
 	cr_assert(
 	    tc_converged(&C, leader, 15000), "the follower did not catch up");
 	for (int i = 0; i < 3; i++) {
-		int64_t bytes, end = tli_mono_ms() + 5000;
-		int64_t taken =
-		    tc_metric(&C, i, "timeline_cluster_snapshots_taken_total");
-		int64_t installed = tc_metric(
-		    &C, i, "timeline_cluster_snapshots_installed_total");
+		int64_t bytes, taken, installed, end = tli_mono_ms() + 5000;
 
 		/* 2 MB of entries: up to 7 snapshots by bytes (fewer when
-		 * entries pile up while one is taken); the follower took its
-		 * own after its restart, or installed one */
+		 * entries pile up while one is taken); the follower takes its
+		 * own after its restart (on the thread pool: perhaps only
+		 * after it caught up), or installs one */
+		for (;;) {
+			taken = tc_metric(
+			    &C, i, "timeline_cluster_snapshots_taken_total");
+			installed = tc_metric(&C, i,
+			    "timeline_cluster_snapshots_installed_total");
+			if (i != follower || taken + installed >= 1 ||
+			    tli_mono_ms() >= end) {
+				break;
+			}
+			tt_nap_ms(20);
+		}
 		cr_assert(i == follower ? taken + installed >= 1 : taken >= 3,
 		    "node %d took %" PRId64 " snapshots", i + 1, taken);
 		/* the metrics' log figures are refreshed every 100 ms */
+		end = tli_mono_ms() + 5000;
 		do {
 			bytes = tc_metric(&C, i, "timeline_cluster_log_bytes");
 		} while (bytes > 2 * LIMIT + ENTRY && tli_mono_ms() < end &&
