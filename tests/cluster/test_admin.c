@@ -252,11 +252,13 @@ Test(admin, an_added_nodes_url_is_known_to_all_after_restarts)
 	cr_assert(
 	    tc_converged(&c, leader, 10000), "the nodes did not catch up");
 	if (leader != 3) {
-		/* node 4 may still be reconnecting: a transfer to it can
-		 * time out until it is */
+		/* node 4 may still be reconnecting, or the new leader not
+		 * yet know it: a transfer to it can time out or not find it
+		 * until then (5 s at most) */
 		cl = open_on(&c, leader);
 		for (int k = 0;
-		     (rv = tl_cluster_transfer(cl, 4)) != TL_OK && k < 5; k++) {
+		     (rv = tl_cluster_transfer(cl, 4)) != TL_OK && k < 50;
+		     k++) {
 			tt_nap_ms(100);
 		}
 		TL_PASS(rv);
