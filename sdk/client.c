@@ -1044,6 +1044,7 @@ conn_down(tl_client *c, nng_stream *s, int why)
 {
 	tli_req *reqs;
 	tli_lop *lops = NULL;
+	tl_lease *queued;
 	int err;
 
 	pthread_mutex_lock(&c->mtx);
@@ -1084,9 +1085,11 @@ conn_down(tl_client *c, nng_stream *s, int why)
 	tli_consumer_expire(
 	    c, tli_mono_ms(), c->closing || !tli_client_failover(c), &lops);
 	tli_buf_reset(&c->outq);
+	queued = tli_consumer_session_lost(c);
 	pthread_mutex_unlock(&c->mtx);
 	reqs_fail(reqs, err);
 	tli_lops_finish(c, lops, err);
+	tli_consumer_free_leases(queued);
 	nng_stream_free(s);
 }
 

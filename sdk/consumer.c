@@ -159,6 +159,32 @@ queue_pop(tl_consumer *k)
 	return l;
 }
 
+/* Take every queued lease out of k (and out of its live index); returns
+ * them as a list through qnext, for the caller to free outside the lock. */
+static tl_lease *
+queue_drain(tl_consumer *k)
+{
+	tl_lease *l, *out = NULL;
+
+	while ((l = queue_pop(k)) != NULL) {
+		live_remove(k, l);
+		l->qnext = out;
+		out = l;
+	}
+	return out;
+}
+
+static void
+lease_list_free(tl_lease *l)
+{
+	while (l != NULL) {
+		tl_lease *next = l->qnext;
+
+		tli_free(l);
+		l = next;
+	}
+}
+
 static void
 queue_remove(tl_consumer *k, tl_lease *l)
 {
@@ -730,11 +756,7 @@ consumer_lost(tl_client *c, const tlp_deliver *d)
 		}
 	}
 	pthread_mutex_unlock(&c->mtx);
-	while (gone != NULL) {
-		tl_lease *l = gone;
-		gone = l->qnext;
-		tli_free(l);
-	}
+	lease_list_free(gone);
 }
 
 void
@@ -801,6 +823,35 @@ resub_reply(tli_req *q, int err, tlp_r *r)
 		    "re-subscribing %s failed: %s", s->what, tl_strerror(err));
 	}
 	tli_free(s);
+}
+
+tl_lease *
+tli_consumer_session_lost(tl_client *c)
+{
+	tl_lease *out = NULL;
+
+	TLI_ASSERT_LOCKED(&c->mtx);
+	for (tl_consumer *k = c->consumers; k != NULL; k = k->next) {
+		tl_lease *q;
+
+		if (k->lock) {
+			continue;
+		}
+		for (q = queue_drain(k); q != NULL;) {
+			tl_lease *next = q->qnext;
+
+			q->qnext = out;
+			out = q;
+			q = next;
+		}
+	}
+	return out;
+}
+
+void
+tli_consumer_free_leases(tl_lease *l)
+{
+	lease_list_free(l);
 }
 
 void
@@ -985,14 +1036,12 @@ tl_consumer_open(tl_consumer **out, tl_client *c, const tl_consumer_conf *conf)
 		}
 	}
 	if (rv != TL_OK) {
-		tl_lease *l;
+		tl_lease *q;
 		pthread_mutex_lock(&c->mtx);
 		consumer_unlink(c, k);
-		while ((l = queue_pop(k)) != NULL) {
-			live_remove(k, l);
-			tli_free(l);
-		}
+		q = queue_drain(k);
 		pthread_mutex_unlock(&c->mtx);
+		lease_list_free(q);
 		tli_consumer_free(k);
 		return rv;
 	}
@@ -1083,21 +1132,13 @@ tl_consumer_close(tl_consumer *k)
 	tli_buf_fini(&b);
 	pthread_mutex_lock(&c->mtx);
 	tli_consumer_detach(c, k, &lops);
-	while ((l = queue_pop(k)) != NULL) {
-		live_remove(k, l);
-		l->qnext = queued;
-		queued = l;
-	}
+	queued = queue_drain(k);
 	while ((l = k->live) != NULL) {
 		live_remove(k, l);
 		l->cons = NULL;
 	}
 	pthread_mutex_unlock(&c->mtx);
 	tli_lops_finish(c, lops, TL_ECLOSED);
-	while (queued != NULL) {
-		l = queued;
-		queued = l->qnext;
-		tli_free(l);
-	}
+	lease_list_free(queued);
 	tli_consumer_free(k);
 }

@@ -359,6 +359,16 @@ void tli_consumer_expire(tl_client *c, int64_t now, bool all, tli_lop **failed);
 void tli_lops_finish(tl_client *c, tli_lop *list, int err);
 /* Queue the SUBSCRIBE of every open consumer (after a reconnect). */
 void tli_consumer_resubscribe(tl_client *c);
+/* The session is gone (under c->mtx): take out the leases it pushed that
+ * the application has not taken yet. That session would have told of
+ * their end (LEASE_LOST) and the next one knows nothing of them: its
+ * subscription delivers again those that still run (the broker recovers
+ * a returning consumer's leases), the others ran out meanwhile and must
+ * not reach the application, their messages perhaps leased elsewhere or
+ * deleted already. Returns them for tli_consumer_free_leases, after the
+ * unlock. */
+tl_lease *tli_consumer_session_lost(tl_client *c);
+void tli_consumer_free_leases(tl_lease *l);
 int tli_sub_encode(tli_buf *b, uint8_t op, const tl_consumer *k);
 /* A lease handle from a DELIVER entry or a LOCK reply; NULL without
  * memory. */

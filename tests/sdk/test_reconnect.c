@@ -149,6 +149,60 @@ Test(reconnect, a_held_lease_that_moved_is_adopted_not_delivered_twice)
 	tl_client_close(c);
 }
 
+/* A lease pushed to the client but not yet taken by the application
+ * (queued) when the broker died, and run out before it came back, is not
+ * handed over after the reconnect: the message is leased anew (a new
+ * version, a lease that runs) and only that lease reaches the
+ * application. */
+Test(reconnect, a_queued_lease_that_ran_out_meanwhile_is_not_handed_over)
+{
+	static const tl_consumer_conf brief = {
+	    .topic = "rc", .consumer_id = "brief", .lease_ms = 1000};
+	tl_client *c;
+	tl_consumer *k = NULL;
+	tl_lease *l = NULL;
+	tl_message *m = NULL;
+	int64_t until, deadline;
+	size_t n = 0;
+	int rv;
+
+	sb_start(&B, "sdk-rc4");
+	c = sb_client(&B);
+	sb_topic(c, "rc", 0);
+	TL_PASS(tl_consumer_open(&k, c, &brief));
+	TL_PASS(tl_put_in(c, "rc", "p", "m1", 0, "one", 3, NULL));
+	/* leased to "brief" (pushed once durable); not polled */
+	deadline = tli_mono_ms() + 10000;
+	do {
+		tl_message_free(m);
+		m = NULL;
+		TL_PASS(tl_get(c, "rc", "m1", &m));
+	} while (m->consumer[0] == '\0' && tli_mono_ms() < deadline);
+	cr_assert_str_eq(m->consumer, "brief");
+	until = m->ts;
+	tl_message_free(m);
+	tt_nap_ms(100); /* the push reaches the client's queue */
+
+	sb_kill(&B, SIGKILL);
+	while (tli_wall_ms() < until + 200) {
+		tt_nap_ms(20);
+	}
+	unlink(B.sock);
+	sb_spawn(&B);
+
+	TL_PASS(tl_consumer_poll(k, &l, 1, &n, 15000));
+	cr_assert_eq(n, 1);
+	cr_assert_str_eq(tl_lease_id(l), "m1");
+	cr_assert_gt(tl_lease_until(l), until,
+	    "handed over the lease that ran out at %lld (now %lld)",
+	    (long long) until, (long long) tli_wall_ms());
+	rv = tl_lease_delete(l);
+	TL_PASS(rv, "deleting the handed-over lease");
+	tl_lease_free(l);
+	tl_consumer_close(k);
+	tl_client_close(c);
+}
+
 Test(reconnect, close_while_down_does_not_hang)
 {
 	tl_client *c;
