@@ -1,10 +1,11 @@
 /*
- * DB::Resume for the C store. RocksDB 7.8's C API has no rocksdb_resume, so
- * this file reaches the DB behind a rocksdb_t: c.cc defines that struct as
- * holding nothing but the DB pointer, which is what is declared here. After
- * a write fails with no space, RocksDB keeps a background error and refuses
- * every later write until Resume clears it (it flushes the memtables, so it
- * fails again while the disk is still full).
+ * What the store needs of RocksDB beyond its C API 7.8: DB::Resume, and the
+ * memtable insert hints (below). This file reaches the objects behind a
+ * rocksdb_t and a rocksdb_options_t: c.cc defines those structs as holding
+ * nothing but the DB pointer and the Options, which is what is declared
+ * here. After a write fails with no space, RocksDB keeps a background error
+ * and refuses every later write until Resume clears it (it flushes the
+ * memtables, so it fails again while the disk is still full).
  */
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include <rocksdb/db.h>
 #include <rocksdb/listener.h>
 #include <rocksdb/options.h>
+#include <rocksdb/slice_transform.h>
 
 struct rocksdb_t {
 	rocksdb::DB *rep;
@@ -57,4 +59,47 @@ tli_rdb_resume(rocksdb_t *db, char **errptr)
 	if (!st.ok()) {
 		*errptr = strdup(st.ToString().c_str());
 	}
+}
+
+/* Keys of the same topic (every key of the message and index families
+ * starts with the topic's 4-byte id) keep a hint of where the last one went
+ * into the memtable; the next insert starts its search from there. The
+ * writer sorts each batch, so its keys go in ascending order and each
+ * search climbs only as far as the gap to the previous key (produce and the
+ * lease cycle: docs/benchmarks.md). RocksDB 7.8's C API has no setter; the
+ * hint serves inserts from one writer at a time.
+ *
+ * Only keys longer than the prefix are in the domain. RocksDB 7.8 keeps one
+ * hint per prefix for a memtable's point entries and its range deletions
+ * alike (MemTable::Add), and a hint of one skiplist used in the other breaks
+ * it (the Debian build asserts). A topic's deletion removes its range with
+ * exactly the 4-byte id as the start key (topic_delete_apply): such keys
+ * take no hint. */
+namespace
+{
+class topic_prefix : public rocksdb::SliceTransform
+{
+      public:
+	const char *Name() const override
+	{
+		return "timeline.TopicPrefix";
+	}
+
+	rocksdb::Slice Transform(const rocksdb::Slice &key) const override
+	{
+		return rocksdb::Slice(key.data(), 4);
+	}
+
+	bool InDomain(const rocksdb::Slice &key) const override
+	{
+		return key.size() > 4;
+	}
+};
+} // namespace
+
+extern "C" void
+tli_rdb_insert_hints(rocksdb_options_t *o)
+{
+	o->rep.memtable_insert_with_hint_prefix_extractor =
+	    std::make_shared<topic_prefix>();
 }

@@ -1385,6 +1385,11 @@ options_setup(tli_store *s)
 			rocksdb_options_set_compaction_style(
 			    s->cfopts[i], rocksdb_universal_compaction);
 		}
+		if (i != CF_DEFAULT) {
+			/* Each insert starts from where the topic's last one
+			 * went (storage/rdb_resume.cc). */
+			tli_rdb_insert_hints(s->cfopts[i]);
+		}
 		rocksdb_options_set_block_based_table_factory(
 		    s->cfopts[i], s->bbto[i]);
 	}

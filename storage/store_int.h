@@ -257,6 +257,7 @@ int tli_rdb_err(tli_store *s, char *errstr);
 void tli_rdb_resume(rocksdb_t *db, char **errptr);
 /* rdb_resume.cc: no automatic recovery; the writer calls tli_rdb_resume. */
 void tli_rdb_manual_resume(rocksdb_options_t *o);
+void tli_rdb_insert_hints(rocksdb_options_t *o);
 /* A value of exactly len bytes under k in the default column family, into
  * out; *found false (out untouched) when there is none. TL_ECORRUPT for a
  * value of another size. */
