@@ -377,11 +377,12 @@ learn(const tli_op *op)
 		return; /* t2's messages: compared between the stores only */
 	}
 	if (op->err == TL_ELEADERLOST || op->err == TL_ENOTLEADER) {
-		if (op->type == TLI_OP_CREATE ||
-		    op->type == TLI_OP_DELETE_OWNED) {
-			*m = op->err == TL_ENOTLEADER && *m != UNKNOWN
-			    ? *m
-			    : UNKNOWN;
+		/* refused (not the leader): nothing changed; lost: it may
+		 * or may not have been applied */
+		if (op->err == TL_ELEADERLOST &&
+		    (op->type == TLI_OP_CREATE ||
+		        op->type == TLI_OP_DELETE_OWNED)) {
+			*m = UNKNOWN;
 		}
 		return;
 	}
