@@ -159,12 +159,13 @@ queue_pop(tl_consumer *k)
 	return l;
 }
 
-/* Take every queued lease out of k (and out of its live index); returns
- * them as a list through qnext, for the caller to free outside the lock. */
+/* Take every queued lease out of k (and out of its live index) and add
+ * them to the list out (through qnext), for the caller to free outside the
+ * lock; returns the list. */
 static tl_lease *
-queue_drain(tl_consumer *k)
+queue_drain(tl_consumer *k, tl_lease *out)
 {
-	tl_lease *l, *out = NULL;
+	tl_lease *l;
 
 	while ((l = queue_pop(k)) != NULL) {
 		live_remove(k, l);
@@ -174,8 +175,8 @@ queue_drain(tl_consumer *k)
 	return out;
 }
 
-static void
-lease_list_free(tl_lease *l)
+void
+tli_consumer_free_leases(tl_lease *l)
 {
 	while (l != NULL) {
 		tl_lease *next = l->qnext;
@@ -756,7 +757,7 @@ consumer_lost(tl_client *c, const tlp_deliver *d)
 		}
 	}
 	pthread_mutex_unlock(&c->mtx);
-	lease_list_free(gone);
+	tli_consumer_free_leases(gone);
 }
 
 void
@@ -832,26 +833,11 @@ tli_consumer_session_lost(tl_client *c)
 
 	TLI_ASSERT_LOCKED(&c->mtx);
 	for (tl_consumer *k = c->consumers; k != NULL; k = k->next) {
-		tl_lease *q;
-
-		if (k->lock) {
-			continue;
-		}
-		for (q = queue_drain(k); q != NULL;) {
-			tl_lease *next = q->qnext;
-
-			q->qnext = out;
-			out = q;
-			q = next;
+		if (!k->lock) {
+			out = queue_drain(k, out);
 		}
 	}
 	return out;
-}
-
-void
-tli_consumer_free_leases(tl_lease *l)
-{
-	lease_list_free(l);
 }
 
 void
@@ -1039,9 +1025,9 @@ tl_consumer_open(tl_consumer **out, tl_client *c, const tl_consumer_conf *conf)
 		tl_lease *q;
 		pthread_mutex_lock(&c->mtx);
 		consumer_unlink(c, k);
-		q = queue_drain(k);
+		q = queue_drain(k, NULL);
 		pthread_mutex_unlock(&c->mtx);
-		lease_list_free(q);
+		tli_consumer_free_leases(q);
 		tli_consumer_free(k);
 		return rv;
 	}
@@ -1132,13 +1118,13 @@ tl_consumer_close(tl_consumer *k)
 	tli_buf_fini(&b);
 	pthread_mutex_lock(&c->mtx);
 	tli_consumer_detach(c, k, &lops);
-	queued = queue_drain(k);
+	queued = queue_drain(k, NULL);
 	while ((l = k->live) != NULL) {
 		live_remove(k, l);
 		l->cons = NULL;
 	}
 	pthread_mutex_unlock(&c->mtx);
 	tli_lops_finish(c, lops, TL_ECLOSED);
-	lease_list_free(queued);
+	tli_consumer_free_leases(queued);
 	tli_consumer_free(k);
 }

@@ -164,7 +164,6 @@ Test(reconnect, a_queued_lease_that_ran_out_meanwhile_is_not_handed_over)
 	tl_message *m = NULL;
 	int64_t until, deadline;
 	size_t n = 0;
-	int rv;
 
 	sb_start(&B, "sdk-rc4");
 	c = sb_client(&B);
@@ -196,8 +195,7 @@ Test(reconnect, a_queued_lease_that_ran_out_meanwhile_is_not_handed_over)
 	cr_assert_gt(tl_lease_until(l), until,
 	    "handed over the lease that ran out at %lld (now %lld)",
 	    (long long) until, (long long) tli_wall_ms());
-	rv = tl_lease_delete(l);
-	TL_PASS(rv, "deleting the handed-over lease");
+	TL_PASS(tl_lease_delete(l), "deleting the handed-over lease");
 	tl_lease_free(l);
 	tl_consumer_close(k);
 	tl_client_close(c);
