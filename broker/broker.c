@@ -177,12 +177,17 @@ open_store(tlb_broker *b)
 		    b->conf.background_write_mb);
 	}
 	tlb_log(TLB_INFO, "B002",
-	    "store %s open; durability %s; flushes and compactions write %s",
+	    "store %s open; durability %s; flushes and compactions write %s; "
+	    "RocksDB %s",
 	    so.path,
 	    b->conf.nnodes > 0 ? "by the Raft log (an acknowledged write is "
 	                         "durable on a majority of the nodes)"
 	                       : sync_name(&b->conf),
-	    bg);
+	    bg,
+	    tli_rdb_assertions()
+	        ? "built with its assertions on (slower; "
+	          "tools/rocksdb-release.sh builds it without them)"
+	        : "release build");
 	return 0;
 }
 

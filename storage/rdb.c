@@ -4,6 +4,8 @@
  * the last one for the logs and maps the kind of failure to a code. Also
  * the fixed-size metadata read (counters, format) the store does often.
  */
+#define _GNU_SOURCE /* RTLD_DEFAULT */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -75,4 +77,15 @@ tli_store_last_error(tli_store *s)
 	/* The buffer only ever grows a new NUL-terminated string, so reading
 	 * it without the lock is safe enough for logs. */
 	return s != NULL ? s->last_err : "";
+}
+
+/* A RocksDB built without NDEBUG (Debian's: CMake build type "None") runs
+ * its assertions and test sync points; only such a build defines
+ * rocksdb::SyncPoint::GetInstance(). tools/rocksdb-release.sh builds the
+ * same version with NDEBUG (docs/benchmarks.md, "The RocksDB it runs on"). */
+bool
+tli_rdb_assertions(void)
+{
+	return dlsym(RTLD_DEFAULT, "_ZN7rocksdb9SyncPoint11GetInstanceEv") !=
+	    NULL;
 }

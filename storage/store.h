@@ -117,6 +117,10 @@ const char *tli_store_last_error(tli_store *s);
 bool tli_store_writable(tli_store *s);
 /* How many times writes stopped since open. */
 uint64_t tli_store_write_stops(tli_store *s);
+/* True when the RocksDB this process runs on was built with its assertions
+ * on (no NDEBUG, as Debian 12's is): correct, and markedly slower
+ * (tools/rocksdb-release.sh builds the same version without them). */
+bool tli_rdb_assertions(void);
 
 /* ---- topics ---- */
 

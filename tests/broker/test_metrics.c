@@ -2,8 +2,11 @@
  * End-to-end, the real broker's Prometheus endpoint, read over plain HTTP:
  * a client whose clock is an hour ahead shows up with that offset; the
  * delivery counters and the per-consumer gauges follow what a consumer
- * does; every group commit is timed in the write+fsync histogram.
+ * does; every group commit is timed in the write+fsync histogram; the
+ * RocksDB build kind it reports is the library it runs on.
  */
+#include <dlfcn.h>
+
 #include "tltest.h"
 #include "raw_client.h"
 
@@ -209,4 +212,52 @@ Test(metrics, delivery_counters_follow_a_consumer)
 	    64.0 * 1024 * 1024);
 	rc_close(p);
 	rc_close(c);
+}
+
+/* The path of the librocksdb the broker process has mapped. */
+static bool
+mapped_rocksdb(pid_t pid, char *out, size_t cap)
+{
+	char path[64], line[1024];
+	FILE *f;
+	bool found = false;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int) pid);
+	cr_assert_not_null(f = fopen(path, "r"));
+	while (!found && fgets(line, sizeof(line), f) != NULL) {
+		char *p = strchr(line, '/');
+		if (p != NULL && strstr(p, "/librocksdb.so") != NULL) {
+			p[strcspn(p, "\n")] = '\0';
+			snprintf(out, cap, "%s", p);
+			found = true;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+/* An operator reading the broker's start line or metrics learns whether
+ * its RocksDB runs its assertions (Debian's does: slower; README, "Build
+ * options"). Checked against the library the process really mapped: only
+ * a build without NDEBUG has RocksDB's test sync points. */
+Test(metrics, rocksdb_build_kind_is_that_of_the_mapped_library)
+{
+	char lib[512];
+	void *h;
+	bool asserts;
+
+	start_with_metrics("rdbkind");
+	cr_assert(mapped_rocksdb(B.proc.pid, lib, sizeof(lib)),
+	    "timelined has no librocksdb mapped");
+	cr_assert_not_null(
+	    h = dlopen(lib, RTLD_LAZY | RTLD_LOCAL), "%s: %s", lib, dlerror());
+	asserts = dlsym(h, "_ZN7rocksdb9SyncPoint11GetInstanceEv") != NULL;
+	dlclose(h);
+	cr_assert_eq(wait_sample("timeline_rocksdb_assertions", 5000),
+	    asserts ? 1 : 0, "%s", lib);
+	cr_assert(tt_proc_log_wait(&B.proc,
+	              asserts ? "RocksDB built with its assertions on"
+	                      : "RocksDB release build",
+	              5000),
+	    "the B002 line does not say what %s is", lib);
 }
