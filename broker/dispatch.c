@@ -846,7 +846,7 @@ park(dtopic *t, dsub *d, tli_msg *m, int64_t due, uint64_t version,
 	return true;
 }
 
-/* Store completion of a lease batch (writer thread): push what is due,
+/* Store completion of a lease batch (its completer thread): push what is due,
  * park what is not yet. */
 static void
 lease_done(void *arg)

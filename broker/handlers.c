@@ -2,7 +2,7 @@
  * Request handling on the worker thread: the frame header checks, the
  * dispatch table expanded from ops.def, and one handler per operation,
  * each split into decode, validate, apply and reply. Writes go to the store
- * asynchronously; their completion (store writer thread) sends the reply
+ * asynchronously; their completion (the store's completer) sends the reply
  * and tells the dispatcher what moved on the timeline.
  */
 #include <stdarg.h>
@@ -947,7 +947,7 @@ h_batch(req *q)
  * caller names a producer group, so that both land in one group commit.
  * The message is read first (on this worker) as the writer's read hint and
  * for the reply's owner, body and placement; the completion runs on the
- * store's writer thread. */
+ * store's completer thread. */
 
 typedef struct lockreq {
 	tlb_broker *b;
@@ -1033,7 +1033,7 @@ lock_refused(lockreq *k, const tli_op *o)
 /* The taken lease as DELIVER gives it. The hint is exact when the lease
  * followed it directly (version + 1); a message created by this request
  * is empty; otherwise (changed between the read and the write) it is read
- * again here. */
+ * again here, and shown only if nothing changed it since the lease. */
 static void
 lock_granted(lockreq *k, const tli_op *o)
 {
@@ -1060,11 +1060,15 @@ lock_granted(lockreq *k, const tli_op *o)
 	} else if (tli_store_get(k->b->store, k->topic, k->id, k->id_len, &m) ==
 	    TL_OK) {
 		fresh = true;
-		dv.due_ts = m.sched;
-		dv.placed_at = m.sched;
-		dv.owner = (tlp_str){m.owner, m.owner_len};
-		dv.body = m.body;
-		dv.body_len = m.body_len;
+		/* Only as this lease left it: a later batch's change may not
+		 * be durable yet (a completion's reads do not wait). */
+		if (m.version == o->new_version) {
+			dv.due_ts = m.sched;
+			dv.placed_at = m.sched;
+			dv.owner = (tlp_str){m.owner, m.owner_len};
+			dv.body = m.body;
+			dv.body_len = m.body_len;
+		}
 	}
 	tlb_send_frame(
 	    k->s, k->h.op, TLP_F_REPLY, k->h.reqid, enc_lock_rep, &dv);

@@ -197,7 +197,8 @@ render_store(tlb_broker *b, tli_buf *o)
 	tli_prom_scalar(
 	    o, "timeline_commit_ops_total", "counter", NULL, st.ops);
 	tli_buf_printf(o,
-	    "# HELP timeline_commit_sync_seconds_total Time in write+fsync.\n"
+	    "# HELP timeline_commit_sync_seconds_total Time in the group "
+	    "commits' writes and log syncs.\n"
 	    "# TYPE timeline_commit_sync_seconds_total counter\n"
 	    "timeline_commit_sync_seconds_total %.6f\n",
 	    (double) st.sync_ns_total / 1e9);
@@ -224,7 +225,8 @@ render_store(tlb_broker *b, tli_buf *o)
 	    "Kept answers deleted after cluster_answers_ms.",
 	    st.answers_expired);
 	tli_prom_histogram(o, "timeline_commit_sync_ms",
-	    "Duration of one group commit's write+fsync, milliseconds.",
+	    "Duration of one group commit's write and log sync, "
+	    "milliseconds.",
 	    tli_sync_bounds, st.sync_hist, TLI_SYNC_BUCKETS,
 	    (double) st.sync_ns_total / 1e6);
 	tli_prom_scalar(o, "timeline_commit_queued_ops", "gauge",

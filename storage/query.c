@@ -301,6 +301,7 @@ tli_store_scan_consumer(tli_store *s, const char *topic, const char *consumer,
 		rv = locked_scan_consumer(
 		    s, topic, consumer, consumer_len, after, out, max, n, more);
 		tli_db_unlock(s);
+		tli_durable_wait(s);
 	}
 	return rv;
 }
@@ -402,6 +403,7 @@ tli_store_scan_owner(tli_store *s, const char *topic, const char *owner,
 		rv = locked_scan_owner(
 		    s, topic, owner, owner_len, after, out, max, n, more);
 		tli_db_unlock(s);
+		tli_durable_wait(s);
 	}
 	return rv;
 }
@@ -445,6 +447,7 @@ tli_store_scan_dead(tli_store *s, const char *topic, const tli_cursor *after,
 	if (rv == TL_OK) {
 		rv = locked_scan_dead(s, topic, after, out, max, n, more);
 		tli_db_unlock(s);
+		tli_durable_wait(s);
 	}
 	return rv;
 }
@@ -527,6 +530,7 @@ tli_store_count(
 	if (rv == TL_OK) {
 		rv = locked_count(s, topic, from, to, out);
 		tli_db_unlock(s);
+		tli_durable_wait(s);
 	}
 	return rv;
 }
@@ -589,6 +593,7 @@ tli_store_totals(tli_store *s, const char *topic, tli_counts *out)
 	if (rv == TL_OK) {
 		rv = locked_totals(s, topic, out);
 		tli_db_unlock(s);
+		tli_durable_wait(s);
 	}
 	return rv;
 }
@@ -825,6 +830,7 @@ tli_store_get(tli_store *s, const char *topic, const char *id, size_t id_len,
 	if (rv == TL_OK) {
 		rv = locked_get(s, topic, id, id_len, out);
 		tli_db_unlock(s);
+		tli_durable_wait(s);
 	}
 	return rv;
 }

@@ -1,7 +1,7 @@
 /*
- * What the store needs of RocksDB beyond its C API 7.8: DB::Resume, and the
- * memtable insert hints (below). This file reaches the objects behind a
- * rocksdb_t and a rocksdb_options_t: c.cc defines those structs as holding
+ * What the store needs of RocksDB beyond its C API 7.8: DB::Resume, the
+ * memtable insert hints and the current log file's number (below). This
+ * file reaches the objects behind a rocksdb_t and a rocksdb_options_t: c.cc defines those structs as holding
  * nothing but the DB pointer and the Options, which is what is declared
  * here. After a write fails with no space, RocksDB keeps a background error
  * and refuses every later write until Resume clears it (it flushes the
@@ -102,4 +102,19 @@ tli_rdb_insert_hints(rocksdb_options_t *o)
 {
 	o->rep.memtable_insert_with_hint_prefix_extractor =
 	    std::make_shared<topic_prefix>();
+}
+
+/* The number of the log file RocksDB writes to now (DB::GetCurrentWalFile:
+ * its mutex and a stat). 0 on success. */
+extern "C" int
+tli_rdb_current_wal(rocksdb_t *db, uint64_t *number)
+{
+	std::unique_ptr<rocksdb::LogFile> f;
+	rocksdb::Status st = db->rep->GetCurrentWalFile(&f);
+
+	if (!st.ok() || f == nullptr) {
+		return -1;
+	}
+	*number = f->LogNumber();
+	return 0;
 }

@@ -8,11 +8,12 @@
  * queued (up to max_batch_ops), checks each operation's conditions against
  * the stored state plus the effects of the earlier operations of the same
  * batch (an in-memory overlay), builds one WriteBatch holding every record and
- * index change, writes it (fsynced in the default mode) and only then
- * completes the submissions. Operations that arrive while a batch is being
- * synced form the next batch: that is group commit. Reads (lookup, scans,
- * counts) go straight to RocksDB from the caller's thread and see every
- * acknowledged operation.
+ * index change and writes it; a completer thread syncs the log (in the
+ * default mode) and only then completes the submissions, while the writer
+ * forms the next batch from the operations that arrived meanwhile: that is
+ * group commit. Reads (lookup, scans, counts) go straight to RocksDB from
+ * the caller's thread, see every acknowledged operation and show nothing
+ * that is not yet durable ("Reads and durability", below).
  *
  * Time: the store reads "now" only through the clock given at open. A lease
  * is the message's timestamp moved to now + lease with lock_consumer set; a
@@ -272,8 +273,10 @@ typedef struct tli_op {
 
 typedef void (*tli_store_done_fn)(void *arg);
 
-/* Submit n operations; `done` is called exactly once from the writer thread
- * after all of them are durable (or failed), with each op's err set. The
+/* Submit n operations; `done` is called exactly once, from the store's
+ * completer thread (the writer's in replicated mode), after all of them are
+ * durable (or failed), with each op's err set; completions come in the
+ * order of the batches. The
  * operations are applied in order and may share a batch with other
  * submissions. Returns TL_OK, or TL_ECLOSED / TL_ETOOLARGE (n >
  * TL_MAX_BATCH) / TL_EINVAL synchronously, in which case `done` is never
@@ -340,11 +343,23 @@ typedef struct tli_msg {
 
 void tli_msg_fini(tli_msg *m);
 
+/* Reads and durability. In TLI_SYNC_ALWAYS a batch's writes are visible in
+ * RocksDB a little before its sync has made them durable (store.c, "the
+ * completer"). tli_store_get, the scans other than tli_store_scan_due,
+ * tli_store_count, tli_store_totals, tli_store_topic_get and
+ * tli_store_topic_list therefore return only once every batch they may
+ * have seen is durable: what they return may be shown to anyone. Two do
+ * not wait, for the dispatcher, which shows what they find only through a
+ * lease (durable after them): tli_store_scan_due and tli_store_get_many;
+ * nor do the owner counts (quota checks before a submit). Called from a
+ * completion (tli_store_done_fn), nothing waits. */
+
 /* Look a message up. Errors: TL_ENOTOPIC, TL_ENOTFOUND, TL_ECORRUPT. */
 int tli_store_get(tli_store *s, const char *topic, const char *id,
     size_t id_len, tli_msg *out);
 
-/* Look n messages of one topic up at one snapshot, in one batched read.
+/* Look n messages of one topic up at one snapshot, in one batched read
+ * (no durability wait, see above).
  * Returns TL_OK (then rvs[i] is message i's result and out[i] is filled
  * where it is TL_OK), or TL_ENOTOPIC / TL_ENOMEM for the whole call. */
 int tli_store_get_many(tli_store *s, const char *topic, size_t n,
@@ -375,7 +390,8 @@ typedef struct tli_cursor {
 void tli_cursor_from_entry(tli_cursor *c, const tli_entry *e);
 
 /* Messages of one bucket with ts <= up_to, in (ts, id) order, after the
- * cursor; at most max. *more tells whether entries remain. */
+ * cursor; at most max. *more tells whether entries remain. No durability
+ * wait (see above). */
 int tli_store_scan_due(tli_store *s, const char *topic, uint32_t bucket,
     int64_t up_to, const tli_cursor *after, tli_entry *out, size_t max,
     size_t *n, bool *more);

@@ -104,6 +104,11 @@ struct sub {
 	tli_reqkey key;
 	bool replayed;
 	sub *dup_of;
+	/* first sub of a written batch, for the completer */
+	sub *batch_next;
+	uint64_t seq;     /* the batch's number (tli_store.visible) */
+	int64_t write_ns; /* its rocksdb_write's duration */
+	bool written;     /* it wrote something (successfully or not) */
 };
 
 /* The writer's staging area: a batch's puts and deletes are collected here
@@ -162,6 +167,31 @@ struct tli_store {
 	bool stopping;
 	pthread_t writer;
 	bool writer_started;
+
+	/* The completer (store.c, "the completer"): written batches in
+	 * order, each a list of subs through next, batches through
+	 * batch_next of their first sub. c_lock guards the list and its
+	 * flags; visible counts the batches the writer has begun to write
+	 * (what a reader may see), durable those completed after their
+	 * sync (or their failure). */
+	bool pipelined; /* a completer runs: not in replicated mode */
+	pthread_t completer;
+	bool completer_started;
+	pthread_mutex_t c_lock;
+	pthread_cond_t c_cv; /* the completer waits for batches */
+	pthread_cond_t d_cv; /* readers wait for durable to catch up */
+	sub *c_head;
+	sub *c_tail;
+	bool c_stopping;
+	uint64_t c_seq; /* writer: the last batch number handed out */
+	_Atomic uint64_t visible;
+	_Atomic uint64_t durable;
+	int64_t batch_write_ns; /* writer: the current batch's writes */
+	/* completer: the log file it syncs (store.c, log_sync) */
+	uint64_t wal_num;
+	int wal_fd;
+	/* a sync of the log failed: no write is taken any more */
+	_Atomic bool log_broken;
 
 	/* writer-thread state */
 	rocksdb_writebatch_t *wb;
@@ -258,6 +288,8 @@ void tli_rdb_resume(rocksdb_t *db, char **errptr);
 /* rdb_resume.cc: no automatic recovery; the writer calls tli_rdb_resume. */
 void tli_rdb_manual_resume(rocksdb_options_t *o);
 void tli_rdb_insert_hints(rocksdb_options_t *o);
+/* rdb_resume.cc: the number of the log file written now; 0 on success. */
+int tli_rdb_current_wal(rocksdb_t *db, uint64_t *number);
 /* A value of exactly len bytes under k in the default column family, into
  * out; *found false (out untouched) when there is none. TL_ECORRUPT for a
  * value of another size. */
@@ -279,6 +311,9 @@ int tli_store_err(tli_store *s, int rv, const char *fmt, ...)
 /* Take db_lock for reading: TL_OK, or TL_ESTORAGE (nothing held) when the
  * database is closed because a tli_store_restore failed beyond repair. */
 int tli_db_rdlock(tli_store *s);
+/* A read about to be answered waits until every batch it may have seen is
+ * durable (store.c, "the completer"). */
+void tli_durable_wait(tli_store *s);
 void tli_db_unlock(tli_store *s);
 /* With apply_lock and db_lock: replicated entry `index` applies as wb
  * (taken and destroyed) with the applied index beside it, in one write. */

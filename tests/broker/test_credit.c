@@ -107,6 +107,10 @@ Test(credit, the_next_message_comes_in_the_commit_of_the_ack)
 	tt_nap_ms(2 * COMMIT_MS); /* the producers' commits follow each other */
 
 	for (int round = 0; round < 2; round++) {
+		/* Into a commit under way: right after a push (the answers
+		 * go out after the sync) the writer may be waiting for the
+		 * producers' next requests and would take the ACK alone. */
+		tt_nap_ms(COMMIT_MS / 3);
 		TL_PASS(rc_one(
 		    c, TLP_OP_ACK, "t", "w", id, v, 0, false, NULL, &res));
 		acked = tli_wall_ms();

@@ -1,0 +1,207 @@
+/*
+ * Reads and durability: a batch's writes are in RocksDB (visible) a little
+ * before the completer's sync makes them durable; a read that answers a
+ * client waits for that sync, so nobody is shown a write a crash could
+ * take back. The completer is held inside one batch's completion, so that
+ * the next batch is written but cannot be synced: a lookup of it waits
+ * until the completer goes on, the dispatcher's due scan (which shows what
+ * it finds only through a later lease) does not, and a completion's own
+ * read does not wait for itself.
+ */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "testutil.h"
+#include "tlcheck.h"
+
+#define T0 INT64_C(1800000000000)
+
+static tt_clock clk;
+
+static void
+nap_ms(int ms)
+{
+	struct timespec d = {ms / 1000, (long) (ms % 1000) * 1000000L};
+
+	nanosleep(&d, NULL);
+}
+
+static void
+noop_done(void *arg)
+{
+	(void) arg;
+}
+
+/* A completion that holds the completer until released. */
+typedef struct gate {
+	pthread_mutex_t mtx;
+	pthread_cond_t cv;
+	bool entered, open;
+	tli_store *s;
+	int self_read; /* the completion's own lookup of "a" */
+} gate;
+
+static void
+gate_done(void *arg)
+{
+	gate *g = arg;
+	tli_msg m;
+
+	g->self_read = tli_store_get(g->s, "t", "a", 1, &m);
+	if (g->self_read == TL_OK) {
+		tli_msg_fini(&m);
+	}
+	pthread_mutex_lock(&g->mtx);
+	g->entered = true;
+	pthread_cond_broadcast(&g->cv);
+	while (!g->open) {
+		pthread_cond_wait(&g->cv, &g->mtx);
+	}
+	pthread_mutex_unlock(&g->mtx);
+}
+
+static _Atomic bool b_done;
+
+static void
+b_completed(void *arg)
+{
+	(void) arg;
+	atomic_store(&b_done, true);
+}
+
+typedef struct reader {
+	tli_store *s;
+	_Atomic bool returned;
+	_Atomic bool done_first; /* b's completion came before the return */
+	int rv;
+} reader;
+
+static void *
+reader_main(void *arg)
+{
+	reader *r = arg;
+	tli_msg m;
+
+	r->rv = tli_store_get(r->s, "t", "b", 1, &m);
+	atomic_store(&r->done_first, atomic_load(&b_done));
+	if (r->rv == TL_OK) {
+		tli_msg_fini(&m);
+	}
+	atomic_store(&r->returned, true);
+	return NULL;
+}
+
+/* "b" is in RocksDB: the due scan sees it (it does not wait). */
+static bool
+scan_sees_b(tli_store *s)
+{
+	tli_entry e[4];
+	size_t n = 0;
+	bool more = false;
+
+	cr_assert_eq(
+	    tli_store_scan_due(s, "t", 0, T0 + 1000, NULL, e, 4, &n, &more),
+	    TL_OK);
+	for (size_t i = 0; i < n; i++) {
+		if (e[i].id_len == 1 && e[i].id[0] == 'b') {
+			return true;
+		}
+	}
+	return false;
+}
+
+Test(durable, a_lookup_shows_a_write_only_once_it_is_durable)
+{
+	char *dir = tt_mkdtemp("durable");
+	tli_store *s;
+	gate g = {.entered = false, .open = false};
+	reader r = {.returned = false};
+	tli_op a = tt_mkop(TLI_OP_CREATE, "t", "a", "g", T0, 0);
+	tli_op b = tt_mkop(TLI_OP_CREATE, "t", "b", "g", T0, 0);
+	pthread_t th;
+	int waited = 0;
+
+	tt_clock_init(&clk, T0);
+	s = tt_store_open(dir, &clk);
+	tt_topic(s, "t", 1);
+	pthread_mutex_init(&g.mtx, NULL);
+	pthread_cond_init(&g.cv, NULL);
+	g.s = s;
+
+	TL_PASS(tli_store_submit(s, &a, 1, gate_done, &g));
+	pthread_mutex_lock(&g.mtx);
+	while (!g.entered) {
+		pthread_cond_wait(&g.cv, &g.mtx);
+	}
+	pthread_mutex_unlock(&g.mtx);
+	cr_assert_eq(g.self_read, TL_OK,
+	    "a completion reads its own batch's write without waiting");
+
+	/* The completer is held: b is written by the writer, not synced. */
+	TL_PASS(tli_store_submit(s, &b, 1, b_completed, NULL));
+	while (!scan_sees_b(s)) {
+		cr_assert_lt(waited++, 5000, "b never reached RocksDB");
+		nap_ms(1);
+	}
+	r.s = s;
+	cr_assert_eq(pthread_create(&th, NULL, reader_main, &r), 0);
+	nap_ms(300);
+	cr_assert(!atomic_load(&r.returned),
+	    "a lookup returned a write that was not durable yet");
+	cr_assert(!atomic_load(&b_done), "b completed before its sync");
+
+	pthread_mutex_lock(&g.mtx);
+	g.open = true;
+	pthread_cond_broadcast(&g.cv);
+	pthread_mutex_unlock(&g.mtx);
+	pthread_join(th, NULL);
+	cr_assert_eq(r.rv, TL_OK, "the lookup found b once durable: %s",
+	    tl_strerror(r.rv));
+	cr_assert_eq(b.err, TL_OK);
+
+	tli_store_close(s);
+	pthread_cond_destroy(&g.cv);
+	pthread_mutex_destroy(&g.mtx);
+	tt_rmtree_free(&dir);
+}
+
+Test(durable, close_completes_every_written_batch)
+{
+	char *dir = tt_mkdtemp("durable");
+	enum { N = 2000 };
+	tli_op *ops = calloc(N, sizeof(*ops));
+	char(*ids)[16] = calloc(N, 16);
+	tli_store *s;
+	tli_topic_info ti;
+
+	cr_assert(ops != NULL && ids != NULL);
+	tt_clock_init(&clk, T0);
+	s = tt_store_open(dir, &clk);
+	tt_topic(s, "t", 1);
+	atomic_store(&b_done, false);
+	for (int i = 0; i < N; i++) {
+		snprintf(ids[i], 16, "m%05d", i);
+		ops[i] = tt_mkop(TLI_OP_CREATE, "t", ids[i], "g", T0 + i, 0);
+		TL_PASS(tli_store_submit(
+		    s, &ops[i], 1, i == N - 1 ? b_completed : noop_done, NULL));
+	}
+	tli_store_close(s); /* every submission completes, in order */
+	cr_assert(atomic_load(&b_done), "the last submission completed");
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(ops[i].err, TL_OK, "%s: %s", ids[i],
+		    tl_strerror(ops[i].err));
+	}
+	s = tt_store_open(dir, &clk);
+	TL_PASS(tli_store_topic_get(s, "t", &ti));
+	cr_assert_eq(ti.messages, N, "%llu of %d after a reopen",
+	    (unsigned long long) ti.messages, N);
+	tli_store_close(s);
+	free(ops);
+	free(ids);
+	tt_rmtree_free(&dir);
+}
