@@ -897,8 +897,10 @@ tli_store_thread_setup(void)
  * kernel's cache, so nothing after it can be acknowledged; the restart
  * replays what reached the disk.
  *
- * Replicated mode has no completer: replicate returns once the entry is
- * committed, and the writer completes the batch itself. */
+ * Replicated mode: replicate returns once the entry is committed (Raft's
+ * log is the durable one), the store's writes are not synced and nothing
+ * waits; the completer only completes, beside the writer's next batch
+ * (measured: 8-13 % more creates on three nodes). */
 
 static _Thread_local bool t_nowait; /* the writer and the completer */
 
@@ -1208,15 +1210,7 @@ writer_main(void *arg)
 		}
 		batch->write_ns = s->batch_write_ns;
 		batch->written = s->batch_write_ns > 0;
-		if (s->pipelined) {
-			completer_push(s, batch);
-		} else {
-			if (batch->written) {
-				sync_note(s, batch->write_ns, batch->write_ns);
-			}
-			atomic_store(&s->durable, batch->seq);
-			batch_complete(batch);
-		}
+		completer_push(s, batch);
 	}
 	if (tli_db_rdlock(s) == TL_OK) {
 		interval_sync(s, true);
@@ -1956,14 +1950,11 @@ tli_store_open(tli_store **out, const tli_store_opts *o)
 		goto fail;
 	}
 	s->last_sync_ms = tli_mono_ms();
-	if (s->pipelined) {
-		if (pthread_create(&s->completer, NULL, completer_main, s) !=
-		    0) {
-			rv = TL_ENOMEM;
-			goto fail;
-		}
-		s->completer_started = true;
+	if (pthread_create(&s->completer, NULL, completer_main, s) != 0) {
+		rv = TL_ENOMEM;
+		goto fail;
 	}
+	s->completer_started = true;
 	if (pthread_create(&s->writer, NULL, writer_main, s) != 0) {
 		rv = TL_ENOMEM;
 		goto fail;

@@ -274,9 +274,8 @@ typedef struct tli_op {
 typedef void (*tli_store_done_fn)(void *arg);
 
 /* Submit n operations; `done` is called exactly once, from the store's
- * completer thread (the writer's in replicated mode), after all of them are
- * durable (or failed), with each op's err set; completions come in the
- * order of the batches. The
+ * completer thread, after all of them are durable (or failed), with each
+ * op's err set; completions come in the order of the batches. The
  * operations are applied in order and may share a batch with other
  * submissions. Returns TL_OK, or TL_ECLOSED / TL_ETOOLARGE (n >
  * TL_MAX_BATCH) / TL_EINVAL synchronously, in which case `done` is never

@@ -174,7 +174,7 @@ struct tli_store {
 	 * flags; visible counts the batches the writer has begun to write
 	 * (what a reader may see), durable those completed after their
 	 * sync (or their failure). */
-	bool pipelined; /* a completer runs: not in replicated mode */
+	bool pipelined; /* the completer syncs RocksDB's log: not replicated */
 	pthread_t completer;
 	bool completer_started;
 	pthread_mutex_t c_lock;
