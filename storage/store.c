@@ -900,7 +900,7 @@ tli_store_thread_setup(void)
  * Replicated mode: replicate returns once the entry is committed (Raft's
  * log is the durable one), the store's writes are not synced and nothing
  * waits; the completer only completes, beside the writer's next batch
- * (measured: 8-13 % more creates on three nodes). */
+ * (docs/benchmarks.md, "The completer"). */
 
 static _Thread_local bool t_nowait; /* the writer and the completer */
 
