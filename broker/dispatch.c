@@ -1737,8 +1737,10 @@ recover_leases(tlb_broker *b, tlb_session *s, const char *topic, dsub *d)
 				pthread_mutex_unlock(&p->mtx);
 				continue;
 			}
-			if (tli_store_get(b->store, topic, v[i].id, v[i].id_len,
-			        &m) != TL_OK) {
+			/* Under the lock that completions take: no wait
+			 * (the version must be the scan's, which waited). */
+			if (tli_store_get_nowait(b->store, topic, v[i].id,
+			        v[i].id_len, &m) != TL_OK) {
 				pthread_mutex_unlock(&p->mtx);
 				continue;
 			}

@@ -357,6 +357,14 @@ void tli_msg_fini(tli_msg *m);
 int tli_store_get(tli_store *s, const char *topic, const char *id,
     size_t id_len, tli_msg *out);
 
+/* tli_store_get without the durability wait, for a caller holding a lock
+ * that a completion takes (waiting there could wait for ever: the
+ * completer would be blocked on that lock before the sync it waits for).
+ * Show what it returns only when it is the version a waiting read (a
+ * scan) returned before. */
+int tli_store_get_nowait(tli_store *s, const char *topic, const char *id,
+    size_t id_len, tli_msg *out);
+
 /* Look n messages of one topic up at one snapshot, in one batched read
  * (no durability wait, see above).
  * Returns TL_OK (then rvs[i] is message i's result and out[i] is filled
