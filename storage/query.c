@@ -822,20 +822,6 @@ locked_get(tli_store *s, const char *topic, const char *id, size_t id_len,
 }
 
 int
-tli_store_get(tli_store *s, const char *topic, const char *id, size_t id_len,
-    tli_msg *out)
-{
-	int rv = tli_db_rdlock(s);
-
-	if (rv == TL_OK) {
-		rv = locked_get(s, topic, id, id_len, out);
-		tli_db_unlock(s);
-		tli_durable_wait(s);
-	}
-	return rv;
-}
-
-int
 tli_store_get_nowait(tli_store *s, const char *topic, const char *id,
     size_t id_len, tli_msg *out)
 {
@@ -845,5 +831,15 @@ tli_store_get_nowait(tli_store *s, const char *topic, const char *id,
 		rv = locked_get(s, topic, id, id_len, out);
 		tli_db_unlock(s);
 	}
+	return rv;
+}
+
+int
+tli_store_get(tli_store *s, const char *topic, const char *id, size_t id_len,
+    tli_msg *out)
+{
+	int rv = tli_store_get_nowait(s, topic, id, id_len, out);
+
+	tli_durable_wait(s);
 	return rv;
 }
