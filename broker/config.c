@@ -56,6 +56,30 @@ set_lease_ahead(
 	return TLI_CONF_EVALUE;
 }
 
+/* push_priority: 1..99, off (0), or auto (-1: 1 where allowed). */
+static int
+set_push_priority(
+    void *obj, const tli_conf_item *it, const char *v, char *msg, size_t cap)
+{
+	tlb_conf *c = obj;
+	long n;
+
+	(void) it;
+	if (strcmp(v, "auto") == 0 || strcmp(v, "off") == 0) {
+		c->push_priority = v[0] == 'a' ? -1 : 0;
+		return TLI_CONF_OK;
+	}
+	if (parse_ms(v, 1, 99, &n)) {
+		c->push_priority = n;
+		return TLI_CONF_OK;
+	}
+	snprintf(msg, cap,
+	    "push_priority must be auto, off or a whole number from 1 to 99, "
+	    "not \"%s\"",
+	    v);
+	return TLI_CONF_EVALUE;
+}
+
 /* durability: "always", "none" or "interval:MS" (MS > 0). */
 static int
 set_durability(

@@ -45,6 +45,8 @@ typedef struct tlb_conf {
 	int64_t window_ms;     /* the dispatcher's near-future window */
 	int64_t background_write_mb; /* RocksDB flush+compaction MiB/s; 0 */
 	int64_t lease_ahead_ms; /* leases taken this long before the due time */
+	int64_t push_priority;  /* SCHED_FIFO priority of tl-push; 0: off; -1:
+	                           auto */
 	int64_t idle_ms;        /* close a session silent this long; 0: never */
 	int64_t hello_ms;       /* close a session without HELLO; 0: never */
 	int64_t max_sessions;   /* refuse connections beyond; 0: no limit */

@@ -4,9 +4,15 @@
  * microsecond) and, on an idle broker with nothing to write to the disk,
  * well within that millisecond: the broker clock keeps microseconds and
  * the dispatcher sleeps until the due microsecond, not whole milliseconds
- * counted from a clock anchored at a millisecond reading.
+ * counted from a clock anchored at a millisecond reading. The pushes come
+ * from their own thread (tl-push), with normal scheduling unless
+ * push_priority asks for a real-time one.
  */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <sched.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tltest.h"
 #include "raw_client.h"
@@ -68,7 +74,53 @@ receive_all(rc_client *c, const int64_t *due, int64_t *late, int *seen,
 	return got;
 }
 
-Test(ontime, pushed_from_the_due_microsecond_never_before)
+/* The id of the broker's thread whose /proc comm reads comm (its newline
+ * included); -1: no such thread. */
+static pid_t
+tid_of(pid_t pid, const char *comm)
+{
+	char path[128];
+	DIR *d;
+	struct dirent *e;
+	pid_t tid = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int) pid);
+	cr_assert_not_null(d = opendir(path));
+	while (tid < 0 && (e = readdir(d)) != NULL) {
+		char cpath[512], name[64] = "";
+		FILE *f;
+
+		if (e->d_name[0] == '.') {
+			continue;
+		}
+		snprintf(cpath, sizeof(cpath), "%s/%s/comm", path, e->d_name);
+		if ((f = fopen(cpath, "r")) == NULL) {
+			continue;
+		}
+		if (fgets(name, sizeof(name), f) != NULL &&
+		    strcmp(name, comm) == 0) {
+			tid = (pid_t) atoi(e->d_name);
+		}
+		fclose(f);
+	}
+	closedir(d);
+	return tid;
+}
+
+/* The scheduling policy of that thread; -1: no such thread. */
+static int
+thread_policy(pid_t pid, const char *comm)
+{
+	pid_t tid = tid_of(pid, comm);
+
+	return tid < 0 ? -1 : sched_getscheduler(tid);
+}
+
+/* 100 messages due over 2 s through the broker started with args (NULL:
+ * none): every one pushed at or after its due microsecond, the median
+ * within a millisecond. */
+static void
+pushed_on_time(const char *tag, const char *const *args)
 {
 	static int64_t due[N], late[N], sorted[N];
 	static int seen[N];
@@ -81,8 +133,12 @@ Test(ontime, pushed_from_the_due_microsecond_never_before)
 
 	/* No fsync on the way: what is measured is the clock and the
 	 * dispatcher's wake-up, not the disk. */
-	rc_broker_init(&B, "e2e-ontime-us");
+	memset(seen, 0, sizeof(seen));
+	rc_broker_init(&B, tag);
 	B.durability = "none";
+	for (int i = 0; args != NULL && args[i] != NULL && i < 8; i++) {
+		B.args[i] = args[i];
+	}
 	rc_broker_spawn(&B, 20000);
 	p = rc_open(B.url, "producer");
 	c = rc_open(B.url, "consumer");
@@ -125,4 +181,55 @@ Test(ontime, pushed_from_the_due_microsecond_never_before)
 	    (long long) sorted[N / 2]);
 	rc_close(p);
 	rc_close(c);
+}
+
+/* The broker's log says the push thread got real-time priority prio, and
+ * it runs so; or says why not, and it runs normally. */
+static void
+check_push_thread(int prio)
+{
+	char set[96], refused[96], *log;
+	int policy = thread_policy(B.proc.pid, "tl-push\n");
+
+	snprintf(set, sizeof(set), "real-time priority %d (SCHED_FIFO)", prio);
+	snprintf(
+	    refused, sizeof(refused), "real-time priority %d refused", prio);
+	cr_assert_not_null(log = tli_read_file(B.proc.log, 1u << 22));
+	if (strstr(log, set) != NULL) {
+		/* Allowed (root, or CAP_SYS_NICE): the thread runs so. */
+		struct sched_param sp;
+		cr_assert_eq(policy, SCHED_FIFO,
+		    "the log says real-time, the thread is not");
+		cr_assert_eq(
+		    sched_getparam(tid_of(B.proc.pid, "tl-push\n"), &sp), 0);
+		cr_assert_eq(sp.sched_priority, prio);
+	} else {
+		cr_assert(strstr(log, refused) != NULL,
+		    "neither D011 line in the broker's log");
+		cr_assert_eq(policy, SCHED_OTHER);
+	}
+	tli_free(log);
+}
+
+Test(ontime, pushed_from_the_due_microsecond_never_before)
+{
+	/* push_priority auto: real-time priority 1 where allowed. */
+	pushed_on_time("e2e-ontime-us", NULL);
+	check_push_thread(1);
+}
+
+Test(ontime, push_priority_sets_the_push_thread_or_leaves_it_normal)
+{
+	static const char *const five[] = {"--push-priority", "5", NULL};
+	static const char *const off[] = {"--push-priority", "off", NULL};
+	char *log;
+
+	pushed_on_time("e2e-ontime-rt5", five);
+	check_push_thread(5);
+	rc_broker_stop(&B);
+	pushed_on_time("e2e-ontime-normal", off);
+	cr_assert_eq(thread_policy(B.proc.pid, "tl-push\n"), SCHED_OTHER);
+	cr_assert_not_null(log = tli_read_file(B.proc.log, 1u << 22));
+	cr_assert_null(strstr(log, "D011"), "off, yet the log names D011");
+	tli_free(log);
 }
