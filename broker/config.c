@@ -32,28 +32,36 @@ parse_ms(const char *v, long lo, long hi, long *out)
 	return true;
 }
 
+/* A setting that takes auto (-1), off (0) when off_ok, or a whole number
+ * from lo to hi, into *out. */
+static int
+auto_or_number(const char *name, const char *v, long lo, long hi, bool off_ok,
+    int64_t *out, char *msg, size_t cap)
+{
+	long n;
+
+	if (strcmp(v, "auto") == 0 || (off_ok && strcmp(v, "off") == 0)) {
+		*out = v[0] == 'a' ? -1 : 0;
+		return TLI_CONF_OK;
+	}
+	if (parse_ms(v, lo, hi, &n)) {
+		*out = n;
+		return TLI_CONF_OK;
+	}
+	snprintf(msg, cap,
+	    "%s must be auto%s or a whole number from %ld to %ld, not \"%s\"",
+	    name, off_ok ? ", off" : "", lo, hi, v);
+	return TLI_CONF_EVALUE;
+}
+
 /* lease_ahead_ms: MS, or auto (-1 until tlb_conf_load resolves it). */
 static int
 set_lease_ahead(
     void *obj, const tli_conf_item *it, const char *v, char *msg, size_t cap)
 {
-	tlb_conf *c = obj;
-	long ms;
-
 	(void) it;
-	if (strcmp(v, "auto") == 0) {
-		c->lease_ahead_ms = -1;
-		return TLI_CONF_OK;
-	}
-	if (parse_ms(v, 0, 10000, &ms)) {
-		c->lease_ahead_ms = ms;
-		return TLI_CONF_OK;
-	}
-	snprintf(msg, cap,
-	    "lease_ahead_ms must be auto or a whole number from 0 to 10000, "
-	    "not \"%s\"",
-	    v);
-	return TLI_CONF_EVALUE;
+	return auto_or_number("lease_ahead_ms", v, 0, 10000, false,
+	    &((tlb_conf *) obj)->lease_ahead_ms, msg, cap);
 }
 
 /* push_priority: 1..99, off (0), or auto (-1: 1 where allowed). */
@@ -61,23 +69,9 @@ static int
 set_push_priority(
     void *obj, const tli_conf_item *it, const char *v, char *msg, size_t cap)
 {
-	tlb_conf *c = obj;
-	long n;
-
 	(void) it;
-	if (strcmp(v, "auto") == 0 || strcmp(v, "off") == 0) {
-		c->push_priority = v[0] == 'a' ? -1 : 0;
-		return TLI_CONF_OK;
-	}
-	if (parse_ms(v, 1, 99, &n)) {
-		c->push_priority = n;
-		return TLI_CONF_OK;
-	}
-	snprintf(msg, cap,
-	    "push_priority must be auto, off or a whole number from 1 to 99, "
-	    "not \"%s\"",
-	    v);
-	return TLI_CONF_EVALUE;
+	return auto_or_number("push_priority", v, 1, 99, true,
+	    &((tlb_conf *) obj)->push_priority, msg, cap);
 }
 
 /* durability: "always", "none" or "interval:MS" (MS > 0). */

@@ -19,20 +19,20 @@
  * version, fails and the entry is dropped.
  *
  * The thread sleeps until the earliest of: the next due entry, the next
- * lease expiry, a refill of the window, the next parked push; a note, an
- * ack or a new subscription wakes it. Leases are taken durably (group
+ * lease expiry, a refill of the window; a note, an ack or a new
+ * subscription wakes it. Leases are taken durably (group
  * commit) before anything is pushed.
  *
  * LEASES AHEAD. An entry is popped lease_ahead_ms before it is due; its
  * lease is taken for its due time (tli_op.at: the lease runs from then)
  * and, once durable, the message is parked until that instant and pushed
- * by this thread when the µs clock reaches it. So an fsync shorter than
- * the lead adds nothing to the delivery's lateness. A message whose lease
- * became durable after its due time is pushed at once. The store keeps the
- * due time with the lease, so a consumer that returns (or a restarted
+ * by the push thread (push_main) when the µs clock reaches it. So an fsync
+ * shorter than the lead adds nothing to the delivery's lateness. A message
+ * whose lease became durable after its due time is pushed at once. The store
+ * keeps the due time with the lease, so a consumer that returns (or a restarted
  * broker) parks its recovered leases the same way: never pushed early. Lock:
  * dsp->mtx, before any session's lock; bodies are read from the store without
- * it.
+ * it, and the pushes' frames are sent after it (outbox).
  */
 #define _GNU_SOURCE /* pthread_setname_np */
 #include <sched.h>
