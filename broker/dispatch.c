@@ -186,6 +186,7 @@ typedef struct lbatch {
 	litem *it;
 	int *rv; /* per item: the read's result */
 	tli_op *ops;
+	int64_t asked; /* ms: the pass that took it */
 } lbatch;
 
 /* ---- ordering ---- */
@@ -991,6 +992,10 @@ lease_done(void *arg)
 			 * lease runs out and the message comes back. */
 			continue;
 		}
+		if (it->e->ts > lb->asked) {
+			/* Asked for ahead, durable only after its time. */
+			atomic_fetch_add(&b->m.leases_late, 1);
+		}
 		pusher_add(&u, d, &it->m, o->new_version, o->new_ts, it->e->ts,
 		    o->deliveries);
 	}
@@ -1378,6 +1383,7 @@ topic_pass(tlb_dsp *p, dtopic *t, int64_t now, int64_t *wake, bool *read)
 	if (lb != NULL) {
 		snprintf(lb->topic, sizeof(lb->topic), "%s", t->name);
 		lb->b = b;
+		lb->asked = now;
 	}
 	return lb;
 }

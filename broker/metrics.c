@@ -170,6 +170,10 @@ render_delivery(tlb_metrics *m, tli_buf *o)
 	        "timeline_lease_failures_total", "counter", NULL, lease_fail),
 	    COUNTER(
 	        "timeline_dead_lettered_total", "counter", NULL, dead_lettered),
+	    COUNTER("timeline_leases_late_total", "counter",
+	        "Leases asked for ahead of their due time that were durable "
+	        "only after it: pushed late by the store's write.",
+	        leases_late),
 	    COUNTER("timeline_delivered_total", "counter", NULL, delivered),
 	    COUNTER("timeline_leases_lost_total", "counter", NULL, lost),
 	    COUNTER("timeline_delivered_early_total", "counter",

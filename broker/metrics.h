@@ -32,6 +32,7 @@ typedef struct tlb_metrics {
 	_Atomic uint64_t leases;
 	_Atomic uint64_t lease_fail;
 	_Atomic uint64_t dead_lettered;
+	_Atomic uint64_t leases_late; /* asked ahead, durable after due */
 	_Atomic uint64_t delivered;
 	_Atomic uint64_t lost; /* LEASE_LOST notices */
 	_Atomic uint64_t lat_count[TLB_LAT_BUCKETS + 1];
