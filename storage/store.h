@@ -69,6 +69,10 @@ typedef struct tli_store_opts {
 	int fsync_delay_ms;   /* tests: in TLI_SYNC_ALWAYS every group commit
 	                         waits this long before its write (a slow
 	                         disk) */
+	/* Tests: called by the thread that syncs the log, before each sync
+	 * (TLI_SYNC_ALWAYS, not replicated). Optional. */
+	void (*sync_hook)(void *arg);
+	void *sync_hook_arg;
 	/* Called from the writer thread once when writes stop (a write failed
 	 * for lack of disk space; stopped true, detail RocksDB's text) and
 	 * once when they resume (stopped false). Optional. */

@@ -183,6 +183,15 @@ struct tli_store {
 	sub *c_head;
 	sub *c_tail;
 	bool c_stopping;
+	/* The syncer (TLI_SYNC_ALWAYS, not replicated): takes the written
+	 * batches from c_head, syncs, and hands them on to the completer
+	 * through k_head (c_lock too). */
+	pthread_t syncer;
+	bool syncer_started;
+	pthread_cond_t k_cv; /* the completer waits for synced batches */
+	sub *k_head;
+	sub *k_tail;
+	bool k_stopping;
 	uint64_t c_seq; /* writer: the last batch number handed out */
 	_Atomic uint64_t visible;
 	_Atomic uint64_t durable;

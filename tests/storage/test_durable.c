@@ -1,12 +1,14 @@
 /*
  * Reads and durability: a batch's writes are in RocksDB (visible) a little
- * before the completer's sync makes them durable; a read that answers a
- * client waits for that sync, so nobody is shown a write a crash could
- * take back. The completer is held inside one batch's completion, so that
- * the next batch is written but cannot be synced: a lookup of it waits
- * until the completer goes on, the dispatcher's due scan (which shows what
- * it finds only through a later lease) does not, and a completion's own
- * read does not wait for itself.
+ * before the syncer's sync of the log makes them durable; a read that
+ * answers a client waits for that sync, so nobody is shown a write a crash
+ * could still take back. The sync is held (the store's sync hook), so that
+ * a batch is written but not synced: a lookup of it waits until the sync
+ * goes on, the dispatcher's due scan (which shows what it finds only
+ * through a later lease) does not. And the completions run apart from the
+ * sync: while one completion holds the completer, the batches written
+ * after it are synced all the same, and a completion's own read does not
+ * wait.
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -37,15 +39,75 @@ noop_done(void *arg)
 	(void) arg;
 }
 
-/* A completion that holds the completer until released. */
+/* Holds whoever enters it (a completion, or the syncer before a sync)
+ * until released. */
 typedef struct gate {
 	pthread_mutex_t mtx;
 	pthread_cond_t cv;
+	_Atomic bool armed;
 	bool entered, open;
 	tli_store *s;
 	int self_read; /* the completion's own lookup of "a" */
 } gate;
 
+static void
+gate_hold(gate *g)
+{
+	pthread_mutex_lock(&g->mtx);
+	g->entered = true;
+	pthread_cond_broadcast(&g->cv);
+	while (!g->open) {
+		pthread_cond_wait(&g->cv, &g->mtx);
+	}
+	pthread_mutex_unlock(&g->mtx);
+}
+
+static void
+gate_wait_entered(gate *g)
+{
+	pthread_mutex_lock(&g->mtx);
+	while (!g->entered) {
+		pthread_cond_wait(&g->cv, &g->mtx);
+	}
+	pthread_mutex_unlock(&g->mtx);
+}
+
+static void
+gate_release(gate *g)
+{
+	pthread_mutex_lock(&g->mtx);
+	g->open = true;
+	pthread_cond_broadcast(&g->cv);
+	pthread_mutex_unlock(&g->mtx);
+}
+
+static void
+gate_init(gate *g)
+{
+	memset(g, 0, sizeof(*g));
+	pthread_mutex_init(&g->mtx, NULL);
+	pthread_cond_init(&g->cv, NULL);
+}
+
+static void
+gate_fini(gate *g)
+{
+	pthread_cond_destroy(&g->cv);
+	pthread_mutex_destroy(&g->mtx);
+}
+
+/* The store's sync hook: holds the syncer once armed. */
+static void
+sync_gate(void *arg)
+{
+	gate *g = arg;
+
+	if (atomic_load(&g->armed)) {
+		gate_hold(g);
+	}
+}
+
+/* A completion that reads its own write, then holds the completer. */
 static void
 gate_done(void *arg)
 {
@@ -56,16 +118,18 @@ gate_done(void *arg)
 	if (g->self_read == TL_OK) {
 		tli_msg_fini(&m);
 	}
-	pthread_mutex_lock(&g->mtx);
-	g->entered = true;
-	pthread_cond_broadcast(&g->cv);
-	while (!g->open) {
-		pthread_cond_wait(&g->cv, &g->mtx);
-	}
-	pthread_mutex_unlock(&g->mtx);
+	gate_hold(g);
 }
 
+static _Atomic bool a_done;
 static _Atomic bool b_done;
+
+static void
+a_completed(void *arg)
+{
+	(void) arg;
+	atomic_store(&a_done, true);
+}
 
 static void
 b_completed(void *arg)
@@ -115,39 +179,60 @@ scan_sees_b(tli_store *s)
 	return false;
 }
 
+static void
+wait_scan_sees_b(tli_store *s)
+{
+	int waited = 0;
+
+	while (!scan_sees_b(s)) {
+		cr_assert_lt(waited++, 5000, "b never reached RocksDB");
+		nap_ms(1);
+	}
+}
+
+static tli_store *
+open_with_sync_hook(const char *dir, gate *g)
+{
+	tli_store_opts o;
+	tli_store *s = NULL;
+
+	tli_store_opts_init(&o);
+	o.path = dir;
+	o.clock = tt_clock_as_tli(&clk);
+	if (g != NULL) {
+		o.sync_hook = sync_gate;
+		o.sync_hook_arg = g;
+	}
+	TL_PASS(tli_store_open(&s, &o));
+	return s;
+}
+
 Test(durable, a_lookup_shows_a_write_only_once_it_is_durable)
 {
 	char *dir = tt_mkdtemp("durable");
 	tli_store *s;
-	gate g = {.entered = false, .open = false};
+	gate g;
 	reader r = {.returned = false};
 	tli_op a = tt_mkop(TLI_OP_CREATE, "t", "a", "g", T0, 0);
 	tli_op b = tt_mkop(TLI_OP_CREATE, "t", "b", "g", T0, 0);
 	pthread_t th;
 	int waited = 0;
 
+	gate_init(&g);
 	tt_clock_init(&clk, T0);
-	s = tt_store_open(dir, &clk);
+	s = open_with_sync_hook(dir, &g);
 	tt_topic(s, "t", 1);
-	pthread_mutex_init(&g.mtx, NULL);
-	pthread_cond_init(&g.cv, NULL);
-	g.s = s;
-
-	TL_PASS(tli_store_submit(s, &a, 1, gate_done, &g));
-	pthread_mutex_lock(&g.mtx);
-	while (!g.entered) {
-		pthread_cond_wait(&g.cv, &g.mtx);
-	}
-	pthread_mutex_unlock(&g.mtx);
-	cr_assert_eq(g.self_read, TL_OK,
-	    "a completion reads its own batch's write without waiting");
-
-	/* The completer is held: b is written by the writer, not synced. */
-	TL_PASS(tli_store_submit(s, &b, 1, b_completed, NULL));
-	while (!scan_sees_b(s)) {
-		cr_assert_lt(waited++, 5000, "b never reached RocksDB");
+	TL_PASS(tli_store_submit(s, &a, 1, a_completed, NULL));
+	while (!atomic_load(&a_done)) {
+		cr_assert_lt(waited++, 5000, "a never completed");
 		nap_ms(1);
 	}
+
+	/* The sync is held: b is written by the writer, not synced. */
+	atomic_store(&g.armed, true);
+	TL_PASS(tli_store_submit(s, &b, 1, b_completed, NULL));
+	gate_wait_entered(&g);
+	wait_scan_sees_b(s);
 	r.s = s;
 	cr_assert_eq(pthread_create(&th, NULL, reader_main, &r), 0);
 	nap_ms(300);
@@ -155,18 +240,61 @@ Test(durable, a_lookup_shows_a_write_only_once_it_is_durable)
 	    "a lookup returned a write that was not durable yet");
 	cr_assert(!atomic_load(&b_done), "b completed before its sync");
 
-	pthread_mutex_lock(&g.mtx);
-	g.open = true;
-	pthread_cond_broadcast(&g.cv);
-	pthread_mutex_unlock(&g.mtx);
+	gate_release(&g);
 	pthread_join(th, NULL);
 	cr_assert_eq(r.rv, TL_OK, "the lookup found b once durable: %s",
 	    tl_strerror(r.rv));
 	cr_assert_eq(b.err, TL_OK);
 
 	tli_store_close(s);
-	pthread_cond_destroy(&g.cv);
-	pthread_mutex_destroy(&g.mtx);
+	gate_fini(&g);
+	tt_rmtree_free(&dir);
+}
+
+Test(durable, a_write_is_synced_while_earlier_completions_run)
+{
+	char *dir = tt_mkdtemp("durable");
+	tli_store *s;
+	gate g;
+	reader r = {.returned = false};
+	tli_op a = tt_mkop(TLI_OP_CREATE, "t", "a", "g", T0, 0);
+	tli_op b = tt_mkop(TLI_OP_CREATE, "t", "b", "g", T0, 0);
+	pthread_t th;
+	int waited = 0;
+
+	gate_init(&g);
+	tt_clock_init(&clk, T0);
+	s = open_with_sync_hook(dir, NULL);
+	tt_topic(s, "t", 1);
+	g.s = s;
+
+	/* a's completion holds the completer. */
+	TL_PASS(tli_store_submit(s, &a, 1, gate_done, &g));
+	gate_wait_entered(&g);
+	cr_assert_eq(g.self_read, TL_OK,
+	    "a completion reads its own batch's write without waiting");
+
+	/* b is written, synced and shown to a lookup while the completer is
+	 * still busy with a: its completion has not run. */
+	TL_PASS(tli_store_submit(s, &b, 1, b_completed, NULL));
+	wait_scan_sees_b(s);
+	r.s = s;
+	cr_assert_eq(pthread_create(&th, NULL, reader_main, &r), 0);
+	while (!atomic_load(&r.returned)) {
+		cr_assert_lt(waited++, 5000,
+		    "b's sync waited for a completion before it");
+		nap_ms(1);
+	}
+	pthread_join(th, NULL);
+	cr_assert_eq(r.rv, TL_OK, "the lookup found b: %s", tl_strerror(r.rv));
+	cr_assert(!atomic_load(&r.done_first) && !atomic_load(&b_done),
+	    "completions stay in order: b's waits for a's");
+
+	gate_release(&g);
+	tli_store_close(s);
+	cr_assert(atomic_load(&b_done), "b completed after a");
+	cr_assert_eq(b.err, TL_OK);
+	gate_fini(&g);
 	tt_rmtree_free(&dir);
 }
 
