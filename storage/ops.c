@@ -305,23 +305,28 @@ ov_get(tli_store *s, uint32_t topic, const char *id, size_t len,
 
 /* ---- effects ---- */
 
-/* The owner entry is keyed by sched, where the producer placed the message:
- * a lease or an extend moves the timeline entry but not the owner's, so
- * they write two keys fewer. */
+/* Which index entries besides the timeline's an update rewrites. The owner
+ * entry is keyed by sched, where the producer placed the message: a lease or
+ * an extend moves the timeline entry but not the owner's, so they write two
+ * keys fewer. An extend leaves the consumer entry too (the same key; its
+ * value is the lease's as taken, and readers take ts and version from the
+ * record: query.c, cons_fill): two keys fewer again. */
+enum { IX_OWN = 1, IX_CONS = 2 };
+
 static void
-index_delete(tli_store *s, uint32_t topic, const ov_ent *e, bool own)
+index_delete(tli_store *s, uint32_t topic, const ov_ent *e, unsigned ix)
 {
 	uint8_t k[KEY_MAX];
 	const rec *r = &e->r;
 
 	tli_stage_del(s, CF_TL, k,
 	    tli_key_tl(k, topic, r->bucket, r->ts, e->id, e->id_len));
-	if (own) {
+	if (ix & IX_OWN) {
 		tli_stage_del(s, CF_OWN, k,
 		    tli_key_own(k, topic, r->owner, r->owner_len, r->sched,
 		        e->id, e->id_len));
 	}
-	if (r->cons_len > 0) {
+	if (r->cons_len > 0 && (ix & IX_CONS)) {
 		tli_stage_del(s, CF_CONS, k,
 		    tli_key_cons(
 		        k, topic, r->cons, r->cons_len, e->id, e->id_len));
@@ -329,7 +334,7 @@ index_delete(tli_store *s, uint32_t topic, const ov_ent *e, bool own)
 }
 
 static void
-record_put(tli_store *s, uint32_t topic, const ov_ent *e, bool own)
+record_put(tli_store *s, uint32_t topic, const ov_ent *e, unsigned ix)
 {
 	uint8_t k[KEY_MAX], v[REC_MAX], iv[24];
 	const rec *r = &e->r;
@@ -341,13 +346,13 @@ record_put(tli_store *s, uint32_t topic, const ov_ent *e, bool own)
 	tli_stage_put(s, CF_TL, k,
 	    tli_key_tl(k, topic, r->bucket, r->ts, e->id, e->id_len),
 	    (char *) iv, 9, false);
-	if (own) {
+	if (ix & IX_OWN) {
 		tli_stage_put(s, CF_OWN, k,
 		    tli_key_own(k, topic, r->owner, r->owner_len, r->sched,
 		        e->id, e->id_len),
 		    "", 0, false);
 	}
-	if (locked) {
+	if (locked && (ix & IX_CONS)) {
 		size_t vl =
 		    tli_val_cons_ahead(iv, r->ts, r->version, e->push_at);
 		tli_stage_put(s, CF_CONS, k,
@@ -374,15 +379,17 @@ is_live(const ov_ent *e)
 
 /* Change ts / lock of a present message: old index entries out, new in.
  * With place, ts is also where the producer's view has it (move, release);
- * without, the owner entry stays (lease, extend). */
+ * without, the owner entry stays (lease, extend). With keep_cons (an extend:
+ * the same holder) the consumer entry stays. */
 static void
 msg_update(tli_store *s, topic_rt *t, ov_ent *e, int64_t ts, const char *cons,
-    size_t clen, bool place)
+    size_t clen, bool place, bool keep_cons)
 {
 	bool was_locked = e->r.cons_len > 0;
-	bool own = place && e->r.sched != ts;
+	unsigned ix = (place && e->r.sched != ts ? IX_OWN : 0) |
+	    (keep_cons ? 0 : IX_CONS);
 
-	index_delete(s, t->id, e, own);
+	index_delete(s, t->id, e, ix);
 	e->r.ts = ts;
 	if (place) {
 		e->r.sched = ts;
@@ -390,7 +397,7 @@ msg_update(tli_store *s, topic_rt *t, ov_ent *e, int64_t ts, const char *cons,
 	e->r.version++;
 	e->r.cons_len = (uint8_t) clen;
 	memcpy(e->r.cons, cons, clen);
-	record_put(s, t->id, e, own);
+	record_put(s, t->id, e, ix);
 	if (was_locked != (clen > 0)) {
 		counters_note(t, 0, clen > 0 ? 1 : -1, 0);
 	}
@@ -402,7 +409,7 @@ msg_delete(tli_store *s, topic_rt *t, ov_ent *e)
 	uint8_t k[KEY_MAX];
 
 	if (is_live(e)) {
-		index_delete(s, t->id, e, true);
+		index_delete(s, t->id, e, IX_OWN | IX_CONS);
 		counters_note(t, -1, e->r.cons_len > 0 ? -1 : 0, 0);
 	} else {
 		tli_stage_del(
@@ -425,7 +432,7 @@ msg_dead_letter(tli_store *s, topic_rt *t, ov_ent *e, int64_t now)
 {
 	uint8_t k[KEY_MAX], v[REC_MAX], dv[16];
 
-	index_delete(s, t->id, e, true);
+	index_delete(s, t->id, e, IX_OWN | IX_CONS);
 	counters_note(t, -1, e->r.cons_len > 0 ? -1 : 0, 1);
 	e->r.flags |= REC_DEAD;
 	e->r.cons_len = 0;
@@ -540,7 +547,7 @@ msg_advance(tli_store *s, topic_rt *t, ov_ent *e, uint32_t j)
 	e->r.seq = j;
 	e->r.deliveries = 0;
 	e->r.flags &= (uint8_t) ~REC_OFFGRID;
-	msg_update(s, t, e, recur_at(&e->r, j), "", 0, true);
+	msg_update(s, t, e, recur_at(&e->r, j), "", 0, true, false);
 }
 
 /* Back from the dead-letter list onto the timeline at ts, deliveries 0. */
@@ -557,7 +564,7 @@ msg_kick(tli_store *s, topic_rt *t, ov_ent *e, int64_t ts)
 	e->r.sched = ts;
 	recur_note_place(&e->r, ts);
 	e->r.version++;
-	record_put(s, t->id, e, true);
+	record_put(s, t->id, e, IX_OWN | IX_CONS);
 }
 
 static void
@@ -593,7 +600,7 @@ msg_create(tli_store *s, topic_rt *t, ov_ent *e, const tli_op *op, int64_t ts,
 		    tli_key_body(k, t->id, e->id, e->id_len), op->body,
 		    op->body_len, true);
 	}
-	record_put(s, t->id, e, true);
+	record_put(s, t->id, e, IX_OWN | IX_CONS);
 	counters_note(t, 1, 0, 0);
 	tli_owner_note(s->owners, t->id, op->who, op->who_len, 1);
 }
@@ -820,20 +827,20 @@ apply(tli_store *s, tli_op *op)
 			return TL_EDEAD;
 		}
 		e->r.deliveries++;
-		msg_update(s, t, e, ts, op->who, op->who_len, false);
+		msg_update(s, t, e, ts, op->who, op->who_len, false, false);
 		break;
 	case TLI_OP_EXTEND:
 		if ((rv = check_holder(e, op, now)) != TL_OK) {
 			return rv;
 		}
-		msg_update(s, t, e, ts, e->r.cons, e->r.cons_len, false);
+		msg_update(s, t, e, ts, e->r.cons, e->r.cons_len, false, true);
 		break;
 	case TLI_OP_RELEASE:
 		if ((rv = check_holder(e, op, now)) != TL_OK) {
 			return rv;
 		}
 		recur_note_place(&e->r, ts);
-		msg_update(s, t, e, ts, "", 0, true);
+		msg_update(s, t, e, ts, "", 0, true, false);
 		break;
 	case TLI_OP_DELETE_LEASED:
 		if ((rv = check_holder(e, op, now)) != TL_OK) {
@@ -864,7 +871,7 @@ apply(tli_store *s, tli_op *op)
 			e->r.start = ts - (int64_t) (e->r.seq - 1) * e->r.every;
 			e->r.flags &= (uint8_t) ~REC_OFFGRID;
 		}
-		msg_update(s, t, e, ts, "", 0, true);
+		msg_update(s, t, e, ts, "", 0, true, false);
 		break;
 	case TLI_OP_DLQ_KICK:
 		if (!e->present || is_live(e)) {

@@ -61,6 +61,10 @@ scan_open(tli_store *s, scan *sc, int cf)
 static void
 scan_open_snap(tli_store *s, scan *sc, int cf, const rocksdb_snapshot_t *snap)
 {
+	if (snap == NULL) {
+		scan_open(s, sc, cf);
+		return;
+	}
 	sc->ro = rocksdb_readoptions_create();
 	rocksdb_readoptions_set_iterate_upper_bound(
 	    sc->ro, (const char *) sc->hi, sc->hilen);
@@ -111,14 +115,15 @@ tli_cursor_from_entry(tli_cursor *c, const tli_entry *e)
  * before the cursor: a bucket's head is all tombstones of delivered
  * messages until compaction drops them.) */
 static void
-scan_open_after(tli_store *s, scan *sc, int cf, const uint8_t *ck, size_t cklen)
+scan_open_after(tli_store *s, scan *sc, int cf, const uint8_t *ck, size_t cklen,
+    const rocksdb_snapshot_t *snap)
 {
 	size_t kl;
 	const char *k;
 
 	memcpy(sc->lo, ck, cklen);
 	sc->lolen = cklen;
-	scan_open(s, sc, cf);
+	scan_open_snap(s, sc, cf, snap);
 	if (rocksdb_iter_valid(sc->it)) {
 		k = rocksdb_iter_key(sc->it, &kl);
 		if (kl == cklen && memcmp(k, ck, kl) == 0) {
@@ -167,7 +172,8 @@ locked_scan_due(tli_store *s, const char *topic, uint32_t bucket, int64_t up_to,
 		uint8_t ck[KEY_MAX];
 		scan_open_after(s, &sc, CF_TL, ck,
 		    tli_key_tl(
-		        ck, tid, bucket, after->ts, after->id, after->id_len));
+		        ck, tid, bucket, after->ts, after->id, after->id_len),
+		    NULL);
 	} else {
 		scan_open(s, &sc, CF_TL);
 	}
@@ -257,12 +263,55 @@ scan_id_entries(tli_store *s, scan *sc, size_t pre, uint32_t buckets,
 	return rv != TL_OK ? rv : rv2;
 }
 
+/* A consumer entry's value is the lease's as it was taken (ts, version
+ * and, for a lease taken ahead, its due time); an extend leaves the entry
+ * (ops.c, index_delete). The lease as it is now comes from the record, read
+ * at the snapshot of the scan: ts and version; the due time only while the
+ * record is still at the version the entry has. */
+static int
+cons_fill(tli_store *s, uint32_t tid, const rocksdb_snapshot_t *snap,
+    tli_entry *out, size_t n)
+{
+	rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+	int rv = TL_OK;
+
+	rocksdb_readoptions_set_snapshot(ro, snap);
+	for (size_t i = 0; i < n && rv == TL_OK; i++) {
+		tli_entry *e = &out[i];
+		uint8_t mk[5 + TL_MAX_ID_LEN];
+		char *v, *err = NULL;
+		size_t vl = 0;
+		rec r;
+
+		v = rocksdb_get_cf(s->db, ro, s->cf[CF_MSG], (char *) mk,
+		    tli_key_msg(mk, tid, e->id, e->id_len), &vl, &err);
+		if (err != NULL) {
+			rv = tli_rdb_err(s, err);
+		} else if (v == NULL ||
+		    tli_rec_decode(&r, (uint8_t *) v, vl) != TL_OK ||
+		    r.cons_len == 0 || r.version < e->version) {
+			rv =
+			    TL_ECORRUPT; /* written in one batch: never apart */
+		} else {
+			if (r.version != e->version) {
+				e->push_at = 0; /* extended since */
+			}
+			e->ts = r.ts;
+			e->version = r.version;
+		}
+		rocksdb_free(v);
+	}
+	rocksdb_readoptions_destroy(ro);
+	return rv;
+}
+
 /* With db_lock held for reading. */
 static int
 locked_scan_consumer(tli_store *s, const char *topic, const char *consumer,
     size_t consumer_len, const tli_cursor *after, tli_entry *out, size_t max,
     size_t *n, bool *more)
 {
+	const rocksdb_snapshot_t *snap;
 	tli_topic_conf conf;
 	uint32_t tid;
 	size_t pre;
@@ -278,16 +327,23 @@ locked_scan_consumer(tli_store *s, const char *topic, const char *consumer,
 	pre = tli_key_cons(sc.lo, tid, consumer, consumer_len, "", 0);
 	sc.lolen = pre;
 	sc.hilen = prefix_end(sc.hi, sc.lo, pre);
+	snap = rocksdb_create_snapshot(s->db);
 	if (after != NULL && after->valid) {
 		uint8_t ck[KEY_MAX];
 		scan_open_after(s, &sc, CF_CONS, ck,
 		    tli_key_cons(ck, tid, consumer, consumer_len, after->id,
-		        after->id_len));
+		        after->id_len),
+		    snap);
 	} else {
-		scan_open(s, &sc, CF_CONS);
+		scan_open_snap(s, &sc, CF_CONS, snap);
 	}
-	return scan_id_entries(
-	    s, &sc, pre, conf.buckets, true, out, max, n, more);
+	rv =
+	    scan_id_entries(s, &sc, pre, conf.buckets, true, out, max, n, more);
+	if (rv == TL_OK) {
+		rv = cons_fill(s, tid, snap, out, *n);
+	}
+	rocksdb_release_snapshot(s->db, snap);
+	return rv;
 }
 
 int
@@ -430,7 +486,7 @@ locked_scan_dead(tli_store *s, const char *topic, const tli_cursor *after,
 	if (after != NULL && after->valid) {
 		uint8_t ck[KEY_MAX];
 		scan_open_after(s, &sc, CF_MSG, ck,
-		    tli_key_dead(ck, tid, after->id, after->id_len));
+		    tli_key_dead(ck, tid, after->id, after->id_len), NULL);
 	} else {
 		scan_open(s, &sc, CF_MSG);
 	}

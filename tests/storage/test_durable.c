@@ -207,95 +207,105 @@ open_with_sync_hook(const char *dir, gate *g)
 	return s;
 }
 
-Test(durable, a_lookup_shows_a_write_only_once_it_is_durable)
-{
-	char *dir = tt_mkdtemp("durable");
+/* One test's store, its gate and two creates of topic t: a, then b. */
+typedef struct env {
+	char *dir;
 	tli_store *s;
 	gate g;
-	reader r = {.returned = false};
-	tli_op a = tt_mkop(TLI_OP_CREATE, "t", "a", "g", T0, 0);
-	tli_op b = tt_mkop(TLI_OP_CREATE, "t", "b", "g", T0, 0);
+	reader r;
+	tli_op a, b;
+} env;
+
+/* With hold_sync, every sync of the store passes through g. */
+static void
+env_open(env *e, bool hold_sync)
+{
+	memset(e, 0, sizeof(*e));
+	e->dir = tt_mkdtemp("durable");
+	e->a = tt_mkop(TLI_OP_CREATE, "t", "a", "g", T0, 0);
+	e->b = tt_mkop(TLI_OP_CREATE, "t", "b", "g", T0, 0);
+	gate_init(&e->g);
+	tt_clock_init(&clk, T0);
+	e->s = open_with_sync_hook(e->dir, hold_sync ? &e->g : NULL);
+	tt_topic(e->s, "t", 1);
+	e->r.s = e->s;
+}
+
+static void
+env_close(env *e)
+{
+	tli_store_close(e->s);
+	gate_fini(&e->g);
+	tt_rmtree_free(&e->dir);
+}
+
+Test(durable, a_lookup_shows_a_write_only_once_it_is_durable)
+{
+	env e;
 	pthread_t th;
 	int waited = 0;
 
-	gate_init(&g);
-	tt_clock_init(&clk, T0);
-	s = open_with_sync_hook(dir, &g);
-	tt_topic(s, "t", 1);
-	TL_PASS(tli_store_submit(s, &a, 1, a_completed, NULL));
+	env_open(&e, true);
+	TL_PASS(tli_store_submit(e.s, &e.a, 1, a_completed, NULL));
 	while (!atomic_load(&a_done)) {
 		cr_assert_lt(waited++, 5000, "a never completed");
 		nap_ms(1);
 	}
 
 	/* The sync is held: b is written by the writer, not synced. */
-	atomic_store(&g.armed, true);
-	TL_PASS(tli_store_submit(s, &b, 1, b_completed, NULL));
-	gate_wait_entered(&g);
-	wait_scan_sees_b(s);
-	r.s = s;
-	cr_assert_eq(pthread_create(&th, NULL, reader_main, &r), 0);
+	atomic_store(&e.g.armed, true);
+	TL_PASS(tli_store_submit(e.s, &e.b, 1, b_completed, NULL));
+	gate_wait_entered(&e.g);
+	wait_scan_sees_b(e.s);
+	cr_assert_eq(pthread_create(&th, NULL, reader_main, &e.r), 0);
 	nap_ms(300);
-	cr_assert(!atomic_load(&r.returned),
+	cr_assert(!atomic_load(&e.r.returned),
 	    "a lookup returned a write that was not durable yet");
 	cr_assert(!atomic_load(&b_done), "b completed before its sync");
 
-	gate_release(&g);
+	gate_release(&e.g);
 	pthread_join(th, NULL);
-	cr_assert_eq(r.rv, TL_OK, "the lookup found b once durable: %s",
-	    tl_strerror(r.rv));
-	cr_assert_eq(b.err, TL_OK);
-
-	tli_store_close(s);
-	gate_fini(&g);
-	tt_rmtree_free(&dir);
+	cr_assert_eq(e.r.rv, TL_OK, "the lookup found b once durable: %s",
+	    tl_strerror(e.r.rv));
+	cr_assert_eq(e.b.err, TL_OK);
+	env_close(&e);
 }
 
 Test(durable, a_write_is_synced_while_earlier_completions_run)
 {
-	char *dir = tt_mkdtemp("durable");
-	tli_store *s;
-	gate g;
-	reader r = {.returned = false};
-	tli_op a = tt_mkop(TLI_OP_CREATE, "t", "a", "g", T0, 0);
-	tli_op b = tt_mkop(TLI_OP_CREATE, "t", "b", "g", T0, 0);
+	env e;
 	pthread_t th;
 	int waited = 0;
 
-	gate_init(&g);
-	tt_clock_init(&clk, T0);
-	s = open_with_sync_hook(dir, NULL);
-	tt_topic(s, "t", 1);
-	g.s = s;
+	env_open(&e, false);
+	e.g.s = e.s;
 
 	/* a's completion holds the completer. */
-	TL_PASS(tli_store_submit(s, &a, 1, gate_done, &g));
-	gate_wait_entered(&g);
-	cr_assert_eq(g.self_read, TL_OK,
+	TL_PASS(tli_store_submit(e.s, &e.a, 1, gate_done, &e.g));
+	gate_wait_entered(&e.g);
+	cr_assert_eq(e.g.self_read, TL_OK,
 	    "a completion reads its own batch's write without waiting");
 
 	/* b is written, synced and shown to a lookup while the completer is
 	 * still busy with a: its completion has not run. */
-	TL_PASS(tli_store_submit(s, &b, 1, b_completed, NULL));
-	wait_scan_sees_b(s);
-	r.s = s;
-	cr_assert_eq(pthread_create(&th, NULL, reader_main, &r), 0);
-	while (!atomic_load(&r.returned)) {
+	TL_PASS(tli_store_submit(e.s, &e.b, 1, b_completed, NULL));
+	wait_scan_sees_b(e.s);
+	cr_assert_eq(pthread_create(&th, NULL, reader_main, &e.r), 0);
+	while (!atomic_load(&e.r.returned)) {
 		cr_assert_lt(waited++, 5000,
 		    "b's sync waited for a completion before it");
 		nap_ms(1);
 	}
 	pthread_join(th, NULL);
-	cr_assert_eq(r.rv, TL_OK, "the lookup found b: %s", tl_strerror(r.rv));
-	cr_assert(!atomic_load(&r.done_first) && !atomic_load(&b_done),
+	cr_assert_eq(
+	    e.r.rv, TL_OK, "the lookup found b: %s", tl_strerror(e.r.rv));
+	cr_assert(!atomic_load(&e.r.done_first) && !atomic_load(&b_done),
 	    "completions stay in order: b's waits for a's");
 
-	gate_release(&g);
-	tli_store_close(s);
+	gate_release(&e.g);
+	env_close(&e);
 	cr_assert(atomic_load(&b_done), "b completed after a");
-	cr_assert_eq(b.err, TL_OK);
-	gate_fini(&g);
-	tt_rmtree_free(&dir);
+	cr_assert_eq(e.b.err, TL_OK);
 }
 
 Test(durable, close_completes_every_written_batch)
