@@ -4,7 +4,8 @@
  * lease runs out, and its late ACK is refused; extend keeps a message past
  * its first lease and release puts it back at the chosen time; the owner
  * cannot delete or move a message under an active lease, and can once it
- * ran out.
+ * ran out; a consumer taken over hands its leases to the new connection, as
+ * they are (an extended one with its new end).
  */
 #include "tltest.h"
 #include "raw_client.h"
@@ -355,6 +356,38 @@ Test(leases, takeover_tells_the_old_connection)
 	rc_frame_free(f);
 	/* The new connection recovers the three leases. */
 	cr_assert_eq(collect(c2, b, 3, 10000), 3, "second did not recover 3");
+	rc_close(c1);
+	rc_close(c2);
+	rc_close(p);
+}
+
+/* The consumer's index keeps a lease as it was taken; an extend changes only
+ * the record. A connection that takes the consumer over after the first
+ * lease's end (only the extension holds the message then) gets the lease
+ * back as extended: its end and version. */
+Test(leases, takeover_recovers_a_lease_as_extended)
+{
+	const char *ids[1] = {"e1"};
+	rc_client *p, *c1, *c2;
+	got a, b;
+	tlp_result ext;
+
+	c1 = leased_by_alpha("e2e-takeover-ext", &p, ids, 1, 500, &a);
+	TL_PASS(rc_one(c1, TLP_OP_EXTEND, "t", "alpha", "e1", a.version, 10000,
+	            true, NULL, &ext),
+	    "extend: %s", tl_strerror(ext.err));
+	while (tli_wall_ms() <= a.lease_until + 100) {
+		tt_nap_ms(20);
+	}
+	c2 = rc_open(B.url, "second");
+	TL_PASS(rc_subscribe(c2, "t", "alpha", 30000, 10));
+	cr_assert_eq(collect(c2, &b, 1, 5000), 1,
+	    "the extended lease was not given back");
+	cr_assert_str_eq(b.id, "e1");
+	cr_assert_eq(b.version, ext.version, "version %llu, extended %llu",
+	    (unsigned long long) b.version, (unsigned long long) ext.version);
+	cr_assert_eq(b.lease_until, ext.ts, "lease until %lld, extended %lld",
+	    (long long) b.lease_until, (long long) ext.ts);
 	rc_close(c1);
 	rc_close(c2);
 	rc_close(p);
