@@ -860,8 +860,13 @@ manage(
 				rv = TL_ENOTFOUND;
 				break;
 			}
-			rv = tl_move(g->cl, g->t_ev, m->owner, id, m->version,
-			    e.delay, true, NULL);
+			/* Any version, as restart_cached: the store itself
+			 * refuses a move under an active lease (being sent),
+			 * and concurrent restarts of one event must not turn
+			 * into version conflicts (five in a row answered a
+			 * live event with 404). */
+			rv = tl_move(g->cl, g->t_ev, m->owner, id, 0, e.delay,
+			    true, NULL);
 			if (rv == TL_OK) {
 				tlg_evc_put(g, id, m->owner, e.delay);
 			}
