@@ -263,6 +263,30 @@ scan_id_entries(tli_store *s, scan *sc, size_t pre, uint32_t buckets,
 	return rv != TL_OK ? rv : rv2;
 }
 
+/* The record of an index entry (topic tid, id), read through ro (at the
+ * index scan's snapshot): an index entry and its record are written in one
+ * batch, so a missing or unreadable record is TL_ECORRUPT. */
+static int
+entry_record(tli_store *s, rocksdb_readoptions_t *ro, uint32_t tid,
+    const char *id, size_t id_len, rec *r)
+{
+	uint8_t mk[5 + TL_MAX_ID_LEN];
+	char *v, *err = NULL;
+	size_t vl = 0;
+	int rv;
+
+	v = rocksdb_get_cf(s->db, ro, s->cf[CF_MSG], (char *) mk,
+	    tli_key_msg(mk, tid, id, id_len), &vl, &err);
+	if (err != NULL) {
+		return tli_rdb_err(s, err);
+	}
+	rv = v != NULL && tli_rec_decode(r, (uint8_t *) v, vl) == TL_OK
+	    ? TL_OK
+	    : TL_ECORRUPT;
+	rocksdb_free(v);
+	return rv;
+}
+
 /* A consumer entry's value is the lease's as it was taken (ts, version
  * and, for a lease taken ahead, its due time); an extend leaves the entry
  * (ops.c, index_delete). The lease as it is now comes from the record, read
@@ -278,28 +302,22 @@ cons_fill(tli_store *s, uint32_t tid, const rocksdb_snapshot_t *snap,
 	rocksdb_readoptions_set_snapshot(ro, snap);
 	for (size_t i = 0; i < n && rv == TL_OK; i++) {
 		tli_entry *e = &out[i];
-		uint8_t mk[5 + TL_MAX_ID_LEN];
-		char *v, *err = NULL;
-		size_t vl = 0;
 		rec r;
 
-		v = rocksdb_get_cf(s->db, ro, s->cf[CF_MSG], (char *) mk,
-		    tli_key_msg(mk, tid, e->id, e->id_len), &vl, &err);
-		if (err != NULL) {
-			rv = tli_rdb_err(s, err);
-		} else if (v == NULL ||
-		    tli_rec_decode(&r, (uint8_t *) v, vl) != TL_OK ||
-		    r.cons_len == 0 || r.version < e->version) {
+		if ((rv = entry_record(s, ro, tid, e->id, e->id_len, &r)) !=
+		    TL_OK) {
+			break;
+		}
+		if (r.cons_len == 0 || r.version < e->version) {
 			rv =
 			    TL_ECORRUPT; /* written in one batch: never apart */
-		} else {
-			if (r.version != e->version) {
-				e->push_at = 0; /* extended since */
-			}
-			e->ts = r.ts;
-			e->version = r.version;
+			break;
 		}
-		rocksdb_free(v);
+		if (r.version != e->version) {
+			e->push_at = 0; /* extended since */
+		}
+		e->ts = r.ts;
+		e->version = r.version;
 	}
 	rocksdb_readoptions_destroy(ro);
 	return rv;
@@ -387,25 +405,20 @@ locked_scan_owner(tli_store *s, const char *topic, const char *owner,
 	pre = 5 + owner_len;
 	sc.lolen = tli_key_own(sc.lo, tid, owner, owner_len, TL_TS_MIN, "", 0);
 	sc.hilen = prefix_end(sc.hi, sc.lo, pre);
-	if (after != NULL && after->valid) {
-		sc.lolen = tli_key_own(sc.lo, tid, owner, owner_len, after->ts,
-		    after->id, after->id_len);
-	}
 	snap = rocksdb_create_snapshot(s->db);
-	scan_open_snap(s, &sc, CF_OWN, snap);
-	if (after != NULL && after->valid && rocksdb_iter_valid(sc.it)) {
-		size_t kl;
-		const char *k = rocksdb_iter_key(sc.it, &kl);
-		if (kl == sc.lolen && memcmp(k, sc.lo, kl) == 0) {
-			rocksdb_iter_next(sc.it);
-		}
+	if (after != NULL && after->valid) {
+		uint8_t ck[KEY_MAX];
+		scan_open_after(s, &sc, CF_OWN, ck,
+		    tli_key_own(ck, tid, owner, owner_len, after->ts, after->id,
+		        after->id_len),
+		    snap);
+	} else {
+		scan_open_snap(s, &sc, CF_OWN, snap);
 	}
 	for (; rocksdb_iter_valid(sc.it); rocksdb_iter_next(sc.it)) {
-		size_t kl, vl = 0;
+		size_t kl;
 		const uint8_t *k =
 		    (const uint8_t *) rocksdb_iter_key(sc.it, &kl);
-		uint8_t mk[5 + TL_MAX_ID_LEN];
-		char *v, *err = NULL;
 		tli_entry *e;
 		rec r;
 
@@ -422,20 +435,10 @@ locked_scan_owner(tli_store *s, const char *topic, const char *owner,
 		e->id_len = (uint8_t) (kl - pre - 8);
 		memcpy(e->id, k + pre + 8, e->id_len);
 		e->id[e->id_len] = '\0';
-		v = rocksdb_get_cf(s->db, sc.ro, s->cf[CF_MSG], (char *) mk,
-		    tli_key_msg(mk, tid, e->id, e->id_len), &vl, &err);
-		if (err != NULL) {
-			rv = tli_rdb_err(s, err);
+		if ((rv = entry_record(s, sc.ro, tid, e->id, e->id_len, &r)) !=
+		    TL_OK) {
 			break;
 		}
-		if (v == NULL ||
-		    tli_rec_decode(&r, (uint8_t *) v, vl) != TL_OK) {
-			rocksdb_free(v);
-			rv =
-			    TL_ECORRUPT; /* written in one batch: never apart */
-			break;
-		}
-		rocksdb_free(v);
 		e->version = r.version;
 		e->locked = r.cons_len > 0;
 		e->push_at = 0;
