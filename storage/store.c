@@ -233,11 +233,17 @@ stage_add(stage *g, int cf, const void *k, size_t kl)
 	if (g->n == g->cap) {
 		size_t cap = g->cap ? g->cap * 2 : 1024;
 		stage_ent *ne = tli_realloc(g->e, cap * sizeof(*ne));
+		stage_key *nk;
 		if (ne == NULL) {
 			g->oom = true;
 			return NULL;
 		}
 		g->e = ne;
+		if ((nk = tli_realloc(g->sk, 2 * cap * sizeof(*nk))) == NULL) {
+			g->oom = true;
+			return NULL;
+		}
+		g->sk = nk;
 		g->cap = cap;
 	}
 	if (stage_arena(g, k, kl, &off) != TL_OK) {
@@ -305,6 +311,86 @@ stage_cmp(const void *a, const void *b, void *arena)
 	return x->seq < y->seq ? -1 : 1;
 }
 
+static uint64_t
+stage_bytes_be(const uint8_t *k, size_t kl, size_t from, size_t n)
+{
+	uint64_t v = 0;
+
+	for (size_t j = from; j < from + n; j++) {
+		v = (v << 8) | (j < kl ? k[j] : 0);
+	}
+	return v;
+}
+
+static inline int
+stage_key_cmp(const stage *g, const stage_key *a, const stage_key *b)
+{
+	if (a->hi != b->hi) {
+		return a->hi < b->hi ? -1 : 1;
+	}
+	if (a->lo != b->lo) {
+		return a->lo < b->lo ? -1 : 1;
+	}
+	return stage_cmp(&g->e[a->i], &g->e[b->i], g->arena);
+}
+
+/* Sorts the batch's n keys (g->sk) with the comparison inline: runs of 16
+ * by insertion, then merged bottom-up through the scratch half. A
+ * zero-padded prefix that differs orders two keys as the whole keys do
+ * (bytes, then the shorter first), so the full comparison runs only for
+ * keys that agree on 15 bytes. qsort_r's merge sort, calling stage_cmp for
+ * every comparison, took 7 % of the writer thread's CPU in durable creates. */
+static stage_key *
+stage_sort(stage *g)
+{
+	stage_key *a = g->sk, *b = g->sk + g->n, *t;
+	size_t n = g->n, run = 16;
+
+	for (size_t i = 0; i < n; i++) {
+		const stage_ent *e = &g->e[i];
+		const uint8_t *k = g->arena + e->koff;
+
+		a[i].hi =
+		    ((uint64_t) e->cf << 56) | stage_bytes_be(k, e->klen, 0, 7);
+		a[i].lo = stage_bytes_be(k, e->klen, 7, 8);
+		a[i].i = i;
+	}
+	for (size_t lo = 0; lo < n; lo += run) {
+		size_t hi = lo + run < n ? lo + run : n;
+		for (size_t i = lo + 1; i < hi; i++) {
+			stage_key x = a[i];
+			size_t j = i;
+			while (j > lo && stage_key_cmp(g, &x, &a[j - 1]) < 0) {
+				a[j] = a[j - 1];
+				j--;
+			}
+			a[j] = x;
+		}
+	}
+	for (; run < n; run *= 2) {
+		for (size_t lo = 0; lo < n; lo += 2 * run) {
+			size_t mid = lo + run < n ? lo + run : n;
+			size_t hi = lo + 2 * run < n ? lo + 2 * run : n;
+			size_t i = lo, j = mid, o = lo;
+			while (i < mid && j < hi) {
+				b[o++] = stage_key_cmp(g, &a[j], &a[i]) < 0
+				    ? a[j++]
+				    : a[i++];
+			}
+			while (i < mid) {
+				b[o++] = a[i++];
+			}
+			while (j < hi) {
+				b[o++] = a[j++];
+			}
+		}
+		t = a;
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
 static bool
 stage_same_key(const stage *g, const stage_ent *x, const stage_ent *y)
 {
@@ -323,16 +409,17 @@ static void
 stage_flush(tli_store *s)
 {
 	stage *g = &s->stg;
+	const stage_key *sk;
 	uint64_t merged = 0;
 
 	if (g->n == 0) {
 		return;
 	}
-	qsort_r(g->e, g->n, sizeof(stage_ent), stage_cmp, g->arena);
+	sk = stage_sort(g);
 	for (size_t i = 0; i < g->n; i++) {
-		const stage_ent *e = &g->e[i];
+		const stage_ent *e = &g->e[sk[i].i];
 		const char *k = (const char *) g->arena + e->koff;
-		if (i + 1 < g->n && stage_same_key(g, e, &g->e[i + 1])) {
+		if (i + 1 < g->n && stage_same_key(g, e, &g->e[sk[i + 1].i])) {
 			merged++;
 			continue;
 		}
@@ -1654,6 +1741,7 @@ store_free(tli_store *s)
 		rocksdb_writebatch_destroy(s->wb);
 	}
 	tli_free(s->stg.e);
+	tli_free(s->stg.sk);
 	tli_free(s->stg.arena);
 	tli_free(s->entry);
 	db_close(s);

@@ -128,10 +128,20 @@ typedef struct stage_ent {
 	const void *vext; /* a value that outlives the batch (bodies) */
 } stage_ent;
 
+/* An entry's place in the sort: the column family and the key's first 15
+ * bytes as two integers, zero-padded (keys mostly differ there: a topic,
+ * a bucket and a due time; a topic and an id), and the entry's index. */
+typedef struct stage_key {
+	uint64_t hi; /* cf, then key bytes 0-6 */
+	uint64_t lo; /* key bytes 7-14 */
+	size_t i;
+} stage_key;
+
 typedef struct stage {
 	stage_ent *e;
 	size_t n;
 	size_t cap;
+	stage_key *sk; /* 2 * cap: the sort's keys and its scratch half */
 	uint8_t *arena;
 	size_t alen;
 	size_t acap;

@@ -11,6 +11,7 @@
  */
 #include <criterion/criterion.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "testutil.h"
@@ -173,6 +174,73 @@ Test(writes, a_message_created_and_moved_in_one_commit_is_where_it_moved)
 	TL_PASS(
 	    tli_store_scan_due(s, "t", 0, T0 + 3000, NULL, e, 4, &n, &more));
 	cr_assert_eq(n, 1, "due entries at its time: %zu", n);
+	tli_store_close(s);
+	tt_rmtree_free(&dir);
+}
+
+/* A commit of many operations over two topics: the staged keys are sorted
+ * in runs and merged, and every key touched twice in the commit (a create
+ * then a move of the same message, half the batch apart) goes in once, as
+ * the move left it. */
+Test(writes, a_large_commit_writes_each_key_once_as_its_last_operation_left_it)
+{
+	enum { N = 120 };
+	char *dir = tt_mkdtemp("writes");
+	tli_store *s = open_at(dir);
+	static tli_op ops[2 * N];
+	static char ids[N][16];
+	const char *topic[2] = {"t", "u"};
+	tli_entry e[N + 1];
+	size_t n = 0;
+	bool more = false;
+	uint64_t w0, m0, w1, m1;
+	tli_msg m;
+
+	tt_topic(s, "t", 1);
+	tt_topic(s, "u", 1);
+	for (int i = 0; i < N; i++) {
+		/* ids and due times out of order, so the sort has work */
+		snprintf(ids[i], sizeof(ids[i]), "m%03d", (i * 37) % N);
+		ops[i] = tt_mkop(TLI_OP_CREATE, topic[i % 2], ids[i], "g",
+		    T0 + 1000 + (i * 53) % 997, 0);
+		ops[i].body = "b";
+		ops[i].body_len = 1;
+		ops[N + i] = tt_mkop(TLI_OP_MOVE, topic[i % 2], ids[i], "g",
+		    T0 + 5000 + (i * 61) % 1009, 1);
+	}
+	keys(s, &w0, &m0);
+	TL_PASS(tli_store_apply(s, ops, 2 * N));
+	for (int i = 0; i < 2 * N; i++) {
+		TL_PASS(ops[i].err, "op %d of the commit", i);
+	}
+	keys(s, &w1, &m1);
+	/* per message: the record put twice, the timeline and the owner
+	 * entries of the create put and then deleted by the move */
+	cr_assert_geq(m1 - m0, 3 * N, "merged %" PRIu64 " keys, expected %d",
+	    m1 - m0, 3 * N);
+
+	tli_store_close(s);
+	s = open_at(dir);
+	cr_assert_eq(tt_check(s), 0, "the indexes agree after a reopen");
+	for (int i = 0; i < N; i++) {
+		TL_PASS(
+		    tli_store_get(s, topic[i % 2], ids[i], strlen(ids[i]), &m));
+		cr_assert_eq(m.ts, T0 + 5000 + (i * 61) % 1009, "%s", ids[i]);
+		cr_assert_eq(m.version, 2);
+		tli_msg_fini(&m);
+	}
+	for (int k = 0; k < 2; k++) {
+		TL_PASS(tli_store_scan_due(
+		    s, topic[k], 0, T0 + 4999, NULL, e, N + 1, &n, &more));
+		cr_assert_eq(
+		    n, 0, "%s: due where it was created: %zu", topic[k], n);
+		TL_PASS(tli_store_scan_owner(
+		    s, topic[k], "g", 1, NULL, e, N + 1, &n, &more));
+		cr_assert_eq(n, N / 2, "%s: owner entries %zu", topic[k], n);
+		for (size_t j = 1; j < n; j++) {
+			cr_assert_leq(e[j - 1].ts, e[j].ts, "in due order");
+		}
+	}
 	tli_store_close(s);
 	tt_rmtree_free(&dir);
 }
