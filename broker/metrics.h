@@ -21,9 +21,9 @@ typedef struct tlb_broker tlb_broker;
 
 /* Upper bounds (ms) of the lateness histogram's buckets; one more bucket
  * holds the rest. */
-#define TLB_LAT_BUCKETS 14
-static const double tlb_lat_bounds[TLB_LAT_BUCKETS] = {
-    0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 50, 100, 250, 500, 1000};
+#define TLB_LAT_BUCKETS 18
+static const double tlb_lat_bounds[TLB_LAT_BUCKETS] = {0.05, 0.1, 0.2, 0.3, 0.5,
+    1, 2, 3, 5, 7.5, 10, 15, 20, 50, 100, 250, 500, 1000};
 
 typedef struct tlb_metrics {
 	_Atomic uint64_t ops[TLP_OP_MAX_];      /* requests by operation */
