@@ -311,17 +311,6 @@ stage_cmp(const void *a, const void *b, void *arena)
 	return x->seq < y->seq ? -1 : 1;
 }
 
-static uint64_t
-stage_bytes_be(const uint8_t *k, size_t kl, size_t from, size_t n)
-{
-	uint64_t v = 0;
-
-	for (size_t j = from; j < from + n; j++) {
-		v = (v << 8) | (j < kl ? k[j] : 0);
-	}
-	return v;
-}
-
 static inline int
 stage_key_cmp(const stage *g, const stage_key *a, const stage_key *b)
 {
@@ -348,11 +337,11 @@ stage_sort(stage *g)
 
 	for (size_t i = 0; i < n; i++) {
 		const stage_ent *e = &g->e[i];
-		const uint8_t *k = g->arena + e->koff;
+		uint8_t k[16] = {0};
 
-		a[i].hi =
-		    ((uint64_t) e->cf << 56) | stage_bytes_be(k, e->klen, 0, 7);
-		a[i].lo = stage_bytes_be(k, e->klen, 7, 8);
+		memcpy(k, g->arena + e->koff, e->klen < 15 ? e->klen : 15);
+		a[i].hi = ((uint64_t) e->cf << 56) | (tli_get_be64(k) >> 8);
+		a[i].lo = tli_get_be64(k + 7);
 		a[i].i = i;
 	}
 	for (size_t lo = 0; lo < n; lo += run) {
