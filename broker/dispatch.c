@@ -1636,8 +1636,12 @@ push_main(void *arg)
 			push_parked(p, t, &wake, &ob);
 		}
 		if (ob.head != NULL) {
+			int64_t t0;
+
 			pthread_mutex_unlock(&p->mtx);
+			t0 = tli_mono_ns();
 			outbox_send(&ob);
+			tlb_metrics_push_send(&p->b->m, tli_mono_ns() - t0);
 			pthread_mutex_lock(&p->mtx);
 			continue; /* time went by: look again */
 		}

@@ -178,6 +178,13 @@ render_delivery(tlb_metrics *m, tli_buf *o)
 	    COUNTER("timeline_leases_lost_total", "counter", NULL, lost),
 	    COUNTER("timeline_delivered_early_total", "counter",
 	        "Deliveries before their due time (always 0).", early),
+	    COUNTER("timeline_push_sends_total", "counter",
+	        "Rounds of pushes the push thread sent at their due time.",
+	        push_sends),
+	    COUNTER("timeline_push_sends_slow_total", "counter",
+	        "Push thread send rounds over 0.5 ms: what fell due "
+	        "meanwhile waited.",
+	        push_sends_slow),
 	};
 	uint64_t lat[TLB_LAT_BUCKETS + 1];
 
@@ -188,6 +195,12 @@ render_delivery(tlb_metrics *m, tli_buf *o)
 	tli_prom_histogram(o, "timeline_lateness_ms",
 	    "Due time to push, milliseconds.", tlb_lat_bounds, lat,
 	    TLB_LAT_BUCKETS, (double) atomic_load(&m->lat_sum_us) / 1000.0);
+	tli_buf_printf(o,
+	    "# HELP timeline_push_send_seconds_total Time the push thread "
+	    "spent sending its pushes.\n"
+	    "# TYPE timeline_push_send_seconds_total counter\n"
+	    "timeline_push_send_seconds_total %.6f\n",
+	    (double) atomic_load(&m->push_send_ns) / 1e9);
 }
 
 static void

@@ -37,7 +37,10 @@ typedef struct tlb_metrics {
 	_Atomic uint64_t lost; /* LEASE_LOST notices */
 	_Atomic uint64_t lat_count[TLB_LAT_BUCKETS + 1];
 	_Atomic uint64_t lat_sum_us;
-	_Atomic uint64_t early; /* must stay 0 */
+	_Atomic uint64_t early;           /* must stay 0 */
+	_Atomic uint64_t push_sends;      /* the push thread's send rounds */
+	_Atomic uint64_t push_send_ns;    /* time in them */
+	_Atomic uint64_t push_sends_slow; /* over TLB_PUSH_SEND_SLOW_NS */
 	_Atomic uint64_t sessions;
 	_Atomic uint64_t sessions_total;
 	_Atomic uint64_t proto_errors;
@@ -71,6 +74,21 @@ tlb_metrics_lateness(tlb_metrics *m, int64_t late_us)
 	}
 	atomic_fetch_add(&m->lat_count[i], 1);
 	atomic_fetch_add(&m->lat_sum_us, (uint64_t) late_us);
+}
+
+/* A send round of the push thread slower than this holds up the pushes
+ * that fall due meanwhile. */
+#define TLB_PUSH_SEND_SLOW_NS 500000
+
+/* The push thread sent what it pushed in ns nanoseconds. */
+static inline void
+tlb_metrics_push_send(tlb_metrics *m, int64_t ns)
+{
+	atomic_fetch_add(&m->push_sends, 1);
+	atomic_fetch_add(&m->push_send_ns, (uint64_t) (ns < 0 ? 0 : ns));
+	if (ns > TLB_PUSH_SEND_SLOW_NS) {
+		atomic_fetch_add(&m->push_sends_slow, 1);
+	}
 }
 
 /* Serve /metrics on conf.metrics (nothing when it is ""). Returns -1 when

@@ -281,6 +281,42 @@ Test(metrics, a_lease_durable_after_its_due_time_is_counted_late)
 	rc_close(c);
 }
 
+/* A lease taken a second ahead is durable long before its due time: the
+ * push thread sends the message at that time, and counts the send (one
+ * round, its time); a message already due when leased is pushed on the
+ * lease's completion instead, not by the push thread. */
+Test(metrics, a_push_at_its_due_time_counts_as_a_push_thread_send)
+{
+	static const char *const args[] = {"--lease-ahead", "1000", NULL};
+	rc_client *p, *c;
+	tlp_result res;
+	uint64_t v;
+	int64_t due;
+
+	start_with_metrics_args("e2e-push-sends", args);
+	p = rc_open(B.url, "producer");
+	c = rc_open(B.url, "consumer");
+	TL_PASS(rc_subscribe(c, "t", "w1", 30000, 8));
+	TL_PASS(
+	    rc_one(p, TLP_OP_CREATE, "t", "app", "now", 0, 0, true, "x", &res));
+	take_one(c, "now", &v);
+	TL_PASS(
+	    rc_one(c, TLP_OP_ACK, "t", "w1", "now", v, 0, false, NULL, &res));
+	cr_assert_eq(wait_sample("timeline_push_sends_total", 5000), 0,
+	    "a message due when leased went through the push thread");
+	due = tli_wall_ms() + 3000;
+	TL_PASS(rc_one(
+	    p, TLP_OP_CREATE, "t", "app", "later", 0, due, false, "x", &res));
+	take_one(c, "later", &v);
+	cr_assert_eq(wait_sample("timeline_delivered_early_total", 5000), 0);
+	cr_assert_eq(wait_sample("timeline_push_sends_total", 5000), 1);
+	cr_assert_gt(wait_sample("timeline_push_send_seconds_total", 5000), 0);
+	cr_assert_leq(wait_sample("timeline_push_sends_slow_total", 5000), 1);
+	cr_assert_eq(wait_sample("timeline_leases_late_total", 5000), 0);
+	rc_close(p);
+	rc_close(c);
+}
+
 /* The path of the librocksdb the broker process has mapped. */
 static bool
 mapped_rocksdb(pid_t pid, char *out, size_t cap)
