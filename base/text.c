@@ -102,6 +102,13 @@ tli_prom_scalar(tli_buf *o, const char *name, const char *type,
 }
 
 void
+tli_prom_seconds(tli_buf *o, const char *name, const char *help, uint64_t ns)
+{
+	tli_buf_printf(o, "# HELP %s %s\n# TYPE %s counter\n%s %.6f\n", name,
+	    help, name, name, (double) ns / 1e9);
+}
+
+void
 tli_prom_histogram(tli_buf *o, const char *name, const char *help,
     const double *bounds, const uint64_t *counts, int n, double sum)
 {

@@ -27,6 +27,9 @@ void tli_prom_label(char *out, size_t cap, const char *in);
  * (and HELP line when help is not NULL). */
 void tli_prom_scalar(tli_buf *o, const char *name, const char *type,
     const char *help, uint64_t v);
+/* A counter of seconds, from nanoseconds, with its HELP and TYPE lines. */
+void tli_prom_seconds(
+    tli_buf *o, const char *name, const char *help, uint64_t ns);
 /* A histogram: counts[i] of values up to bounds[i] (counts[n]: the rest),
  * rendered cumulative, with its sum. */
 void tli_prom_histogram(tli_buf *o, const char *name, const char *help,

@@ -195,12 +195,9 @@ render_delivery(tlb_metrics *m, tli_buf *o)
 	tli_prom_histogram(o, "timeline_lateness_ms",
 	    "Due time to push, milliseconds.", tlb_lat_bounds, lat,
 	    TLB_LAT_BUCKETS, (double) atomic_load(&m->lat_sum_us) / 1000.0);
-	tli_buf_printf(o,
-	    "# HELP timeline_push_send_seconds_total Time the push thread "
-	    "spent sending its pushes.\n"
-	    "# TYPE timeline_push_send_seconds_total counter\n"
-	    "timeline_push_send_seconds_total %.6f\n",
-	    (double) atomic_load(&m->push_send_ns) / 1e9);
+	tli_prom_seconds(o, "timeline_push_send_seconds_total",
+	    "Time the push thread spent sending its pushes.",
+	    atomic_load(&m->push_send_ns));
 }
 
 static void
@@ -213,12 +210,9 @@ render_store(tlb_broker *b, tli_buf *o)
 	    "Group commits written.", st.batches);
 	tli_prom_scalar(
 	    o, "timeline_commit_ops_total", "counter", NULL, st.ops);
-	tli_buf_printf(o,
-	    "# HELP timeline_commit_sync_seconds_total Time in the group "
-	    "commits' writes and log syncs.\n"
-	    "# TYPE timeline_commit_sync_seconds_total counter\n"
-	    "timeline_commit_sync_seconds_total %.6f\n",
-	    (double) st.sync_ns_total / 1e9);
+	tli_prom_seconds(o, "timeline_commit_sync_seconds_total",
+	    "Time in the group commits' writes and log syncs.",
+	    st.sync_ns_total);
 	tli_prom_scalar(
 	    o, "timeline_commit_batch_max", "gauge", NULL, st.max_batch);
 	tli_prom_scalar(o, "timeline_commit_keys_total", "counter",

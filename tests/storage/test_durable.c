@@ -1,6 +1,6 @@
 /*
  * Reads and durability: a batch's writes are in RocksDB (visible) a little
- * before the syncer's sync of the log makes them durable; a read that
+ * before the sync of the log makes them durable; a read that
  * answers a client waits for that sync, so nobody is shown a write a crash
  * could still take back. The sync is held (the store's sync hook), so that
  * a batch is written but not synced: a lookup of it waits until the sync
@@ -8,8 +8,10 @@
  * through a later lease) does not. And the completions run apart from the
  * sync: while one completion holds the completer, the batches written
  * after it are synced all the same, and a completion's own read does not
- * wait.
+ * wait. The writer syncs a batch itself when nothing is queued behind it,
+ * and hands the sync to the syncer when there is.
  */
+#define _GNU_SOURCE /* pthread_getname_np */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -96,7 +98,7 @@ gate_fini(gate *g)
 	pthread_mutex_destroy(&g->mtx);
 }
 
-/* The store's sync hook: holds the syncer once armed. */
+/* The store's sync hook: holds the thread that syncs once armed. */
 static void
 sync_gate(void *arg)
 {
@@ -341,5 +343,115 @@ Test(durable, close_completes_every_written_batch)
 	tli_store_close(s);
 	free(ops);
 	free(ids);
+	tt_rmtree_free(&dir);
+}
+
+/* The threads that synced, in order (the sync hook's record). */
+typedef struct syncers {
+	gate g;
+	pthread_mutex_t mtx;
+	int n;
+	char names[16][16];
+} syncers;
+
+static void
+sync_note_thread(void *arg)
+{
+	syncers *y = arg;
+
+	pthread_mutex_lock(&y->mtx);
+	if (y->n < 16) {
+		pthread_getname_np(pthread_self(), y->names[y->n++], 16);
+	}
+	pthread_mutex_unlock(&y->mtx);
+	if (atomic_exchange(&y->g.armed, false)) {
+		gate_hold(&y->g);
+	}
+}
+
+static _Atomic int completed;
+
+static void
+count_done(void *arg)
+{
+	int *at = arg;
+
+	*at = atomic_fetch_add(&completed, 1);
+}
+
+/* A write with nothing queued behind it is synced by the writer itself
+ * (one thread less to wake on the delivery path); with writes queued, the
+ * writer hands the sync on and writes the next batch. Either way every
+ * write completes, in order, and is there after a reopen. */
+Test(durable, the_writer_syncs_when_idle_and_hands_on_when_busy)
+{
+	char *dir = tt_mkdtemp("durable");
+	syncers y;
+	tli_store_opts o;
+	tli_store *s = NULL;
+	tli_op ops[4];
+	int at[4];
+	const char *ids[4] = {"a", "b", "c", "d"};
+	tli_topic_info ti;
+	bool handed = false;
+	int waited = 0;
+
+	memset(&y, 0, sizeof(y));
+	gate_init(&y.g);
+	pthread_mutex_init(&y.mtx, NULL);
+	tt_clock_init(&clk, T0);
+	tli_store_opts_init(&o);
+	o.path = dir;
+	o.clock = tt_clock_as_tli(&clk);
+	o.max_batch_ops = 1; /* one write per batch: b, c, d are three */
+	o.sync_hook = sync_note_thread;
+	o.sync_hook_arg = &y;
+	TL_PASS(tli_store_open(&s, &o));
+	tt_topic(s, "t", 1);
+	pthread_mutex_lock(&y.mtx);
+	y.n = 0; /* the topic's own commit */
+	pthread_mutex_unlock(&y.mtx);
+	atomic_store(&completed, 0);
+
+	/* a's sync is held: b, c and d queue behind it. */
+	atomic_store(&y.g.armed, true);
+	for (int i = 0; i < 4; i++) {
+		ops[i] = tt_mkop(TLI_OP_CREATE, "t", ids[i], "g", T0 + i, 0);
+		at[i] = -1;
+	}
+	TL_PASS(tli_store_submit(s, &ops[0], 1, count_done, &at[0]));
+	gate_wait_entered(&y.g);
+	for (int i = 1; i < 4; i++) {
+		TL_PASS(tli_store_submit(s, &ops[i], 1, count_done, &at[i]));
+	}
+	gate_release(&y.g);
+	while (atomic_load(&completed) < 4) {
+		cr_assert_lt(waited++, 5000, "%d of 4 writes completed",
+		    atomic_load(&completed));
+		nap_ms(1);
+	}
+
+	pthread_mutex_lock(&y.mtx);
+	cr_assert_geq(y.n, 2, "%d syncs for four batches", y.n);
+	cr_assert_str_eq(y.names[0], "tl-writer",
+	    "a write with nothing behind it is synced by %s", y.names[0]);
+	for (int i = 1; i < y.n; i++) {
+		handed = handed || strcmp(y.names[i], "tl-sync") == 0;
+	}
+	pthread_mutex_unlock(&y.mtx);
+	cr_assert(handed, "with writes queued, a sync was handed on");
+	for (int i = 0; i < 4; i++) {
+		cr_assert_eq(ops[i].err, TL_OK, "%s: %s", ids[i],
+		    tl_strerror(ops[i].err));
+		cr_assert_eq(at[i], i, "%s completed %d-th", ids[i], at[i]);
+	}
+	tli_store_close(s);
+	s = open_with_sync_hook(dir, NULL);
+	TL_PASS(tli_store_topic_get(s, "t", &ti));
+	cr_assert_eq(ti.messages, 4, "%llu of 4 after a reopen",
+	    (unsigned long long) ti.messages);
+	tli_store_close(s);
+	pthread_mutex_destroy(&y.mtx);
+	gate_fini(&y.g);
 	tt_rmtree_free(&dir);
 }
