@@ -203,7 +203,7 @@ struct tli_store {
 	sub *k_tail;
 	bool k_stopping;
 	size_t c_pending; /* batches with the syncer (c_lock) */
-	uint64_t c_seq; /* writer: the last batch number handed out */
+	uint64_t c_seq;   /* writer: the last batch number handed out */
 	_Atomic uint64_t visible;
 	_Atomic uint64_t durable;
 	int64_t batch_write_ns; /* writer: the current batch's writes */
