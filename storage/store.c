@@ -1027,19 +1027,28 @@ batch_sync_failed(sub *batch, int rv)
 	}
 }
 
+/* Append the batches first..last to a queue of c_lock and wake its
+ * thread (c_lock held). */
+static void
+batches_append(
+    sub **head, sub **tail, pthread_cond_t *cv, sub *first, sub *last)
+{
+	if (*tail != NULL) {
+		(*tail)->batch_next = first;
+	} else {
+		*head = first;
+	}
+	*tail = last;
+	pthread_cond_signal(cv);
+}
+
 static void
 completer_push(tli_store *s, sub *batch)
 {
 	batch->batch_next = NULL;
 	pthread_mutex_lock(&s->c_lock);
 	s->c_pending++;
-	if (s->c_tail != NULL) {
-		s->c_tail->batch_next = batch;
-	} else {
-		s->c_head = batch;
-	}
-	s->c_tail = batch;
-	pthread_cond_signal(&s->c_cv);
+	batches_append(&s->c_head, &s->c_tail, &s->c_cv, batch, batch);
 	pthread_mutex_unlock(&s->c_lock);
 }
 
@@ -1232,13 +1241,7 @@ completer_hand(tli_store *s, sub *list)
 	}
 	pthread_mutex_lock(&s->c_lock);
 	s->c_pending -= n;
-	if (s->k_tail != NULL) {
-		s->k_tail->batch_next = list;
-	} else {
-		s->k_head = list;
-	}
-	s->k_tail = last;
-	pthread_cond_signal(&s->k_cv);
+	batches_append(&s->k_head, &s->k_tail, &s->k_cv, list, last);
 	pthread_mutex_unlock(&s->c_lock);
 }
 
