@@ -193,7 +193,8 @@ wait_scan_sees_b(tli_store *s)
 }
 
 static tli_store *
-open_with_sync_hook(const char *dir, gate *g)
+open_with_sync_hook(
+    const char *dir, void (*hook)(void *), void *arg, unsigned max_batch_ops)
 {
 	tli_store_opts o;
 	tli_store *s = NULL;
@@ -201,9 +202,10 @@ open_with_sync_hook(const char *dir, gate *g)
 	tli_store_opts_init(&o);
 	o.path = dir;
 	o.clock = tt_clock_as_tli(&clk);
-	if (g != NULL) {
-		o.sync_hook = sync_gate;
-		o.sync_hook_arg = g;
+	o.sync_hook = hook;
+	o.sync_hook_arg = arg;
+	if (max_batch_ops > 0) {
+		o.max_batch_ops = max_batch_ops;
 	}
 	TL_PASS(tli_store_open(&s, &o));
 	return s;
@@ -228,7 +230,8 @@ env_open(env *e, bool hold_sync)
 	e->b = tt_mkop(TLI_OP_CREATE, "t", "b", "g", T0, 0);
 	gate_init(&e->g);
 	tt_clock_init(&clk, T0);
-	e->s = open_with_sync_hook(e->dir, hold_sync ? &e->g : NULL);
+	e->s =
+	    open_with_sync_hook(e->dir, hold_sync ? sync_gate : NULL, &e->g, 0);
 	tt_topic(e->s, "t", 1);
 	e->r.s = e->s;
 }
@@ -387,8 +390,7 @@ Test(durable, the_writer_syncs_when_idle_and_hands_on_when_busy)
 {
 	char *dir = tt_mkdtemp("durable");
 	syncers y;
-	tli_store_opts o;
-	tli_store *s = NULL;
+	tli_store *s;
 	tli_op ops[4];
 	int at[4];
 	const char *ids[4] = {"a", "b", "c", "d"};
@@ -400,13 +402,8 @@ Test(durable, the_writer_syncs_when_idle_and_hands_on_when_busy)
 	gate_init(&y.g);
 	pthread_mutex_init(&y.mtx, NULL);
 	tt_clock_init(&clk, T0);
-	tli_store_opts_init(&o);
-	o.path = dir;
-	o.clock = tt_clock_as_tli(&clk);
-	o.max_batch_ops = 1; /* one write per batch: b, c, d are three */
-	o.sync_hook = sync_note_thread;
-	o.sync_hook_arg = &y;
-	TL_PASS(tli_store_open(&s, &o));
+	/* one write per batch: b, c, d are three */
+	s = open_with_sync_hook(dir, sync_note_thread, &y, 1);
 	tt_topic(s, "t", 1);
 	pthread_mutex_lock(&y.mtx);
 	y.n = 0; /* the topic's own commit */
@@ -446,7 +443,7 @@ Test(durable, the_writer_syncs_when_idle_and_hands_on_when_busy)
 		cr_assert_eq(at[i], i, "%s completed %d-th", ids[i], at[i]);
 	}
 	tli_store_close(s);
-	s = open_with_sync_hook(dir, NULL);
+	s = open_with_sync_hook(dir, NULL, NULL, 0);
 	TL_PASS(tli_store_topic_get(s, "t", &ti));
 	cr_assert_eq(ti.messages, 4, "%llu of 4 after a reopen",
 	    (unsigned long long) ti.messages);
