@@ -443,6 +443,22 @@ tli_wait(tl_client *c, tli_waiter *w)
 	return err;
 }
 
+/* The client whose connection thread this is (NULL on any other thread). */
+static _Thread_local const tl_client *conn_of;
+
+int
+tli_may_block(const tl_client *c)
+{
+	if (conn_of == c) {
+		tli_client_log((tl_client *) c, TL_LOG_ERROR,
+		    "a blocking call from an inline delivery's callback "
+		    "(the connection thread) would wait for itself: "
+		    "use the asynchronous calls");
+		return TL_EINVAL;
+	}
+	return TL_OK;
+}
+
 typedef struct call {
 	tli_req q;
 	tli_waiter w;
@@ -468,6 +484,10 @@ tli_call(tl_client *c, tli_buf *frame, uint8_t op, tli_dec_fn dec, void *arg)
 	tli_req *q = &k.q;
 	int rv;
 
+	if ((rv = tli_may_block(c)) != TL_OK) {
+		tli_buf_fini(frame);
+		return rv;
+	}
 	memset(&k, 0, sizeof(k));
 	k.q.frame = *frame;
 	tli_buf_init(frame);
@@ -1234,6 +1254,7 @@ conn_main(void *arg)
 	size_t fails = 0;
 	int rv, open_err = TL_OK;
 
+	conn_of = c;
 	for (;;) {
 		nng_stream *s = NULL;
 		size_t idx = c->cur;

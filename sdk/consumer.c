@@ -555,7 +555,8 @@ lease_op_wait(tl_lease *l, int kind, int64_t ts, bool rel)
 	int rv;
 
 	memset(&op, 0, sizeof(op));
-	if ((rv = lop_init(l, kind, ts, rel, &op, &c)) != TL_OK) {
+	if ((rv = lop_init(l, kind, ts, rel, &op, &c)) != TL_OK ||
+	    (rv = tli_may_block(c)) != TL_OK) {
 		return rv;
 	}
 	pthread_cond_init(&op.cv, NULL);
@@ -693,6 +694,27 @@ consumer_offer(tl_consumer *k, tl_lease *l)
 	return true;
 }
 
+/* An inline delivery: on the connection thread, with c->mtx held (released
+ * around each call), on_message for every lease queued on k, in order,
+ * until none is left or k closes. tl_consumer_close waits until in_cb is
+ * false before it lets go of k. */
+static void
+consumer_run_inline(tl_client *c, tl_consumer *k)
+{
+	tl_lease *l;
+
+	while (!k->closing && (l = queue_pop(k)) != NULL) {
+		k->in_cb = true;
+		pthread_mutex_unlock(&c->mtx);
+		k->on_message(k->arg, l);
+		pthread_mutex_lock(&c->mtx);
+		k->in_cb = false;
+	}
+	if (k->closing) {
+		pthread_cond_broadcast(&k->cv); /* a closer waits for in_cb */
+	}
+}
+
 static void
 consumer_deliver(tl_client *c, const tlp_deliver *d)
 {
@@ -719,7 +741,9 @@ consumer_deliver(tl_client *c, const tlp_deliver *d)
 			dropped++;
 		}
 	}
-	if (k != NULL) {
+	if (k != NULL && k->inline_delivery) {
+		consumer_run_inline(c, k);
+	} else if (k != NULL) {
 		pthread_cond_broadcast(&k->cv);
 	}
 	pthread_mutex_unlock(&c->mtx);
@@ -934,7 +958,8 @@ consumer_conf_check(const tl_consumer_conf *conf)
 {
 	int rv;
 
-	if (conf->topic == NULL || conf->lease_ms < 0) {
+	if (conf->topic == NULL || conf->lease_ms < 0 ||
+	    (conf->inline_delivery && conf->on_message == NULL)) {
 		return TL_EINVAL;
 	}
 	if ((rv = tli_len_check(strlen(conf->topic), TL_MAX_NAME_LEN)) !=
@@ -976,7 +1001,8 @@ tl_consumer_open(tl_consumer **out, tl_client *c, const tl_consumer_conf *conf)
 	if (out == NULL || c == NULL || conf == NULL) {
 		return TL_EINVAL;
 	}
-	if ((rv = consumer_conf_check(conf)) != TL_OK) {
+	if ((rv = consumer_conf_check(conf)) != TL_OK ||
+	    (rv = tli_may_block(c)) != TL_OK) {
 		return rv;
 	}
 	if ((k = tli_zalloc(sizeof(*k))) == NULL) {
@@ -991,6 +1017,7 @@ tl_consumer_open(tl_consumer **out, tl_client *c, const tl_consumer_conf *conf)
 	k->credit = conf->credit == 0 ? 1 : conf->credit;
 	k->on_message = conf->on_message;
 	k->arg = conf->arg;
+	k->inline_delivery = conf->inline_delivery;
 	pthread_condattr_init(&a);
 	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
 	pthread_cond_init(&k->cv, &a);
@@ -1014,7 +1041,7 @@ tl_consumer_open(tl_consumer **out, tl_client *c, const tl_consumer_conf *conf)
 	pthread_mutex_lock(&c->mtx);
 	k->opening = false;
 	pthread_mutex_unlock(&c->mtx);
-	if (rv == TL_OK && k->on_message != NULL) {
+	if (rv == TL_OK && k->on_message != NULL && !k->inline_delivery) {
 		if (pthread_create(&k->thr, NULL, consumer_main, k) != 0) {
 			rv = TL_ENOMEM;
 		} else {
@@ -1051,6 +1078,9 @@ tl_consumer_poll(
 		return TL_EINVAL;
 	}
 	c = k->client;
+	if (timeout_ms != 0 && (rv = tli_may_block(c)) != TL_OK) {
+		return rv;
+	}
 	deadline = tli_mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
 	pthread_mutex_lock(&c->mtx);
 	while (k->qhead == NULL && !k->closing && timeout_ms != 0) {
@@ -1105,9 +1135,16 @@ tl_consumer_close(tl_consumer *k)
 		return;
 	}
 	c = k->client;
+	if (tli_may_block(c) != TL_OK) {
+		return; /* from its own inline callback: it would wait for
+		         * itself (logged) */
+	}
 	pthread_mutex_lock(&c->mtx);
 	k->closing = true;
 	pthread_cond_broadcast(&k->cv);
+	while (k->in_cb) {
+		pthread_cond_wait(&k->cv, &c->mtx);
+	}
 	pthread_mutex_unlock(&c->mtx);
 	if (k->has_thr) {
 		pthread_join(k->thr, NULL);

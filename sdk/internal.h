@@ -213,6 +213,8 @@ struct tl_consumer {
 	tl_deliver_fn on_message;
 	void *arg;
 	bool closing;
+	bool inline_delivery; /* on_message runs on the connection thread */
+	bool in_cb;           /* ... and is running now */
 	pthread_t thr;
 	bool has_thr;
 	pthread_cond_t cv; /* the queue became non-empty, or closing */
@@ -325,6 +327,9 @@ tli_len_check(size_t n, size_t max)
  * TL_ECLOSED while closing, TL_ENOMEM. On success each on_reply will be
  * called exactly once. Their frames are consumed either way. */
 int tli_submit(tl_client *c, tli_req **qs, size_t n);
+/* TL_EINVAL on c's connection thread (an inline delivery's callback),
+ * where a call waiting for c's replies would wait for itself; else TL_OK. */
+int tli_may_block(const tl_client *c);
 /* A blocking caller: tli_waiter_init before the request is submitted,
  * then tli_wait (which also finalises the waiter), or tli_waiter_fini when
  * the submit failed. */

@@ -137,6 +137,9 @@ tl_lock_try(
 	if (c == NULL || conf == NULL || out == NULL) {
 		return TL_EINVAL;
 	}
+	if ((rv = tli_may_block(c)) != TL_OK) {
+		return rv;
+	}
 	id_len = conf->id == NULL ? 0
 	    : conf->id_len > 0    ? conf->id_len
 	                          : strlen(conf->id);

@@ -537,6 +537,9 @@ tl_put_batch(
 	tli_waiter wt;
 	int rv;
 
+	if ((rv = tli_may_block(c)) != TL_OK) {
+		return rv;
+	}
 	tli_waiter_init(&wt);
 	if ((rv = put_run(c, topic, group, puts, n, &wt, NULL, NULL)) !=
 	    TL_OK) {

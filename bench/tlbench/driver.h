@@ -63,6 +63,8 @@ typedef struct tlb_consume {
 	bool extend;      /* extend each lease once before deleting */
 	uint32_t credit;  /* messages held at once, where the system can */
 	int index;        /* this consumer's number: stable across restarts */
+	bool handoff;     /* Timeline: on_message on the consumer's own thread
+	                   * (else inline, on the connection thread) */
 	atomic_bool *stop;
 	void (*on_msg)(void *arg, uint64_t seq, int64_t due_ms);
 	void (*on_done)(void *arg, uint64_t seq, int err);

@@ -9,7 +9,9 @@
  * TLB_TL_INFLIGHT batches in flight). A consumer is a tl_consumer with the
  * asked-for credit whose on_message starts tl_lease_extend_async (when
  * asked) and then tl_lease_delete_async from the extend's done; the SDK
- * coalesces the pending operations into batch frames.
+ * coalesces the pending operations into batch frames. on_message runs
+ * inline, on the client's connection thread (--timeline-thread-delivery:
+ * on the consumer's own thread).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -599,6 +601,7 @@ tl_consume(tlb_conn *c, const tlb_consume *cc)
 	conf.credit = cc->credit;
 	conf.on_message = tl_on_message;
 	conf.arg = c->st;
+	conf.inline_delivery = !cc->handoff;
 	if ((rv = tl_consumer_open(&k, c->cl, &conf)) != TL_OK) {
 		fprintf(stderr, "tl_consumer_open: %s\n", tl_strerror(rv));
 		return -1;

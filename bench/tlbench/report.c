@@ -551,8 +551,11 @@ tlb_report_json(const tlb_report *rp, const char *path)
 	for (int k = 0; k < c->nrates; k++) {
 		fprintf(f, "%s%u", k > 0 ? ", " : "", c->rates[k]);
 	}
-	fprintf(f, "], \"timeline_durability\": \"%s\"},\n",
-	    c->tl_durability != NULL ? c->tl_durability : "always");
+	fprintf(f,
+	    "], \"timeline_durability\": \"%s\", "
+	    "\"timeline_delivery\": \"%s\"},\n",
+	    c->tl_durability != NULL ? c->tl_durability : "always",
+	    c->tl_thread_delivery ? "thread" : "inline");
 	fprintf(f, "  \"systems\": [\n");
 	for (int s = 0; s < rp->nsys; s++) {
 		fprintf(f, "    {\"label\": \"%s\", \"how\": \"%s\"}%s\n",

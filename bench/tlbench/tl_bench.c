@@ -395,6 +395,7 @@ cons_start(cons_set *cs, sut *u, run_state *st, bool extend, int64_t lease,
 		k->cc.extend = extend;
 		k->cc.credit = credit;
 		k->cc.index = i;
+		k->cc.handoff = g_cfg->tl_thread_delivery;
 		k->cc.stop = &cs->stop;
 		k->cc.on_msg = on_msg;
 		k->cc.on_done = on_done;
@@ -1309,6 +1310,12 @@ usage(FILE *f)
 	    "  --timelined PATH    the broker (<builddir>/broker/timelined)\n"
 	    "  --timeline-ipc      Timeline's clients over ipc:// (default: "
 	    "TCP, as the peers)\n"
+	    "  --timeline-thread-delivery  Timeline's consumers get each "
+	    "message on\n"
+	    "                      the consumer's own thread (default: "
+	    "inline, on the\n"
+	    "                      connection thread: "
+	    "tl_consumer_conf.inline_delivery)\n"
 	    "  --timeline-durability MODE  timelined --durability MODE "
 	    "(always; none\n"
 	    "                      measures Timeline without its fsyncs)\n"
@@ -1380,6 +1387,7 @@ enum {
 	OPT_CRASH_N,
 	OPT_CRASH_LEASE,
 	OPT_IPC,
+	OPT_TL_THREAD_DELIVERY,
 	OPT_RATES,
 	OPT_TL_DURABILITY,
 	OPT_FO_RATE,
@@ -1414,6 +1422,7 @@ static const struct option long_opts[] = {
     {"crash-n", required_argument, NULL, OPT_CRASH_N},
     {"crash-lease", required_argument, NULL, OPT_CRASH_LEASE},
     {"timeline-ipc", no_argument, NULL, OPT_IPC},
+    {"timeline-thread-delivery", no_argument, NULL, OPT_TL_THREAD_DELIVERY},
     {"rates", required_argument, NULL, OPT_RATES},
     {"timeline-durability", required_argument, NULL, OPT_TL_DURABILITY},
     {"failover-rate", required_argument, NULL, OPT_FO_RATE},
@@ -1563,6 +1572,9 @@ parse_args(int argc, char **argv, tlb_cfg *cfg)
 			break;
 		case OPT_IPC:
 			cfg->ipc = true;
+			break;
+		case OPT_TL_THREAD_DELIVERY:
+			cfg->tl_thread_delivery = true;
 			break;
 		case OPT_TIMELINED:
 			cfg->timelined = optarg;

@@ -38,6 +38,8 @@ typedef struct tlb_cfg {
 	const char *plots;   /* directory for PNG plots */
 	bool quick;
 	bool ipc;                  /* Timeline's clients over ipc:// */
+	bool tl_thread_delivery;   /* Timeline's consumers: callbacks on the
+	                            * consumer's thread, not inline */
 	const char *tl_durability; /* --timeline-durability (always) */
 	bool workload_on[TLB_NWORKLOADS];
 	size_t body;

@@ -3,6 +3,8 @@
  * to a callback and to poll, never early, extend / release / delete
  * through leases, lease expiry and re-delivery, credit.
  */
+#include <unistd.h>
+
 #include "tltest.h"
 #include "sdk_util.h"
 
@@ -258,6 +260,181 @@ Test(consume, bad_subscriptions)
 	TL_FAIL(tl_consumer_open(&k, C, &conf), TL_EBADID);
 	tl_consumer_close(NULL);
 	tl_lease_free(NULL);
+}
+
+/* Inline delivery: on_message on the connection thread, as each DELIVER
+ * frame is read. What it calls there: a blocking call of the client would
+ * wait for a reply that only this thread reads, so it is refused at once;
+ * the asynchronous delete works and completes on the callback thread. */
+typedef struct inl {
+	pthread_mutex_t m;
+	pthread_cond_t cv;
+	int n, early, deleted, del_errs;
+	int blocked_delete, blocked_put, blocked_open;
+	bool one_thread;
+	pthread_t thr;
+	char bodies[8][8];
+	int hold_ms;     /* the callback sleeps this long */
+	bool in_cb, out; /* a callback started / returned */
+} inl;
+
+static void
+inl_deleted(void *arg, int err)
+{
+	inl *s = arg;
+
+	pthread_mutex_lock(&s->m);
+	s->deleted++;
+	s->del_errs += err != TL_OK;
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->m);
+}
+
+static void
+inl_msg(void *arg, tl_lease *l)
+{
+	inl *s = arg;
+	size_t len = 0;
+	const char *b = tl_lease_body(l, &len);
+	int64_t now = tl_client_broker_now(C);
+	tl_consumer_conf other = {.topic = "inl", .consumer_id = "c2"};
+	tl_consumer *k2 = NULL;
+	int del = tl_lease_delete(l);
+	int put = tl_put_in(C, "inl", "p", NULL, 0, "x", 1, NULL);
+	int open = tl_consumer_open(&k2, C, &other);
+
+	pthread_mutex_lock(&s->m);
+	s->in_cb = true;
+	pthread_cond_broadcast(&s->cv);
+	if (s->n == 0) {
+		s->thr = pthread_self();
+		s->one_thread = true;
+	} else if (!pthread_equal(s->thr, pthread_self())) {
+		s->one_thread = false;
+	}
+	if (s->n < 8) {
+		snprintf(s->bodies[s->n], sizeof(s->bodies[0]), "%.*s",
+		    (int) len, b);
+	}
+	s->n++;
+	s->early += tl_lease_due(l) > now + 5;
+	s->blocked_delete += del == TL_EINVAL;
+	s->blocked_put += put == TL_EINVAL;
+	s->blocked_open += open == TL_EINVAL && k2 == NULL;
+	pthread_mutex_unlock(&s->m);
+	if (s->hold_ms > 0) {
+		usleep((useconds_t) s->hold_ms * 1000);
+	}
+	if (tl_lease_delete_async(l, inl_deleted, s) != TL_OK) {
+		tl_lease_free(l);
+		inl_deleted(s, TL_ECLOSED);
+	}
+	pthread_mutex_lock(&s->m);
+	s->out = true;
+	pthread_mutex_unlock(&s->m);
+}
+
+static void
+inl_init(inl *s)
+{
+	memset(s, 0, sizeof(*s));
+	pthread_mutex_init(&s->m, NULL);
+	pthread_cond_init(&s->cv, NULL);
+}
+
+/* Wait (up to 15 s) until *v reaches want; its value then. */
+static int
+inl_wait(inl *s, const int *v, int want)
+{
+	int64_t deadline = tli_mono_ms() + 15000;
+	int got;
+
+	pthread_mutex_lock(&s->m);
+	while (*v < want && tli_mono_ms() < deadline) {
+		struct timespec ts;
+
+		tli_deadline(&ts, CLOCK_REALTIME, 50);
+		pthread_cond_timedwait(&s->cv, &s->m, &ts);
+	}
+	got = *v;
+	pthread_mutex_unlock(&s->m);
+	return got;
+}
+
+Test(consume, inline_delivery_on_the_connection_thread)
+{
+	inl s;
+	tl_consumer_conf conf = {.topic = "inl",
+	    .consumer_id = "c1",
+	    .credit = 4,
+	    .on_message = inl_msg,
+	    .arg = &s,
+	    .inline_delivery = true};
+	tl_consumer *k = NULL;
+	tl_counts cnt;
+
+	inl_init(&s);
+	sb_topic(C, "inl", 0);
+	TL_PASS(tl_consumer_open(&k, C, &conf));
+	for (int i = 0; i < 5; i++) {
+		char body[8];
+		snprintf(body, sizeof(body), "m%d", i);
+		TL_PASS(tl_put_in(C, "inl", "p", NULL, 200 + 50 * i, body,
+		    strlen(body), NULL));
+	}
+	cr_assert_eq(inl_wait(&s, &s.deleted, 5), 5, "5 deleted");
+	cr_assert_eq(s.n, 5, "each delivered once");
+	cr_assert_eq(s.early, 0);
+	cr_assert_eq(s.del_errs, 0, "the asynchronous deletes succeed");
+	for (int i = 0; i < 5; i++) {
+		char want[8];
+		snprintf(want, sizeof(want), "m%d", i);
+		cr_assert_str_eq(s.bodies[i], want, "in due order");
+	}
+	cr_assert(s.one_thread, "one thread runs the callback");
+	cr_assert(!pthread_equal(s.thr, pthread_self()));
+	cr_assert_eq(s.blocked_delete, 5, "a blocking lease op is refused");
+	cr_assert_eq(s.blocked_put, 5, "a blocking request is refused");
+	cr_assert_eq(s.blocked_open, 5, "so is opening a consumer");
+	tl_consumer_close(k);
+	/* nothing was put from the callback, and the client still works */
+	TL_PASS(tl_count(C, "inl", 0, TL_TS_MAX, &cnt));
+	cr_assert_eq(cnt.available + cnt.waiting + cnt.processing, 0);
+	conf.on_message = NULL;
+	TL_FAIL(tl_consumer_open(&k, C, &conf), TL_EINVAL); /* no callback */
+}
+
+Test(consume, closing_waits_for_a_running_inline_callback)
+{
+	inl s;
+	tl_consumer_conf conf = {.topic = "inc",
+	    .consumer_id = "c1",
+	    .on_message = inl_msg,
+	    .arg = &s,
+	    .inline_delivery = true};
+	tl_consumer *k = NULL;
+	bool in_cb, out;
+
+	inl_init(&s);
+	s.hold_ms = 300;
+	sb_topic(C, "inc", 0);
+	TL_PASS(tl_consumer_open(&k, C, &conf));
+	TL_PASS(tl_put_in(C, "inc", "p", NULL, 0, "a", 1, NULL));
+	pthread_mutex_lock(&s.m);
+	while (!s.in_cb) {
+		pthread_cond_wait(&s.cv, &s.m);
+	}
+	out = s.out;
+	pthread_mutex_unlock(&s.m);
+	cr_assert(!out, "the callback is still running");
+	tl_consumer_close(k);
+	pthread_mutex_lock(&s.m);
+	in_cb = s.in_cb;
+	out = s.out;
+	pthread_mutex_unlock(&s.m);
+	cr_assert(in_cb && out, "close returned only after the callback");
+	/* its delete, started as the consumer closed, ends either way */
+	cr_assert_eq(inl_wait(&s, &s.deleted, 1), 1);
 }
 
 /* A consumer closed while another thread frees its leases and asks to

@@ -316,10 +316,12 @@ TL_API int tl_count(
 typedef struct tl_consumer tl_consumer;
 typedef struct tl_lease tl_lease;
 
-/* Called for every delivered message, from the consumer's own thread, one
- * at a time. The callback owns the lease: it must end with tl_lease_free
- * (after delete / release, or to keep the lease running out), or hand the
- * lease to an asynchronous operation whose done frees it. */
+/* Called for every delivered message, from the consumer's own thread (or,
+ * with inline_delivery, the client's connection thread), one at a time.
+ * The callback owns the lease: it must end with tl_lease_free (after
+ * delete / release, or to keep the lease running out), or hand the lease
+ * to an asynchronous operation whose done frees it. It must not close its
+ * own consumer nor the client. */
 typedef void (*tl_deliver_fn)(void *arg, tl_lease *lease);
 
 typedef struct tl_consumer_conf {
@@ -329,6 +331,15 @@ typedef struct tl_consumer_conf {
 	uint32_t credit;          /* leases held at once; 0 = 1 */
 	tl_deliver_fn on_message; /* NULL: use tl_consumer_poll */
 	void *arg;
+	/* With on_message: call it on the client's connection thread as
+	 * each delivery is read, instead of handing the lease to the
+	 * consumer's own thread; a thread wake-up less on the way to the
+	 * callback (the lowest lateness, see docs/sdk.md). The callback then
+	 * must not block: while it runs the client reads nothing, so a
+	 * blocking call of this client made from it (tl_lease_delete,
+	 * tl_put, ...) fails with TL_EINVAL. Use the _async lease
+	 * operations, or hand the lease to a thread of your own. */
+	bool inline_delivery;
 } tl_consumer_conf;
 
 /* Subscribe. Leases this consumer id still holds (e.g. after a restart)
