@@ -33,6 +33,7 @@ typedef struct rd_buf {
 	size_t cap;
 	size_t len;
 	size_t off;
+	tl_client *c;
 	tl_client *gate; /* set once the stream is c->stream: see io_start */
 } rd_buf;
 
@@ -626,6 +627,30 @@ tl_client_broker_now(tl_client *c)
 
 /* ---- the send thread ---- */
 
+/* Shut s down: I/O on it in progress or to come fails (the caller holds
+ * c->mtx for a published s). */
+static void
+conn_close(tli_conn *s)
+{
+	if (s->s != NULL) {
+		nng_stream_close(s->s);
+	} else {
+		tli_sock_shutdown(s->fd);
+	}
+}
+
+/* Free s once no thread uses it. */
+static void
+conn_free(tli_conn *s)
+{
+	if (s->s != NULL) {
+		nng_stream_free(s->s);
+	} else {
+		close(s->fd);
+	}
+	tli_free(s);
+}
+
 /* Start a send or receive on s. With a gate (s is the client's published
  * stream), only while the client has not closed s, checked under c->mtx,
  * where every close of the published stream happens: nng 1.5.2 may never
@@ -633,7 +658,7 @@ tl_client_broker_now(tl_client *c)
  * aborted, while one in progress at the close fails. Returns whether it
  * started. */
 static bool
-io_start(tl_client *gate, nng_stream *s, nng_aio *aio, bool send)
+io_start(tl_client *gate, tli_conn *s, nng_aio *aio, bool send)
 {
 	bool ok = true;
 
@@ -642,9 +667,9 @@ io_start(tl_client *gate, nng_stream *s, nng_aio *aio, bool send)
 		ok = !gate->closing && gate->stream == s && !gate->stream_dead;
 	}
 	if (ok && send) {
-		nng_stream_send(s, aio);
+		nng_stream_send(s->s, aio);
 	} else if (ok) {
-		nng_stream_recv(s, aio);
+		nng_stream_recv(s->s, aio);
 	}
 	if (gate != NULL) {
 		pthread_mutex_unlock(&gate->mtx);
@@ -652,10 +677,37 @@ io_start(tl_client *gate, nng_stream *s, nng_aio *aio, bool send)
 	return ok;
 }
 
-static int
-stream_xfer(tl_client *gate, nng_stream *s, nng_aio *aio, uint8_t *p, size_t n,
-    bool send, int timeout_ms)
+/* Whether an own socket's wait gives up: the client closes or, once the
+ * connection is published (gated), it is no longer the client's live one.
+ * (A published one is also shut down, which ends the wait at once.) */
+typedef struct sock_ctx {
+	tl_client *c;
+	const tli_conn *s;
+	bool gated;
+} sock_ctx;
+
+static bool
+sock_stop(void *arg)
 {
+	sock_ctx *x = arg;
+	bool stop;
+
+	pthread_mutex_lock(&x->c->mtx);
+	stop = x->c->closing ||
+	    (x->gated && (x->c->stream != x->s || x->c->stream_dead));
+	pthread_mutex_unlock(&x->c->mtx);
+	return stop;
+}
+
+/* Send n bytes on s (c: the client; gate: c once s is published). */
+static int
+stream_send(tl_client *c, tl_client *gate, tli_conn *s, nng_aio *aio,
+    uint8_t *p, size_t n, int timeout_ms)
+{
+	if (s->s == NULL) {
+		sock_ctx x = {c, s, gate != NULL};
+		return tli_sock_send(s->fd, p, n, timeout_ms, sock_stop, &x);
+	}
 	while (n > 0) {
 		nng_iov iov;
 		size_t got;
@@ -665,7 +717,7 @@ stream_xfer(tl_client *gate, nng_stream *s, nng_aio *aio, uint8_t *p, size_t n,
 		iov.iov_len = n;
 		nng_aio_set_iov(aio, 1, &iov);
 		nng_aio_set_timeout(aio, timeout_ms);
-		if (!io_start(gate, s, aio, send)) {
+		if (!io_start(gate, s, aio, true)) {
 			return TL_ECONN;
 		}
 		nng_aio_wait(aio);
@@ -673,9 +725,6 @@ stream_xfer(tl_client *gate, nng_stream *s, nng_aio *aio, uint8_t *p, size_t n,
 			return client_nng_err(rv);
 		}
 		got = nng_aio_count(aio);
-		if (got == 0 && !send) {
-			return TL_ECONN;
-		}
 		p += got;
 		n -= got;
 	}
@@ -720,15 +769,15 @@ send_main(void *arg)
 		}
 		if (c->state == TLI_UP && c->outq.len > 0) {
 			tli_buf t = out;
-			nng_stream *s = c->stream;
+			tli_conn *s = c->stream;
 			int rv;
 
 			out = c->outq;
 			c->outq = t;
 			c->sending = true;
 			pthread_mutex_unlock(&c->mtx);
-			rv = stream_xfer(
-			    c, s, aio, out.data, out.len, true, TLI_STALL_MS);
+			rv = stream_send(
+			    c, c, s, aio, out.data, out.len, TLI_STALL_MS);
 			tli_buf_reset(&out);
 			pthread_mutex_lock(&c->mtx);
 			c->sending = false;
@@ -737,7 +786,7 @@ send_main(void *arg)
 				tli_client_log(c, TL_LOG_WARN,
 				    "send failed: %s", tl_strerror(rv));
 				c->stream_dead = true;
-				nng_stream_close(s);
+				conn_close(s);
 				/* The reader may wait on the dead stream for
 				 * ever: wake it so it takes the connection
 				 * down (and fails what is in flight). */
@@ -765,7 +814,7 @@ send_main(void *arg)
 /* Read the next whole frame into r; body points into r->buf until the next
  * call. */
 static int
-rd_frame(nng_stream *s, nng_aio *aio, rd_buf *r, int timeout_ms, tlp_hdr *h,
+rd_frame(tli_conn *s, nng_aio *aio, rd_buf *r, int timeout_ms, tlp_hdr *h,
     const uint8_t **body, size_t *blen)
 {
 	for (;;) {
@@ -811,6 +860,17 @@ rd_frame(nng_stream *s, nng_aio *aio, rd_buf *r, int timeout_ms, tlp_hdr *h,
 			r->buf = nb;
 			r->cap = ncap;
 		}
+		if (s->s == NULL) {
+			sock_ctx x = {r->c, s, r->gate != NULL};
+			size_t got;
+			if ((rv = tli_sock_recv(s->fd, r->buf + r->len,
+			         r->cap - r->len, &got, timeout_ms, sock_stop,
+			         &x)) != TL_OK) {
+				return rv;
+			}
+			r->len += got;
+			continue;
+		}
 		iov.iov_buf = r->buf + r->len;
 		iov.iov_len = r->cap - r->len;
 		nng_aio_set_iov(aio, 1, &iov);
@@ -829,24 +889,49 @@ rd_frame(nng_stream *s, nng_aio *aio, rd_buf *r, int timeout_ms, tlp_hdr *h,
 	}
 }
 
-static int
-conn_dial(tl_client *c, nng_aio *aio, nng_stream_dialer *d, nng_stream **out)
+static bool
+closing_stop(void *arg)
 {
+	sock_ctx x = {arg, NULL, false};
+
+	return sock_stop(&x);
+}
+
+static int
+conn_dial(tl_client *c, nng_aio *aio, const tli_url *u, tli_conn **out)
+{
+	tli_conn *s = tli_zalloc(sizeof(*s));
 	int rv;
 
+	if (s == NULL) {
+		return TL_ENOMEM;
+	}
+	s->fd = -1;
+	if (u->own_tcp) {
+		rv =
+		    tli_sock_dial(u->url, c->hello_ms, closing_stop, c, &s->fd);
+		if (rv != TL_OK) {
+			tli_free(s);
+			return rv == TL_ETIMEDOUT ? TL_ETIMEDOUT : TL_ECONN;
+		}
+		*out = s;
+		return TL_OK;
+	}
 	nng_aio_set_timeout(aio, c->hello_ms);
-	nng_stream_dialer_dial(d, aio);
+	nng_stream_dialer_dial(u->d, aio);
 	nng_aio_wait(aio);
 	if ((rv = nng_aio_result(aio)) != 0) {
+		tli_free(s);
 		return client_nng_err(rv) == TL_ETIMEDOUT ? TL_ETIMEDOUT
 		                                          : TL_ECONN;
 	}
-	*out = nng_aio_get_output(aio, 0);
+	s->s = nng_aio_get_output(aio, 0);
+	*out = s;
 	return TL_OK;
 }
 
 static int
-conn_hello(tl_client *c, nng_stream *s, nng_aio *aio, rd_buf *r)
+conn_hello(tl_client *c, tli_conn *s, nng_aio *aio, rd_buf *r)
 {
 	tli_buf b;
 	tlp_w w;
@@ -871,8 +956,7 @@ conn_hello(tl_client *c, nng_stream *s, nng_aio *aio, rd_buf *r)
 	tlp_frame_begin(&b, &w, TLP_OP_HELLO, 0, 1);
 	tlp_enc_hello(&w, &m);
 	if ((rv = tlp_frame_end(&b, 0)) == TL_OK) {
-		rv =
-		    stream_xfer(NULL, s, aio, b.data, b.len, true, c->hello_ms);
+		rv = stream_send(c, NULL, s, aio, b.data, b.len, c->hello_ms);
 	}
 	tli_buf_fini(&b);
 	if (rv != TL_OK) {
@@ -1060,7 +1144,7 @@ conn_dispatch(tl_client *c, const tlp_hdr *h, const uint8_t *body, size_t blen)
 
 /* The connection s is gone: fail what was in flight and forget it. */
 static void
-conn_down(tl_client *c, nng_stream *s, int why)
+conn_down(tl_client *c, tli_conn *s, int why)
 {
 	tli_req *reqs;
 	tli_lop *lops = NULL;
@@ -1069,7 +1153,7 @@ conn_down(tl_client *c, nng_stream *s, int why)
 
 	pthread_mutex_lock(&c->mtx);
 	c->stream_dead = true;
-	nng_stream_close(s);
+	conn_close(s);
 	err = c->closing ? TL_ECLOSED : TL_ECONN;
 	if (!c->closing && !c->draining) {
 		tli_client_log(c, TL_LOG_WARN, "connection to %s lost: %s",
@@ -1110,7 +1194,7 @@ conn_down(tl_client *c, nng_stream *s, int why)
 	reqs_fail(reqs, err);
 	tli_lops_finish(c, lops, err);
 	tli_consumer_free_leases(queued);
-	nng_stream_free(s);
+	conn_free(s);
 }
 
 static void
@@ -1127,15 +1211,16 @@ conn_backoff(tl_client *c, int ms)
 
 /* Dial urls[idx] and open a session; *out is its stream. */
 static int
-conn_open(tl_client *c, size_t idx, nng_aio *aio, rd_buf *r, nng_stream **out)
+conn_open(tl_client *c, size_t idx, nng_aio *aio, rd_buf *r, tli_conn **out)
 {
 	int rv;
 
 	r->len = r->off = 0;
+	r->c = c;
 	r->gate = NULL;
-	if ((rv = conn_dial(c, aio, c->urls[idx].d, out)) == TL_OK &&
+	if ((rv = conn_dial(c, aio, &c->urls[idx], out)) == TL_OK &&
 	    (rv = conn_hello(c, *out, aio, r)) != TL_OK) {
-		nng_stream_free(*out);
+		conn_free(*out);
 	}
 	return rv;
 }
@@ -1155,7 +1240,7 @@ conn_open_err(int have, int rv)
  * re-subscribed (not on the first connection) and the parked requests are
  * sent. */
 static void
-conn_up(tl_client *c, nng_stream *s, rd_buf *r, bool first)
+conn_up(tl_client *c, tli_conn *s, rd_buf *r, bool first)
 {
 	tli_req *failed = NULL;
 
@@ -1181,7 +1266,7 @@ conn_up(tl_client *c, nng_stream *s, rd_buf *r, bool first)
 /* Read the session's frames until it fails or, after a TL_ENOTLEADER,
  * the replies in flight are in (*drained then). */
 static int
-conn_read(tl_client *c, nng_stream *s, nng_aio *aio, rd_buf *r, bool *drained)
+conn_read(tl_client *c, tli_conn *s, nng_aio *aio, rd_buf *r, bool *drained)
 {
 	tlp_hdr h;
 	const uint8_t *body;
@@ -1256,7 +1341,7 @@ conn_main(void *arg)
 
 	conn_of = c;
 	for (;;) {
-		nng_stream *s = NULL;
+		tli_conn *s = NULL;
 		size_t idx = c->cur;
 		bool closing;
 
@@ -1297,7 +1382,7 @@ conn_main(void *arg)
 		closing = c->closing;
 		pthread_mutex_unlock(&c->mtx);
 		if (closing) {
-			nng_stream_free(s);
+			conn_free(s);
 			break;
 		}
 		fails = 0;
@@ -1425,7 +1510,7 @@ out:
 static int
 url_add(tl_client *c, const char *url, size_t n, size_t *idx)
 {
-	tli_url u = {NULL, NULL};
+	tli_url u = {NULL, NULL, false};
 	int rv;
 
 	if (c->nurls == TLI_MAX_URLS + TLI_MAX_LEARNED) {
@@ -1444,6 +1529,9 @@ url_add(tl_client *c, const char *url, size_t n, size_t *idx)
 		tli_free(u.url);
 		return rv;
 	}
+	/* tcp:// on the client's own socket: a thread wake-up less on the way
+	 * to every delivery and reply (sdk/sock.c) */
+	u.own_tcp = tli_sock_url(u.url);
 	/* Requests are coalesced into frames already: no Nagle delay on top
 	 * (nng's stream dialer leaves it on). */
 	if (strncmp(u.url, "ipc://", 6) != 0) {
@@ -1548,7 +1636,7 @@ client_stop(tl_client *c)
 	c->closing = true;
 	if (c->stream != NULL) {
 		c->stream_dead = true;
-		nng_stream_close(c->stream);
+		conn_close(c->stream);
 	}
 	pthread_cond_broadcast(&c->cv);
 	n = c->nurls;

@@ -12,12 +12,13 @@
  * and makes it leave for the leader named (or the next URL) once the
  * replies in flight are in, and parked requests are sent again on the next
  * session (see "following the cluster's leader" in client.c). The send thread
- * writes the send queue (many frames per nng_stream_send), builds the
+ * writes the send queue (many frames per send), builds the
  * coalesced lease-op batches, sends PINGs and times requests out. The
  * callback thread runs user completion callbacks (tl_put_batch_async, the
  * tl_lease_*_async ops), so no user code runs on the reader or under a
  * lock. A consumer with
- * on_message has one more thread that feeds the callback from its queue.
+ * on_message has one more thread that feeds the callback from its queue,
+ * unless its deliveries are inline (the connection thread calls it).
  *
  * Locking: one mutex per client (c->mtx) guards the client and all its
  * consumers and leases' list links. Nothing is called out of the library
@@ -238,7 +239,27 @@ struct tl_consumer {
 typedef struct tli_url {
 	char *url;
 	nng_stream_dialer *d;
+	bool own_tcp; /* tcp://: dialled with the client's own socket */
 } tli_url;
+
+/* A session's connection: nng's stream (tls+tcp://, ipc://) or, for
+ * tcp://, the client's own socket (sdk/sock.c). */
+typedef struct tli_conn {
+	nng_stream *s; /* NULL: the own socket */
+	int fd;        /* -1 with s */
+} tli_conn;
+
+/* sdk/sock.c. A wait gives up (TL_ECONN) when stop(arg) says so; it is
+ * asked at least every 50 ms. Timeouts <= 0: none. */
+typedef bool (*tli_sock_stop_fn)(void *arg);
+bool tli_sock_url(const char *url); /* a tcp://HOST:PORT the socket takes */
+int tli_sock_dial(
+    const char *url, int timeout_ms, tli_sock_stop_fn stop, void *arg, int *fd);
+int tli_sock_send(int fd, const uint8_t *p, size_t n, int timeout_ms,
+    tli_sock_stop_fn stop, void *arg);
+int tli_sock_recv(int fd, uint8_t *p, size_t cap, size_t *got, int timeout_ms,
+    tli_sock_stop_fn stop, void *arg);
+void tli_sock_shutdown(int fd);
 
 struct tl_client {
 	tl_opts opts;
@@ -269,7 +290,7 @@ struct tl_client {
 	bool sending;  /* the send thread uses the stream */
 	uint64_t gen;  /* connection generation */
 	int first_err; /* the first connect's outcome, -1 pending */
-	nng_stream *stream;
+	tli_conn *stream;
 	bool stream_dead; /* stream was closed: start no I/O on it */
 	pthread_t conn_thr, send_thr, cb_thr;
 	nng_aio *raio;             /* the connection thread's (dial, read) */

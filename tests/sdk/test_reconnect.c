@@ -1,8 +1,15 @@
 /*
  * End-to-end: the broker is killed and restarted under a client. Requests
  * fail with TL_ECONN while it is down and work again after it is back; an
- * open consumer is re-subscribed and keeps (or gets back) its leases.
+ * open consumer is re-subscribed and keeps (or gets back) its leases. Over
+ * ipc:// (nng's stream) and over tcp:// (the client's own socket,
+ * sdk/sock.c); and a listener that never answers, or none at all.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "tltest.h"
 #include "raw_client.h"
 #include "sdk_util.h"
@@ -21,12 +28,13 @@ TestSuite(reconnect, .fini = teardown, .timeout = 60);
 static const tl_consumer_conf keeper = {
     .topic = "rc", .consumer_id = "keeper", .lease_ms = 30000, .credit = 4};
 
-/* Start the broker (tag), a client, topic "rc", the consumer and m1. */
+/* Start the broker (tag), a client (over TCP or ipc), topic "rc", the
+ * consumer and m1. */
 static void
-start_keeper(const char *tag, tl_client **c, tl_consumer **k)
+start_keeper(const char *tag, bool tcp, tl_client **c, tl_consumer **k)
 {
 	sb_start(&B, tag);
-	*c = sb_client(&B);
+	*c = tcp ? sb_client_tcp(&B) : sb_client(&B);
 	sb_topic(*c, "rc", 0);
 	TL_PASS(tl_consumer_open(k, *c, &keeper));
 	TL_PASS(tl_put_in(*c, "rc", "p", "m1", 0, "one", 3, NULL));
@@ -38,7 +46,8 @@ count_all(tl_client *c, tl_counts *k)
 	return tl_count(c, "rc", 0, TL_TS_MAX, k);
 }
 
-Test(reconnect, requests_fail_then_work_and_leases_come_back)
+static void
+fail_then_work(const char *tag, bool tcp)
 {
 	tl_client *c;
 	tl_consumer *k = NULL;
@@ -49,7 +58,7 @@ Test(reconnect, requests_fail_then_work_and_leases_come_back)
 	uint64_t v2;
 	int rv;
 
-	start_keeper("sdk-rc", &c, &k);
+	start_keeper(tag, tcp, &c, &k);
 	TL_PASS(tl_put_in(c, "rc", "p", "m2", 0, "two", 3, NULL));
 	deadline = tli_mono_ms() + 10000;
 	while (got < 2 && tli_mono_ms() < deadline) {
@@ -101,6 +110,16 @@ Test(reconnect, requests_fail_then_work_and_leases_come_back)
 	tl_client_close(c);
 }
 
+Test(reconnect, requests_fail_then_work_and_leases_come_back)
+{
+	fail_then_work("sdk-rc", false);
+}
+
+Test(reconnect, requests_fail_then_work_and_leases_come_back_over_tcp)
+{
+	fail_then_work("sdk-rct", true);
+}
+
 /* A lease the application holds whose version moved without its handle
  * knowing (here another session of the same consumer id extended it; in
  * a failover, an extend whose answer was lost) is recovered when the
@@ -117,7 +136,7 @@ Test(reconnect, a_held_lease_that_moved_is_adopted_not_delivered_twice)
 	size_t n = 0;
 	int64_t deadline;
 
-	start_keeper("sdk-rc3", &c, &k);
+	start_keeper("sdk-rc3", false, &c, &k);
 	TL_PASS(tl_consumer_poll(k, &l, 1, &n, 10000));
 	cr_assert_eq(n, 1);
 
@@ -201,17 +220,73 @@ Test(reconnect, a_queued_lease_that_ran_out_meanwhile_is_not_handed_over)
 	tl_client_close(c);
 }
 
-Test(reconnect, close_while_down_does_not_hang)
+static void
+close_while_down(const char *tag, bool tcp)
 {
 	tl_client *c;
 	tl_counts cnt;
 	int64_t deadline;
 
-	sb_start(&B, "sdk-rc2");
-	c = sb_client(&B);
+	sb_start(&B, tag);
+	c = tcp ? sb_client_tcp(&B) : sb_client(&B);
 	sb_kill(&B, SIGKILL);
 	deadline = tli_mono_ms() + 10000;
 	while (count_all(c, &cnt) != TL_ECONN && tli_mono_ms() < deadline) {
 	}
+	tl_client_close(c);
+}
+
+Test(reconnect, close_while_down_does_not_hang)
+{
+	close_while_down("sdk-rc2", false);
+}
+
+Test(reconnect, close_while_down_does_not_hang_over_tcp)
+{
+	close_while_down("sdk-rc2t", true);
+}
+
+/* A listener that accepts the connection and never answers HELLO (a hung
+ * broker, another service on the port): tl_client_open fails with
+ * TL_ETIMEDOUT once its timeout has passed, not before and not long
+ * after; with nothing listening any more, TL_ECONN at once. And a host
+ * name is resolved (tcp://localhost:PORT reaches the broker). */
+Test(reconnect, a_silent_listener_times_out_and_a_closed_port_is_refused)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	socklen_t len = sizeof(a);
+	int ls = socket(AF_INET, SOCK_STREAM, 0);
+	tl_opts *o = NULL;
+	tl_client *c = NULL;
+	tl_counts cnt;
+	char url[64];
+	int64_t t0, ms;
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert(ls >= 0);
+	cr_assert_eq(bind(ls, (struct sockaddr *) &a, sizeof(a)), 0);
+	cr_assert_eq(listen(ls, 4), 0);
+	cr_assert_eq(getsockname(ls, (struct sockaddr *) &a, &len), 0);
+	snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", ntohs(a.sin_port));
+	TL_PASS(tl_opts_alloc(&o));
+	TL_PASS(tl_opts_set_url(o, url));
+	TL_PASS(tl_opts_set_timeout(o, 400));
+	t0 = tli_mono_ms();
+	TL_FAIL(tl_client_open(&c, o), TL_ETIMEDOUT);
+	ms = tli_mono_ms() - t0;
+	cr_assert(
+	    ms >= 390 && ms < 3000, "gave up after %lld ms", (long long) ms);
+	cr_assert_null(c);
+	close(ls);
+	t0 = tli_mono_ms();
+	TL_FAIL(tl_client_open(&c, o), TL_ECONN);
+	cr_assert(tli_mono_ms() - t0 < 1000);
+	tl_opts_free(o);
+
+	sb_start(&B, "sdk-rc5");
+	snprintf(url, sizeof(url), "tcp://localhost:%s",
+	    strrchr(B.tcp_url, ':') + 1);
+	c = sb_client_url(url, 5000, NULL);
+	TL_FAIL(count_all(c, &cnt), TL_ENOTOPIC, "the broker answers");
 	tl_client_close(c);
 }

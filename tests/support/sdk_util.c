@@ -20,9 +20,11 @@ sb_start(sb_broker *b, const char *tag)
 	b->dir = tt_mkdtemp(tag);
 	snprintf(b->sock, sizeof(b->sock), "%s/tl.sock", b->dir);
 	snprintf(b->url, sizeof(b->url), "ipc://%s", b->sock);
+	snprintf(b->tcp_url, sizeof(b->tcp_url), "tcp://127.0.0.1:%d",
+	    tt_free_port());
 	tt_proc_timelined(&b->proc, b->dir, "broker");
-	tt_proc_args(&b->proc, "--data", b->dir, "--listen", b->url, "--topic",
-	    "default", "--metrics", "off", NULL);
+	tt_proc_args(&b->proc, "--data", b->dir, "--listen", b->url, "--listen",
+	    b->tcp_url, "--topic", "default", "--metrics", "off", NULL);
 	sb_spawn(b);
 }
 
@@ -75,6 +77,12 @@ tl_client *
 sb_client(const sb_broker *b)
 {
 	return sb_client_url(b->url, 5000, NULL);
+}
+
+tl_client *
+sb_client_tcp(const sb_broker *b)
+{
+	return sb_client_url(b->tcp_url, 5000, NULL);
 }
 
 void

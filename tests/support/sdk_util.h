@@ -16,12 +16,14 @@
 
 typedef struct sb_broker {
 	char *dir; /* the data directory; the socket and log live there too */
-	char url[600];
+	char url[600];    /* ipc:// */
+	char tcp_url[64]; /* the same broker on loopback TCP */
 	char sock[256];
 	tt_proc proc;
 } sb_broker;
 
-/* Make a private directory and start the broker there (topic "default"). */
+/* Make a private directory and start the broker there (topic "default"),
+ * listening on url and tcp_url. */
 void sb_start(sb_broker *b, const char *tag);
 /* Start the broker again on b->dir and wait for it to be ready. */
 void sb_spawn(sb_broker *b);
@@ -52,8 +54,9 @@ void sb_stop(sb_broker *b);
  * succeed); returns the count. */
 size_t sb_poll_n(tl_consumer *k, tl_lease **out, size_t want, int timeout_ms);
 
-/* A client of the broker that must open. */
+/* A client of the broker that must open (over ipc; _tcp: over TCP). */
 tl_client *sb_client(const sb_broker *b);
+tl_client *sb_client_tcp(const sb_broker *b);
 /* A client of url (one URL, or a cluster's comma-separated list) with
  * this request timeout and log callback (NULL: none), reconnecting fast. */
 tl_client *sb_client_url(const char *url, int timeout_ms, tl_log_fn log);
