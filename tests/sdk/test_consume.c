@@ -10,6 +10,7 @@
 
 SB_SUITE(consume, "sdk-cons");
 
+/* What a test's on_message saw (the inline tests use all of it). */
 typedef struct seen {
 	pthread_mutex_t m;
 	pthread_cond_t cv;
@@ -17,18 +18,29 @@ typedef struct seen {
 	int early;
 	int errs;
 	char bodies[16][16];
+	int deleted, del_errs; /* asynchronous deletes done, failed */
+	int blocked_delete, blocked_put, blocked_open;
+	bool one_thread;
+	pthread_t thr;
+	int hold_ms;     /* the callback sleeps this long */
+	bool in_cb, out; /* a callback started / returned */
 } seen;
 
 static void
-on_msg(void *arg, tl_lease *l)
+seen_init(seen *s)
 {
-	seen *s = arg;
+	memset(s, 0, sizeof(*s));
+	pthread_mutex_init(&s->m, NULL);
+	pthread_cond_init(&s->cv, NULL);
+}
+
+/* Under s->m: lease l arrived at broker time now. */
+static void
+seen_note_locked(seen *s, tl_lease *l, int64_t now)
+{
 	size_t len = 0;
 	const char *b = tl_lease_body(l, &len);
-	int64_t now = tl_client_broker_now(C);
-	int rv = tl_lease_delete(l);
 
-	pthread_mutex_lock(&s->m);
 	if (s->n < 16) {
 		snprintf(s->bodies[s->n], sizeof(s->bodies[0]), "%.*s",
 		    (int) len, b);
@@ -36,8 +48,63 @@ on_msg(void *arg, tl_lease *l)
 	s->n++;
 	/* 5 ms of slack for the clock offset estimate */
 	s->early += tl_lease_due(l) > now + 5;
-	s->errs += rv != TL_OK;
 	pthread_cond_broadcast(&s->cv);
+}
+
+/* Wait (up to 15 s) until *v reaches want; its value then. */
+static int
+seen_wait(seen *s, const int *v, int want)
+{
+	int64_t deadline = tli_mono_ms() + 15000;
+	int got;
+
+	pthread_mutex_lock(&s->m);
+	while (*v < want && tli_mono_ms() < deadline) {
+		struct timespec ts;
+
+		tli_deadline(&ts, CLOCK_REALTIME, 50);
+		pthread_cond_timedwait(&s->cv, &s->m, &ts);
+	}
+	got = *v;
+	pthread_mutex_unlock(&s->m);
+	return got;
+}
+
+/* Put m0..m4 on topic, due 200, 250, ... 400 ms from now. */
+static void
+put_five(const char *topic)
+{
+	for (int i = 0; i < 5; i++) {
+		char body[8];
+		snprintf(body, sizeof(body), "m%d", i);
+		TL_PASS(tl_put_in(C, topic, "p", NULL, 200 + 50 * i, body,
+		    strlen(body), NULL));
+	}
+}
+
+/* The five of put_five arrived, once each, in due order, none early. */
+static void
+seen_five(const seen *s)
+{
+	cr_assert_eq(s->n, 5, "got %d of 5 messages", s->n);
+	cr_assert_eq(s->early, 0);
+	for (int i = 0; i < 5; i++) {
+		char want[8];
+		snprintf(want, sizeof(want), "m%d", i);
+		cr_assert_str_eq(s->bodies[i], want, "in due order");
+	}
+}
+
+static void
+on_msg(void *arg, tl_lease *l)
+{
+	seen *s = arg;
+	int64_t now = tl_client_broker_now(C);
+	int rv = tl_lease_delete(l);
+
+	pthread_mutex_lock(&s->m);
+	seen_note_locked(s, l, now);
+	s->errs += rv != TL_OK;
 	pthread_mutex_unlock(&s->m);
 	tl_lease_free(l);
 }
@@ -52,35 +119,14 @@ Test(consume, callback_gets_due_messages_and_deletes)
 	    .arg = &s};
 	tl_consumer *k = NULL;
 	tl_counts cnt;
-	int64_t deadline = tli_mono_ms() + 15000;
 
-	memset(&s, 0, sizeof(s));
-	pthread_mutex_init(&s.m, NULL);
-	pthread_cond_init(&s.cv, NULL);
+	seen_init(&s);
 	sb_topic(C, "cb", 0);
 	TL_PASS(tl_consumer_open(&k, C, &conf));
-	for (int i = 0; i < 5; i++) {
-		char body[8];
-		snprintf(body, sizeof(body), "m%d", i);
-		TL_PASS(tl_put_in(C, "cb", "p", NULL, 200 + 50 * i, body,
-		    strlen(body), NULL));
-	}
-	pthread_mutex_lock(&s.m);
-	while (s.n < 5 && tli_mono_ms() < deadline) {
-		struct timespec ts;
-
-		tli_deadline(&ts, CLOCK_REALTIME, 50);
-		pthread_cond_timedwait(&s.cv, &s.m, &ts);
-	}
-	pthread_mutex_unlock(&s.m);
-	cr_assert_eq(s.n, 5, "got %d of 5 messages", s.n);
-	cr_assert_eq(s.early, 0);
+	put_five("cb");
+	seen_wait(&s, &s.n, 5);
+	seen_five(&s);
 	cr_assert_eq(s.errs, 0);
-	for (int i = 0; i < 5; i++) {
-		char want[8];
-		snprintf(want, sizeof(want), "m%d", i);
-		cr_assert_str_eq(s.bodies[i], want, "in due order");
-	}
 	tl_consumer_close(k);
 	TL_PASS(tl_count(C, "cb", 0, TL_TS_MAX, &cnt));
 	cr_assert_eq(cnt.available + cnt.waiting + cnt.processing, 0);
@@ -266,22 +312,10 @@ Test(consume, bad_subscriptions)
  * frame is read. What it calls there: a blocking call of the client would
  * wait for a reply that only this thread reads, so it is refused at once;
  * the asynchronous delete works and completes on the callback thread. */
-typedef struct inl {
-	pthread_mutex_t m;
-	pthread_cond_t cv;
-	int n, early, deleted, del_errs;
-	int blocked_delete, blocked_put, blocked_open;
-	bool one_thread;
-	pthread_t thr;
-	char bodies[8][8];
-	int hold_ms;     /* the callback sleeps this long */
-	bool in_cb, out; /* a callback started / returned */
-} inl;
-
 static void
 inl_deleted(void *arg, int err)
 {
-	inl *s = arg;
+	seen *s = arg;
 
 	pthread_mutex_lock(&s->m);
 	s->deleted++;
@@ -293,9 +327,7 @@ inl_deleted(void *arg, int err)
 static void
 inl_msg(void *arg, tl_lease *l)
 {
-	inl *s = arg;
-	size_t len = 0;
-	const char *b = tl_lease_body(l, &len);
+	seen *s = arg;
 	int64_t now = tl_client_broker_now(C);
 	tl_consumer_conf other = {.topic = "inl", .consumer_id = "c2"};
 	tl_consumer *k2 = NULL;
@@ -312,12 +344,7 @@ inl_msg(void *arg, tl_lease *l)
 	} else if (!pthread_equal(s->thr, pthread_self())) {
 		s->one_thread = false;
 	}
-	if (s->n < 8) {
-		snprintf(s->bodies[s->n], sizeof(s->bodies[0]), "%.*s",
-		    (int) len, b);
-	}
-	s->n++;
-	s->early += tl_lease_due(l) > now + 5;
+	seen_note_locked(s, l, now);
 	s->blocked_delete += del == TL_EINVAL;
 	s->blocked_put += put == TL_EINVAL;
 	s->blocked_open += open == TL_EINVAL && k2 == NULL;
@@ -334,36 +361,9 @@ inl_msg(void *arg, tl_lease *l)
 	pthread_mutex_unlock(&s->m);
 }
 
-static void
-inl_init(inl *s)
-{
-	memset(s, 0, sizeof(*s));
-	pthread_mutex_init(&s->m, NULL);
-	pthread_cond_init(&s->cv, NULL);
-}
-
-/* Wait (up to 15 s) until *v reaches want; its value then. */
-static int
-inl_wait(inl *s, const int *v, int want)
-{
-	int64_t deadline = tli_mono_ms() + 15000;
-	int got;
-
-	pthread_mutex_lock(&s->m);
-	while (*v < want && tli_mono_ms() < deadline) {
-		struct timespec ts;
-
-		tli_deadline(&ts, CLOCK_REALTIME, 50);
-		pthread_cond_timedwait(&s->cv, &s->m, &ts);
-	}
-	got = *v;
-	pthread_mutex_unlock(&s->m);
-	return got;
-}
-
 Test(consume, inline_delivery_on_the_connection_thread)
 {
-	inl s;
+	seen s;
 	tl_consumer_conf conf = {.topic = "inl",
 	    .consumer_id = "c1",
 	    .credit = 4,
@@ -373,24 +373,13 @@ Test(consume, inline_delivery_on_the_connection_thread)
 	tl_consumer *k = NULL;
 	tl_counts cnt;
 
-	inl_init(&s);
+	seen_init(&s);
 	sb_topic(C, "inl", 0);
 	TL_PASS(tl_consumer_open(&k, C, &conf));
-	for (int i = 0; i < 5; i++) {
-		char body[8];
-		snprintf(body, sizeof(body), "m%d", i);
-		TL_PASS(tl_put_in(C, "inl", "p", NULL, 200 + 50 * i, body,
-		    strlen(body), NULL));
-	}
-	cr_assert_eq(inl_wait(&s, &s.deleted, 5), 5, "5 deleted");
-	cr_assert_eq(s.n, 5, "each delivered once");
-	cr_assert_eq(s.early, 0);
+	put_five("inl");
+	cr_assert_eq(seen_wait(&s, &s.deleted, 5), 5, "5 deleted");
+	seen_five(&s);
 	cr_assert_eq(s.del_errs, 0, "the asynchronous deletes succeed");
-	for (int i = 0; i < 5; i++) {
-		char want[8];
-		snprintf(want, sizeof(want), "m%d", i);
-		cr_assert_str_eq(s.bodies[i], want, "in due order");
-	}
 	cr_assert(s.one_thread, "one thread runs the callback");
 	cr_assert(!pthread_equal(s.thr, pthread_self()));
 	cr_assert_eq(s.blocked_delete, 5, "a blocking lease op is refused");
@@ -406,7 +395,7 @@ Test(consume, inline_delivery_on_the_connection_thread)
 
 Test(consume, closing_waits_for_a_running_inline_callback)
 {
-	inl s;
+	seen s;
 	tl_consumer_conf conf = {.topic = "inc",
 	    .consumer_id = "c1",
 	    .on_message = inl_msg,
@@ -415,7 +404,7 @@ Test(consume, closing_waits_for_a_running_inline_callback)
 	tl_consumer *k = NULL;
 	bool in_cb, out;
 
-	inl_init(&s);
+	seen_init(&s);
 	s.hold_ms = 300;
 	sb_topic(C, "inc", 0);
 	TL_PASS(tl_consumer_open(&k, C, &conf));
@@ -434,7 +423,7 @@ Test(consume, closing_waits_for_a_running_inline_callback)
 	pthread_mutex_unlock(&s.m);
 	cr_assert(in_cb && out, "close returned only after the callback");
 	/* its delete, started as the consumer closed, ends either way */
-	cr_assert_eq(inl_wait(&s, &s.deleted, 1), 1);
+	cr_assert_eq(seen_wait(&s, &s.deleted, 1), 1);
 }
 
 /* A consumer closed while another thread frees its leases and asks to
