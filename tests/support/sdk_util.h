@@ -1,8 +1,9 @@
 /*
- * Helpers of the SDK end-to-end suites: the real broker on an ipc socket in
- * a private temporary directory (run by the launcher, launch.h), killed and
- * started again on the same data, and SDK clients with short timeouts and
- * backoff. Part of the test support library (tltestsupport_sdk).
+ * Helpers of the SDK end-to-end suites: the real broker on an ipc socket and
+ * a loopback TCP port, in a private temporary directory (run by the launcher,
+ * launch.h), killed and started again on the same data, and SDK clients with
+ * short timeouts and backoff. Part of the test support library
+ * (tltestsupport_sdk).
  */
 #ifndef TL_TESTS_SDK_UTIL_H
 #define TL_TESTS_SDK_UTIL_H
@@ -32,15 +33,16 @@ void sb_kill(sb_broker *b, int sig);
 /* SIGTERM, reap, remove the directory. */
 void sb_stop(sb_broker *b);
 
-/* A suite whose every test has its own broker B and client C: defines
- * them, the suite's init and fini, and the TestSuite (timeout 60 s). */
+/* A suite whose every test has its own broker B and client C (over TCP,
+ * the client's own socket, as most applications connect): defines them,
+ * the suite's init and fini, and the TestSuite (timeout 60 s). */
 #define SB_SUITE(suite, tag)           \
 	static sb_broker B;            \
 	static tl_client *C;           \
 	static void suite##_init(void) \
 	{                              \
 		sb_start(&B, tag);     \
-		C = sb_client(&B);     \
+		C = sb_client_tcp(&B); \
 	}                              \
 	static void suite##_fini(void) \
 	{                              \
