@@ -312,11 +312,19 @@ Test(consume, bad_subscriptions)
  * frame is read. What it calls there: a blocking call of the client would
  * wait for a reply that only this thread reads, so it is refused at once;
  * the asynchronous delete works and completes on the callback thread. */
+typedef struct inl_op {
+	seen *s;
+	tl_lease *l; /* freed once its delete is done */
+} inl_op;
+
 static void
 inl_deleted(void *arg, int err)
 {
-	seen *s = arg;
+	inl_op *op = arg;
+	seen *s = op->s;
 
+	tl_lease_free(op->l);
+	free(op);
 	pthread_mutex_lock(&s->m);
 	s->deleted++;
 	s->del_errs += err != TL_OK;
@@ -329,6 +337,7 @@ inl_msg(void *arg, tl_lease *l)
 {
 	seen *s = arg;
 	int64_t now = tl_client_broker_now(C);
+	inl_op *op;
 	tl_consumer_conf other = {.topic = "inl", .consumer_id = "c2"};
 	tl_consumer *k2 = NULL;
 	int del = tl_lease_delete(l);
@@ -352,9 +361,14 @@ inl_msg(void *arg, tl_lease *l)
 	if (s->hold_ms > 0) {
 		usleep((useconds_t) s->hold_ms * 1000);
 	}
-	if (tl_lease_delete_async(l, inl_deleted, s) != TL_OK) {
-		tl_lease_free(l);
-		inl_deleted(s, TL_ECLOSED);
+	if ((op = malloc(sizeof(*op))) == NULL) {
+		tl_lease_free(l); /* never counted as deleted: the test fails */
+		return;
+	}
+	op->s = s;
+	op->l = l;
+	if (tl_lease_delete_async(l, inl_deleted, op) != TL_OK) {
+		inl_deleted(op, TL_ECLOSED); /* not queued: done never runs */
 	}
 	pthread_mutex_lock(&s->m);
 	s->out = true;
