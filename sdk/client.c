@@ -677,25 +677,18 @@ io_start(tl_client *gate, tli_conn *s, nng_aio *aio, bool send)
 	return ok;
 }
 
-/* Whether an own socket's wait gives up: the client closes or, once the
- * connection is published (gated), it is no longer the client's live one.
- * (A published one is also shut down, which ends the wait at once.) */
-typedef struct sock_ctx {
-	tl_client *c;
-	const tli_conn *s;
-	bool gated;
-} sock_ctx;
-
+/* Whether an own socket's wait before the connection is published (dial,
+ * HELLO) gives up: the client closes. A published connection takes no stop:
+ * whoever leaves it shuts it down, which ends its waits at once. */
 static bool
-sock_stop(void *arg)
+closing_stop(void *arg)
 {
-	sock_ctx *x = arg;
+	tl_client *c = arg;
 	bool stop;
 
-	pthread_mutex_lock(&x->c->mtx);
-	stop = x->c->closing ||
-	    (x->gated && (x->c->stream != x->s || x->c->stream_dead));
-	pthread_mutex_unlock(&x->c->mtx);
+	pthread_mutex_lock(&c->mtx);
+	stop = c->closing;
+	pthread_mutex_unlock(&c->mtx);
 	return stop;
 }
 
@@ -705,8 +698,8 @@ stream_send(tl_client *c, tl_client *gate, tli_conn *s, nng_aio *aio,
     uint8_t *p, size_t n, int timeout_ms)
 {
 	if (s->s == NULL) {
-		sock_ctx x = {c, s, gate != NULL};
-		return tli_sock_send(s->fd, p, n, timeout_ms, sock_stop, &x);
+		return tli_sock_send(s->fd, p, n, timeout_ms,
+		    gate != NULL ? NULL : closing_stop, c);
 	}
 	while (n > 0) {
 		nng_iov iov;
@@ -861,11 +854,11 @@ rd_frame(tli_conn *s, nng_aio *aio, rd_buf *r, int timeout_ms, tlp_hdr *h,
 			r->cap = ncap;
 		}
 		if (s->s == NULL) {
-			sock_ctx x = {r->c, s, r->gate != NULL};
 			size_t got;
 			if ((rv = tli_sock_recv(s->fd, r->buf + r->len,
-			         r->cap - r->len, &got, timeout_ms, sock_stop,
-			         &x)) != TL_OK) {
+			         r->cap - r->len, &got, timeout_ms,
+			         r->gate != NULL ? NULL : closing_stop,
+			         r->c)) != TL_OK) {
 				return rv;
 			}
 			r->len += got;
@@ -887,14 +880,6 @@ rd_frame(tli_conn *s, nng_aio *aio, rd_buf *r, int timeout_ms, tlp_hdr *h,
 		}
 		r->len += nng_aio_count(aio);
 	}
-}
-
-static bool
-closing_stop(void *arg)
-{
-	sock_ctx x = {arg, NULL, false};
-
-	return sock_stop(&x);
 }
 
 static int

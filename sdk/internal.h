@@ -249,8 +249,9 @@ typedef struct tli_conn {
 	int fd;        /* -1 with s */
 } tli_conn;
 
-/* sdk/sock.c. A wait gives up (TL_ECONN) when stop(arg) says so; it is
- * asked at least every 50 ms. Timeouts <= 0: none. */
+/* sdk/sock.c. A wait given a stop gives up (TL_ECONN) when stop(arg) says
+ * so, asked at least every 50 ms; without one it sleeps until the socket is
+ * ready or the timeout (a shutdown makes it ready). Timeouts <= 0: none. */
 typedef bool (*tli_sock_stop_fn)(void *arg);
 bool tli_sock_url(const char *url); /* a tcp://HOST:PORT the socket takes */
 int tli_sock_dial(

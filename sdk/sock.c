@@ -7,12 +7,14 @@
  * reply) that this path does not have. TLS (tls+tcp://) and ipc:// stay on
  * nng's streams.
  *
- * Every wait is a poll of at most TLI_SOCK_SLICE_MS, after which the
- * caller's stop() is asked whether to give up (the client closing, the
- * connection left): a dial or a HELLO in progress has no published
- * connection that a closer could shut down. A published one is shut down
- * (tli_sock_shutdown), which ends the waits on it at once; the descriptor
- * is closed only by its owner, once no thread uses it.
+ * A dial or a HELLO in progress has no published connection that a closer
+ * could shut down: its waits are polls of at most TLI_SOCK_SLICE_MS, after
+ * which the caller's stop() is asked whether to give up (the client
+ * closing). A published connection is shut down (tli_sock_shutdown) by
+ * whoever leaves it, which ends the waits on it at once, so they take no
+ * stop() and sleep until the socket is ready or the timeout: an idle
+ * client does not wake. The descriptor is closed only by its owner, once
+ * no thread uses it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -30,26 +32,31 @@
 #define TLI_SOCK_SLICE_MS 50
 
 /* Wait until fd is ready for ev, the deadline passes (TL_ETIMEDOUT) or
- * stop says so (TL_ECONN). deadline: monotonic ms, INT64_MAX for none. */
+ * stop (when given) says so (TL_ECONN). deadline: monotonic ms, INT64_MAX
+ * for none. */
 static int
 sock_wait(int fd, short ev, int64_t deadline, tli_sock_stop_fn stop, void *arg)
 {
 	for (;;) {
 		struct pollfd p = {.fd = fd, .events = ev, .revents = 0};
 		int64_t now = tli_mono_ms();
-		int64_t left =
-		    deadline == INT64_MAX ? TLI_SOCK_SLICE_MS : deadline - now;
+		int64_t left = deadline == INT64_MAX ? -1 : deadline - now;
 		int rv;
 
-		if (left <= 0) {
+		if (deadline != INT64_MAX && left <= 0) {
 			return TL_ETIMEDOUT;
 		}
-		if (stop != NULL && stop(arg)) {
-			return TL_ECONN;
+		if (stop != NULL) {
+			if (stop(arg)) {
+				return TL_ECONN;
+			}
+			if (left < 0 || left > TLI_SOCK_SLICE_MS) {
+				left = TLI_SOCK_SLICE_MS;
+			}
+		} else if (left > INT32_MAX) {
+			left = INT32_MAX;
 		}
-		rv = poll(&p, 1,
-		    (int) (left > TLI_SOCK_SLICE_MS ? TLI_SOCK_SLICE_MS
-		                                    : left));
+		rv = poll(&p, 1, (int) left);
 		if (rv > 0) {
 			return TL_OK; /* ready, or an error the next call sees
 			               */
