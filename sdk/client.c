@@ -333,18 +333,23 @@ tli_submit_locked(tl_client *c, tli_req *q)
 }
 
 /* Send the parked requests on the connection that just came up; those
- * that cannot be queued go to *failed. */
+ * whose deadline passed (the sweep has not seen them yet) or that cannot
+ * be queued go to *failed, with the error that parked them. */
 static void
 park_flush_locked(tl_client *c, tli_req **failed)
 {
 	tli_req *q = c->park_head;
+	int64_t now = tli_mono_ms();
 
 	c->park_head = c->park_tail = NULL;
 	c->nparked = 0;
 	while (q != NULL) {
 		tli_req *nx = q->next;
 		q->next = NULL;
-		if (req_send_locked(c, q) != TL_OK) {
+		if (q->deadline <= now) {
+			q->next = *failed;
+			*failed = q;
+		} else if (req_send_locked(c, q) != TL_OK) {
 			q->park_err = TL_ENOMEM;
 			q->next = *failed;
 			*failed = q;
