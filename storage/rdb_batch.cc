@@ -38,7 +38,8 @@ class batch_check : public rocksdb::WriteBatch::Handler
 		return known(cf);
 	}
 
-	/* The store never writes these. */
+	/* A replicated entry never holds these (the store deletes index
+	 * entries with SingleDelete only on a single node: store.c). */
 	rocksdb::Status SingleDeleteCF(
 	    uint32_t, const rocksdb::Slice &) override
 	{

@@ -387,19 +387,43 @@ stage_same_key(const stage *g, const stage_ent *x, const stage_ent *y)
 	    memcmp(g->arena + x->koff, g->arena + y->koff, x->klen) == 0;
 }
 
+/* Whether cf's keys are deleted with SingleDelete. An index entry (the
+ * timeline's, a consumer's, an owner's) is put once and deleted once: a
+ * change deletes the old entry and puts the new one (ops.c, msg_update),
+ * never puts a key that is there. So a SingleDelete may stand for the
+ * delete, and when it meets its put in a flush or a compaction both are
+ * dropped; a Delete's tombstone stays until the last level. A lease and
+ * the extend and delete after it put and delete two or three index
+ * entries within milliseconds: with SingleDelete they vanish in the flush
+ * of their memtable instead of going to the tables as tombstones that
+ * every compaction carries down and every scan of the timeline's head
+ * steps over. Records (msg) are overwritten and keep Delete. Replicated
+ * mode keeps Delete too: a follower of an earlier version refuses
+ * entries that hold a SingleDelete (rdb_batch.cc), and an entry applied
+ * twice would put a key twice. */
+static bool
+stage_single_del(const tli_store *s, int cf)
+{
+	return s->pipelined && (cf == CF_TL || cf == CF_CONS || cf == CF_OWN);
+}
+
 /* Sorted into the WriteBatch (the arena passed to the comparator: every
  * store's writer sorts at the same time as the others). Of the entries
  * for one key only the batch's last goes in: a put or delete replaces
  * whatever came before it in the same batch, so the earlier ones would
- * only cost memtable inserts (an extend deletes and puts its consumer
- * entry under the same key; a lease and the delete that follows it in
- * one batch write the timeline entry twice). */
+ * only cost memtable inserts (a lease and the delete that follows it in
+ * one batch write the timeline entry twice). A put that replaces a delete
+ * of a key deleted with SingleDelete keeps the delete before it: the key
+ * may have been put by an earlier batch, and two puts under one
+ * SingleDelete would leave the first (a message moved back to the time it
+ * had, an entry rewritten with a new version). */
 static void
 stage_flush(tli_store *s)
 {
 	stage *g = &s->stg;
 	const stage_key *sk;
 	uint64_t merged = 0;
+	bool run_del = false; /* a delete among the key's earlier entries */
 
 	if (g->n == 0) {
 		return;
@@ -408,20 +432,31 @@ stage_flush(tli_store *s)
 	for (size_t i = 0; i < g->n; i++) {
 		const stage_ent *e = &g->e[sk[i].i];
 		const char *k = (const char *) g->arena + e->koff;
+		bool single = stage_single_del(s, e->cf);
 		if (i + 1 < g->n && stage_same_key(g, e, &g->e[sk[i + 1].i])) {
+			run_del = run_del || e->del;
 			merged++;
 			continue;
 		}
-		if (e->del) {
+		if (e->del && single) {
+			rocksdb_writebatch_singledelete_cf(
+			    s->wb, s->cf[e->cf], k, e->klen);
+		} else if (e->del) {
 			rocksdb_writebatch_delete_cf(
 			    s->wb, s->cf[e->cf], k, e->klen);
 		} else {
+			if (run_del && single) {
+				rocksdb_writebatch_singledelete_cf(
+				    s->wb, s->cf[e->cf], k, e->klen);
+				merged--;
+			}
 			rocksdb_writebatch_put_cf(s->wb, s->cf[e->cf], k,
 			    e->klen,
 			    e->vext != NULL ? (const char *) e->vext
 			                    : (const char *) g->arena + e->voff,
 			    e->vlen);
 		}
+		run_del = false;
 	}
 	atomic_fetch_add(&s->st_stage_merged, merged);
 	atomic_fetch_add(&s->st_keys_written, g->n - merged);
