@@ -396,8 +396,8 @@ stage_same_key(const stage *g, const stage_ent *x, const stage_ent *y)
  * the extend and delete after it put and delete two or three index
  * entries within milliseconds: with SingleDelete they vanish in the flush
  * of their memtable instead of going to the tables as tombstones that
- * every compaction carries down and every scan of the timeline's head
- * steps over. Records (msg) are overwritten and keep Delete. Replicated
+ * every compaction carries down and every scan over them steps past.
+ * Records (msg) are overwritten and keep Delete. Replicated
  * mode keeps Delete too: a follower of an earlier version refuses
  * entries that hold a SingleDelete (rdb_batch.cc), and an entry applied
  * twice would put a key twice. */
