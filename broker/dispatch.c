@@ -203,14 +203,16 @@ id_cmp(const char *a, size_t al, const char *b, size_t bl)
 	return al < bl ? -1 : al > bl ? 1 : 0;
 }
 
+/* Timeline order: by due time, then by id across the buckets (an id is in
+ * one bucket), so messages due at the same millisecond go in the order of
+ * their ids: for generated ids, the order they were created in. Their
+ * records, keyed by id, are then read in key order (a burst due at once
+ * reads each table block once, not once per bucket). */
 static bool
 went_less(const went *a, const went *b)
 {
 	if (a->ts != b->ts) {
 		return a->ts < b->ts;
-	}
-	if (a->bucket != b->bucket) {
-		return a->bucket < b->bucket;
 	}
 	return id_cmp(a->id, a->id_len, b->id, b->id_len) < 0;
 }

@@ -2,7 +2,8 @@
  * End-to-end, the real broker over its wire protocol: a scheduled message
  * arrives on time (never early, at most 50 ms late); ten thousand messages
  * spread over four consumers are each delivered exactly once and never
- * early; a consumer with credit 1 never holds two leases at once.
+ * early; a consumer with credit 1 never holds two leases at once; messages
+ * due at the same millisecond come in the order they were created.
  */
 #include "tltest.h"
 #include "raw_client.h"
@@ -314,6 +315,60 @@ Test(delivery, credit_one_holds_one_lease_at_a_time)
 		TL_PASS(rc_one(c, TLP_OP_ACK, "t", "solo", id,
 		            dv.d.v[0].version, 0, false, NULL, &ar),
 		    "round %d: ACK %s failed", round, id);
+		rc_deliver_free(&dv);
+	}
+	rc_close(p);
+	rc_close(c);
+}
+
+/* Messages due at the same millisecond go in the order of their ids, across
+ * the topic's 16 buckets: with generated ids, the order they were created
+ * in. (Ordered by bucket first, forty ids spread over the buckets would
+ * come in the order of their hashes.) */
+Test(delivery, same_due_time_in_creation_order)
+{
+	enum { N = 40 };
+	char ids[N][TL_GEN_ID_LEN + 1];
+	rc_client *p, *c;
+	int64_t due;
+
+	rc_broker_start(&B, "e2e-fifo");
+	p = rc_open(B.url, "producer");
+	c = rc_open(B.url, "consumer");
+	due = tli_wall_ms() + 1000;
+	for (int i = 0; i < N; i++) {
+		tlp_item it;
+		rc_results res;
+
+		memset(&it, 0, sizeof(it));
+		it.ts = due;
+		it.body = "x";
+		it.body_len = 1;
+		TL_PASS(rc_batch(p, TLP_OP_CREATE, "t", "app", &it, 1, &res));
+		cr_assert_eq(res.n, 1);
+		TL_PASS(res.v[0].err);
+		cr_assert_eq(res.v[0].id.n, TL_GEN_ID_LEN);
+		memcpy(ids[i], res.v[0].id.p, TL_GEN_ID_LEN);
+		ids[i][TL_GEN_ID_LEN] = '\0';
+		rc_results_free(&res);
+	}
+	TL_PASS(rc_subscribe(c, "t", "solo", 30000, 1));
+	for (int i = 0; i < N; i++) {
+		rc_deliver dv;
+		tlp_result ar;
+		char id[TL_GEN_ID_LEN + 1];
+
+		cr_assert_eq(rc_wait_deliver(c, 5000, &dv), 1,
+		    "message %d of %d not delivered within 5 s", i + 1, N);
+		cr_assert_eq(dv.d.n, 1);
+		snprintf(id, sizeof(id), "%.*s", (int) dv.d.v[0].id.n,
+		    dv.d.v[0].id.p);
+		cr_assert_str_eq(id, ids[i],
+		    "delivery %d is %s, not %s (created %d-th)", i + 1, id,
+		    ids[i], i + 1);
+		cr_assert_eq(dv.d.v[0].due_ts, due);
+		TL_PASS(rc_one(c, TLP_OP_ACK, "t", "solo", id,
+		    dv.d.v[0].version, 0, false, NULL, &ar));
 		rc_deliver_free(&dv);
 	}
 	rc_close(p);
