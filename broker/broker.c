@@ -138,6 +138,7 @@ open_store(tlb_broker *b)
 {
 	tli_store_opts so;
 	char bg[64] = "without a limit";
+	char nice[48] = "at the broker's priority";
 	char path[600];
 	int rv;
 
@@ -161,6 +162,7 @@ open_store(tlb_broker *b)
 	so.fsync_delay_ms = (int) b->conf.fsync_delay_ms;
 	so.background_bytes_per_s = (uint64_t) b->conf.background_write_mb
 	    << 20;
+	so.compaction_nice = (int) b->conf.compaction_nice;
 	so.clock.now_ms = tlb_clock_now;
 	so.report = store_report;
 	so.report_arg = b;
@@ -176,14 +178,19 @@ open_store(tlb_broker *b)
 		snprintf(bg, sizeof(bg), "at most %" PRId64 " MiB/s",
 		    b->conf.background_write_mb);
 	}
+	if (b->conf.compaction_nice > 0) {
+		snprintf(nice, sizeof(nice),
+		    "%" PRId64 " nicer than the broker",
+		    b->conf.compaction_nice);
+	}
 	tlb_log(TLB_INFO, "B002",
 	    "store %s open; durability %s; flushes and compactions write %s; "
-	    "RocksDB %s",
+	    "compactions run %s; RocksDB %s",
 	    so.path,
 	    b->conf.nnodes > 0 ? "by the Raft log (an acknowledged write is "
 	                         "durable on a majority of the nodes)"
 	                       : sync_name(&b->conf),
-	    bg,
+	    bg, nice,
 	    tli_rdb_assertions()
 	        ? "built with its assertions on (slower; "
 	          "tools/rocksdb-release.sh builds it without them)"

@@ -104,6 +104,19 @@ tli_rdb_insert_hints(rocksdb_options_t *o)
 	    std::make_shared<topic_prefix>();
 }
 
+/* When sorted runs or compaction debt pile up, RocksDB slows every write
+ * to this many bytes per second, and lower by a fifth each time the debt
+ * still grows, until the compactions catch up. Its default, 16 MiB/s, is
+ * about 55 000 creates a second here (some 300 bytes of batch each): a fill
+ * running at 180 000/s fell to that in one step. The store sets twice that,
+ * a first step that keeps a fill above 100 000/s. RocksDB 7.8's C API has
+ * no setter. */
+extern "C" void
+tli_rdb_delayed_write_rate(rocksdb_options_t *o, uint64_t bytes_per_s)
+{
+	o->rep.delayed_write_rate = bytes_per_s;
+}
+
 /* The number of the log file RocksDB writes to now (DB::GetCurrentWalFile:
  * its mutex and a stat). 0 on success. */
 extern "C" int

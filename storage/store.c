@@ -32,6 +32,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -1885,6 +1886,8 @@ options_setup(tli_store *s)
 	 * much (measured: 1.7 GB of log and 3.6 s of replay after 5M creates
 	 * without it). */
 	rocksdb_options_set_max_total_wal_size(s->dbopts, 256u << 20);
+	/* A slowdown whose first step keeps a fill going (rdb_resume.cc). */
+	tli_rdb_delayed_write_rate(s->dbopts, 32u << 20);
 	/* Flushes and compactions write at most this much per second, in
 	 * 100 ms portions (the log's writes are never limited): unlimited,
 	 * after a large fill they wrote 100-250 MB/s here and the log's
@@ -2097,6 +2100,52 @@ topics_load(tli_store *s)
 	return rv;
 }
 
+/* RocksDB's compaction threads (its LOW pool, one for the process; RocksDB
+ * names them rocksdb:low) `more` nice levels above the calling thread,
+ * where Linux keeps a nice value per thread. A thread already as nice or
+ * nicer is left as it is. The pool's threads exist once a database with
+ * its background jobs has opened. */
+static void
+compactions_nicer(int more)
+{
+	DIR *d;
+	struct dirent *e;
+	int target;
+
+	if (more <= 0 || (d = opendir("/proc/self/task")) == NULL) {
+		return;
+	}
+	errno = 0;
+	target = getpriority(PRIO_PROCESS, 0);
+	target = errno != 0 ? more : target + more;
+	target = target > 19 ? 19 : target;
+	while ((e = readdir(d)) != NULL) {
+		char path[64], comm[32];
+		ssize_t n;
+		int fd, cur;
+		long tid = strtol(e->d_name, NULL, 10);
+
+		if (tid <= 0) {
+			continue;
+		}
+		snprintf(path, sizeof(path), "/proc/self/task/%ld/comm", tid);
+		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+			continue;
+		}
+		n = read(fd, comm, sizeof(comm) - 1);
+		close(fd);
+		if (n < 11 || strncmp(comm, "rocksdb:low", 11) != 0) {
+			continue;
+		}
+		errno = 0;
+		cur = getpriority(PRIO_PROCESS, (id_t) tid);
+		if (errno == 0 && cur < target) {
+			(void) setpriority(PRIO_PROCESS, (id_t) tid, target);
+		}
+	}
+	closedir(d);
+}
+
 /* Open RocksDB at s->path with the store's options: the column families,
  * the format check, the applied index. */
 static int
@@ -2126,6 +2175,7 @@ db_open(tli_store *s)
 		return rv;
 	}
 	atomic_store(&s->applied, found ? tli_get_be64(v) : 0);
+	compactions_nicer(s->opts.compaction_nice);
 	return TL_OK;
 }
 

@@ -63,6 +63,9 @@ typedef struct tli_store_opts {
 	 * log's fsync that every acknowledgement waits for; a limit below
 	 * what they need makes writes wait for them instead. */
 	uint64_t background_bytes_per_s;
+	/* RocksDB's compaction threads run this many nice levels above the
+	 * caller's (at most 19); 0 leaves them as they are. */
+	int compaction_nice;
 	tli_clock clock;      /* default: wall clock */
 	bool no_record_cache; /* the writer keeps no records between
 	                         batches (tests: every path reads) */

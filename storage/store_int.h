@@ -308,6 +308,7 @@ void tli_rdb_resume(rocksdb_t *db, char **errptr);
 /* rdb_resume.cc: no automatic recovery; the writer calls tli_rdb_resume. */
 void tli_rdb_manual_resume(rocksdb_options_t *o);
 void tli_rdb_insert_hints(rocksdb_options_t *o);
+void tli_rdb_delayed_write_rate(rocksdb_options_t *o, uint64_t bytes_per_s);
 /* rdb_resume.cc: the number of the log file written now; 0 on success. */
 int tli_rdb_current_wal(rocksdb_t *db, uint64_t *number);
 /* A value of exactly len bytes under k in the default column family, into

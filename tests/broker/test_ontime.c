@@ -6,11 +6,15 @@
  * the dispatcher sleeps until the due microsecond, not whole milliseconds
  * counted from a clock anchored at a millisecond reading. The pushes come
  * from their own thread (tl-push), with normal scheduling unless
- * push_priority asks for a real-time one.
+ * push_priority asks for a real-time one. RocksDB's compactions run nicer
+ * than the broker's own threads (compaction_nice), so that they take the CPU
+ * the writer and the deliveries leave.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <errno.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -232,4 +236,74 @@ Test(ontime, push_priority_sets_the_push_thread_or_leaves_it_normal)
 	cr_assert_not_null(log = tli_read_file(B.proc.log, 1u << 22));
 	cr_assert_null(strstr(log, "D011"), "off, yet the log names D011");
 	tli_free(log);
+}
+
+/* Every RocksDB compaction thread (rocksdb:low) of the broker runs `more`
+ * nice levels above its writer thread; returns how many there are. */
+static int
+compactions_nicer_by(pid_t pid, int more)
+{
+	char path[128];
+	DIR *d;
+	struct dirent *e;
+	pid_t writer = tid_of(pid, "tl-writer\n");
+	int base, n = 0;
+
+	cr_assert(writer > 0, "no tl-writer thread");
+	errno = 0;
+	base = getpriority(PRIO_PROCESS, (id_t) writer);
+	cr_assert_eq(errno, 0);
+	snprintf(path, sizeof(path), "/proc/%d/task", (int) pid);
+	cr_assert_not_null(d = opendir(path));
+	while ((e = readdir(d)) != NULL) {
+		char cpath[512], name[64] = "";
+		FILE *f;
+		int nice;
+
+		if (e->d_name[0] == '.') {
+			continue;
+		}
+		snprintf(cpath, sizeof(cpath), "%s/%s/comm", path, e->d_name);
+		if ((f = fopen(cpath, "r")) == NULL) {
+			continue;
+		}
+		if (fgets(name, sizeof(name), f) == NULL) {
+			name[0] = '\0';
+		}
+		fclose(f);
+		if (strcmp(name, "rocksdb:low\n") != 0) {
+			continue;
+		}
+		errno = 0;
+		nice = getpriority(PRIO_PROCESS, (id_t) atoi(e->d_name));
+		cr_assert_eq(errno, 0);
+		cr_assert_eq(nice, base + more > 19 ? 19 : base + more,
+		    "a compaction thread at nice %d, the writer at %d (asked: "
+		    "%d more)",
+		    nice, base, more);
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+Test(ontime, compactions_run_nicer_than_the_writer)
+{
+	static const struct {
+		const char *tag, *arg;
+		int more;
+	} runs[] = {{"e2e-cnice-default", NULL, 10}, {"e2e-cnice-3", "3", 3},
+	    {"e2e-cnice-off", "off", 0}};
+
+	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
+		rc_broker_init(&B, runs[i].tag);
+		if (runs[i].arg != NULL) {
+			B.args[0] = "--compaction-nice";
+			B.args[1] = runs[i].arg;
+		}
+		rc_broker_spawn(&B, 20000);
+		cr_assert_gt(compactions_nicer_by(B.proc.pid, runs[i].more), 0,
+		    "%s: no RocksDB compaction thread found", runs[i].tag);
+		rc_broker_stop(&B);
+	}
 }
