@@ -9,7 +9,6 @@
  * not change what the COUNT saw, and the replies come in request order.
  * The threads that scan run 10 nicer than the broker.
  */
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -282,38 +281,16 @@ stat_nice(const char *path)
 static int
 thread_nices(pid_t pid, const char *comm, int *out, int max)
 {
-	char path[320], name[64];
-	struct dirent *e;
-	DIR *d;
-	int n = 0;
+	pid_t tids[16];
+	int n = tt_threads_named(pid, comm, tids, max < 16 ? max : 16);
 
-	snprintf(path, sizeof(path), "/proc/%d/task", (int) pid);
-	if ((d = opendir(path)) == NULL) {
-		return 0;
-	}
-	while ((e = readdir(d)) != NULL && n < max) {
-		FILE *f;
+	for (int i = 0; i < n; i++) {
+		char path[96];
 
-		if (e->d_name[0] == '.') {
-			continue;
-		}
-		snprintf(path, sizeof(path), "/proc/%d/task/%s/comm", (int) pid,
-		    e->d_name);
-		if ((f = fopen(path, "r")) == NULL) {
-			continue;
-		}
-		if (fgets(name, sizeof(name), f) != NULL) {
-			name[strcspn(name, "\n")] = 0;
-			if (strcmp(name, comm) == 0) {
-				snprintf(path, sizeof(path),
-				    "/proc/%d/task/%s/stat", (int) pid,
-				    e->d_name);
-				out[n++] = stat_nice(path);
-			}
-		}
-		fclose(f);
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int) pid,
+		    (int) tids[i]);
+		out[i] = stat_nice(path);
 	}
-	closedir(d);
 	return n;
 }
 

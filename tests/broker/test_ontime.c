@@ -11,7 +11,6 @@
  * the writer and the deliveries leave.
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <sched.h>
 #include <sys/resource.h>
@@ -78,37 +77,13 @@ receive_all(rc_client *c, const int64_t *due, int64_t *late, int *seen,
 	return got;
 }
 
-/* The id of the broker's thread whose /proc comm reads comm (its newline
- * included); -1: no such thread. */
+/* The id of the broker's thread named comm; -1: no such thread. */
 static pid_t
 tid_of(pid_t pid, const char *comm)
 {
-	char path[128];
-	DIR *d;
-	struct dirent *e;
-	pid_t tid = -1;
+	pid_t tid;
 
-	snprintf(path, sizeof(path), "/proc/%d/task", (int) pid);
-	cr_assert_not_null(d = opendir(path));
-	while (tid < 0 && (e = readdir(d)) != NULL) {
-		char cpath[512], name[64] = "";
-		FILE *f;
-
-		if (e->d_name[0] == '.') {
-			continue;
-		}
-		snprintf(cpath, sizeof(cpath), "%s/%s/comm", path, e->d_name);
-		if ((f = fopen(cpath, "r")) == NULL) {
-			continue;
-		}
-		if (fgets(name, sizeof(name), f) != NULL &&
-		    strcmp(name, comm) == 0) {
-			tid = (pid_t) atoi(e->d_name);
-		}
-		fclose(f);
-	}
-	closedir(d);
-	return tid;
+	return tt_threads_named(pid, comm, &tid, 1) == 1 ? tid : -1;
 }
 
 /* The scheduling policy of that thread; -1: no such thread. */
@@ -193,7 +168,7 @@ static void
 check_push_thread(int prio)
 {
 	char set[96], refused[96], *log;
-	int policy = thread_policy(B.proc.pid, "tl-push\n");
+	int policy = thread_policy(B.proc.pid, "tl-push");
 
 	snprintf(set, sizeof(set), "real-time priority %d (SCHED_FIFO)", prio);
 	snprintf(
@@ -205,7 +180,7 @@ check_push_thread(int prio)
 		cr_assert_eq(policy, SCHED_FIFO,
 		    "the log says real-time, the thread is not");
 		cr_assert_eq(
-		    sched_getparam(tid_of(B.proc.pid, "tl-push\n"), &sp), 0);
+		    sched_getparam(tid_of(B.proc.pid, "tl-push"), &sp), 0);
 		cr_assert_eq(sp.sched_priority, prio);
 	} else {
 		cr_assert(strstr(log, refused) != NULL,
@@ -232,7 +207,7 @@ Test(ontime, push_priority_sets_the_push_thread_or_leaves_it_normal)
 	check_push_thread(5);
 	rc_broker_stop(&B);
 	pushed_on_time("e2e-ontime-normal", off);
-	cr_assert_eq(thread_policy(B.proc.pid, "tl-push\n"), SCHED_OTHER);
+	cr_assert_eq(thread_policy(B.proc.pid, "tl-push"), SCHED_OTHER);
 	cr_assert_not_null(log = tli_read_file(B.proc.log, 1u << 22));
 	cr_assert_null(strstr(log, "D011"), "off, yet the log names D011");
 	tli_free(log);
@@ -243,47 +218,24 @@ Test(ontime, push_priority_sets_the_push_thread_or_leaves_it_normal)
 static int
 compactions_nicer_by(pid_t pid, int more)
 {
-	char path[128];
-	DIR *d;
-	struct dirent *e;
-	pid_t writer = tid_of(pid, "tl-writer\n");
-	int base, n = 0;
+	pid_t writer = tid_of(pid, "tl-writer"), tids[64];
+	int base, n = tt_threads_named(pid, "rocksdb:low", tids, 64);
 
 	cr_assert(writer > 0, "no tl-writer thread");
 	errno = 0;
 	base = getpriority(PRIO_PROCESS, (id_t) writer);
 	cr_assert_eq(errno, 0);
-	snprintf(path, sizeof(path), "/proc/%d/task", (int) pid);
-	cr_assert_not_null(d = opendir(path));
-	while ((e = readdir(d)) != NULL) {
-		char cpath[512], name[64] = "";
-		FILE *f;
+	for (int i = 0; i < n; i++) {
 		int nice;
 
-		if (e->d_name[0] == '.') {
-			continue;
-		}
-		snprintf(cpath, sizeof(cpath), "%s/%s/comm", path, e->d_name);
-		if ((f = fopen(cpath, "r")) == NULL) {
-			continue;
-		}
-		if (fgets(name, sizeof(name), f) == NULL) {
-			name[0] = '\0';
-		}
-		fclose(f);
-		if (strcmp(name, "rocksdb:low\n") != 0) {
-			continue;
-		}
 		errno = 0;
-		nice = getpriority(PRIO_PROCESS, (id_t) atoi(e->d_name));
+		nice = getpriority(PRIO_PROCESS, (id_t) tids[i]);
 		cr_assert_eq(errno, 0);
 		cr_assert_eq(nice, base + more > 19 ? 19 : base + more,
 		    "a compaction thread at nice %d, the writer at %d (asked: "
 		    "%d more)",
 		    nice, base, more);
-		n++;
 	}
-	closedir(d);
 	return n;
 }
 

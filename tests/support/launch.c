@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -682,4 +683,39 @@ tt_fill_disk(const char *dir, char *path, size_t plen)
 	while (fwrite(chunk, 1, 1, f) == 1 && fflush(f) == 0) {
 	}
 	fclose(f);
+}
+
+int
+tt_threads_named(pid_t pid, const char *comm, pid_t *out, int max)
+{
+	char path[128];
+	struct dirent *e;
+	DIR *d;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int) pid);
+	if ((d = opendir(path)) == NULL) {
+		return 0;
+	}
+	while (n < max && (e = readdir(d)) != NULL) {
+		char cpath[512], name[64];
+		FILE *f;
+
+		if (e->d_name[0] == '.') {
+			continue;
+		}
+		snprintf(cpath, sizeof(cpath), "%s/%s/comm", path, e->d_name);
+		if ((f = fopen(cpath, "r")) == NULL) {
+			continue;
+		}
+		if (fgets(name, sizeof(name), f) != NULL) {
+			name[strcspn(name, "\n")] = '\0';
+			if (strcmp(name, comm) == 0) {
+				out[n++] = (pid_t) atoi(e->d_name);
+			}
+		}
+		fclose(f);
+	}
+	closedir(d);
+	return n;
 }

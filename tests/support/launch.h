@@ -160,5 +160,8 @@ void tt_fill_disk(const char *dir, char *path, size_t plen);
 /* A line "Key:  N kB" of /proc/PID/status ("VmRSS", "VmHWM"), in KiB;
  * fails the test when there is none. */
 long tt_proc_status_kb(pid_t pid, const char *key);
+/* The ids of pid's threads named comm (their /proc comm, without its
+ * newline), at most max of them into out; how many. 0 when pid is gone. */
+int tt_threads_named(pid_t pid, const char *comm, pid_t *out, int max);
 
 #endif
