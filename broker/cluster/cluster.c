@@ -1393,6 +1393,13 @@ admin_run(tlc *c, admin *a)
 	a->change.data = a;
 	switch (a->action) {
 	case TLC_TRANSFER:
+		if (a->id == c->raft.id) {
+			/* the leadership is where it is sent: a retry after an
+			 * election that chose it, or a client that followed a
+			 * redirect to it */
+			admin_answer(a, TL_OK, NULL);
+			return;
+		}
 		/* its target may be elected at once: no more reads here */
 		atomic_store(&c->lease_until_ms, 0);
 		a->transfer.data = a;
