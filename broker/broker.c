@@ -163,6 +163,7 @@ open_store(tlb_broker *b)
 	so.background_bytes_per_s = (uint64_t) b->conf.background_write_mb
 	    << 20;
 	so.compaction_nice = (int) b->conf.compaction_nice;
+	so.cache_bytes = (size_t) b->conf.block_cache_mb << 20;
 	so.clock.now_ms = tlb_clock_now;
 	so.report = store_report;
 	so.report_arg = b;

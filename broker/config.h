@@ -45,6 +45,7 @@ typedef struct tlb_conf {
 	int64_t window_ms;     /* the dispatcher's near-future window */
 	int64_t background_write_mb; /* RocksDB flush+compaction MiB/s; 0 */
 	int64_t compaction_nice; /* RocksDB compactions this much nicer; 0 */
+	int64_t block_cache_mb;  /* RocksDB's block cache, MiB */
 	int64_t lease_ahead_ms; /* leases taken this long before the due time */
 	int64_t push_priority;  /* SCHED_FIFO priority of tl-push; 0: off; -1:
 	                           auto */

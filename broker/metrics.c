@@ -266,6 +266,9 @@ render_store(tlb_broker *b, tli_buf *o)
 	tli_prom_scalar(o, "timeline_rocksdb_block_cache_bytes", "gauge",
 	    "The block cache's use (index, filter and data blocks).",
 	    st.mem_block_cache);
+	tli_prom_scalar(o, "timeline_rocksdb_block_cache_capacity_bytes",
+	    "gauge", "The block cache's capacity (block_cache_mb).",
+	    st.block_cache_capacity);
 	tli_prom_scalar(o, "timeline_rocksdb_assertions", "gauge",
 	    "1 when RocksDB was built with its assertions on (slower).",
 	    tli_rdb_assertions() ? 1 : 0);

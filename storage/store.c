@@ -49,7 +49,7 @@ tli_store_opts_init(tli_store_opts *o)
 	o->sync_interval_ms = 100;
 	o->max_batch_ops = TL_MAX_BATCH;
 	o->min_lease_gap_ms = 1;
-	o->cache_bytes = 64u << 20;
+	o->cache_bytes = 32u << 20;
 }
 
 /* ---- topic registry ---- */
@@ -1725,6 +1725,8 @@ rdb_state(tli_store *s, tli_store_stats *out)
 	out->mem_memtables = out->mem_table_readers = 0;
 	/* one cache for every column family */
 	out->mem_block_cache = rdb_int(s, 0, "rocksdb.block-cache-usage");
+	out->block_cache_capacity =
+	    rdb_int(s, 0, "rocksdb.block-cache-capacity");
 	for (int i = 0; i < CF_COUNT; i++) {
 		out->mem_memtables +=
 		    rdb_int(s, i, "rocksdb.cur-size-all-mem-tables");
@@ -2226,7 +2228,7 @@ tli_store_open(tli_store **out, const tli_store_opts *o)
 		s->opts.sync_interval_ms = 100;
 	}
 	if (s->opts.cache_bytes == 0) {
-		s->opts.cache_bytes = 64u << 20;
+		s->opts.cache_bytes = 32u << 20;
 	}
 	if (s->opts.min_lease_gap_ms < 0) {
 		s->opts.min_lease_gap_ms = 0;

@@ -57,7 +57,7 @@ typedef struct tli_store_opts {
 	unsigned max_batch_ops;   /* ops per group commit; default 4096 */
 	int64_t min_lease_gap_ms; /* lease/extend must end this far ahead;
 	                             default 1 */
-	size_t cache_bytes;       /* block cache; default 64 MiB */
+	size_t cache_bytes;       /* block cache; default 32 MiB */
 	/* What RocksDB's flushes and compactions may write, bytes per
 	 * second; default 0, no limit. Their bursts share the disk with the
 	 * log's fsync that every acknowledgement waits for; a limit below
@@ -678,10 +678,11 @@ typedef struct tli_store_stats {
 	uint64_t l0_files;      /* summed over the column families */
 	uint64_t pending_compaction_bytes;
 	/* RocksDB's memory now, bytes */
-	uint64_t mem_memtables;     /* every memtable, active and full */
-	uint64_t mem_table_readers; /* open table files, beside the cache */
-	uint64_t mem_block_cache;   /* the block cache's use (index, filter,
-	                               data blocks) */
+	uint64_t mem_memtables;        /* every memtable, active and full */
+	uint64_t mem_table_readers;    /* open table files, beside the cache */
+	uint64_t mem_block_cache;      /* the block cache's use (index, filter,
+	                                  data blocks) */
+	uint64_t block_cache_capacity; /* its capacity (block_cache_mb) */
 } tli_store_stats;
 
 void tli_store_get_stats(tli_store *s, tli_store_stats *out);

@@ -214,12 +214,15 @@ Test(metrics, delivery_counters_follow_a_consumer)
 	cr_assert_eq(wait_sample("timeline_commit_queued_ops", 5000), 0);
 	cr_assert_eq(wait_sample("timeline_rocksdb_write_stopped", 5000), 0);
 	/* RocksDB's memory: the memtables hold the creates (none was
-	 * flushed yet), the block cache stays within its 64 MiB */
+	 * flushed yet), the block cache stays within its 32 MiB */
 	cr_assert_gt(wait_sample("timeline_rocksdb_memtable_bytes", 5000), 0);
 	cr_assert_geq(
 	    wait_sample("timeline_rocksdb_table_readers_bytes", 5000), 0);
+	cr_assert_eq(
+	    wait_sample("timeline_rocksdb_block_cache_capacity_bytes", 5000),
+	    32.0 * 1024 * 1024, "the default block_cache_mb");
 	cr_assert_leq(wait_sample("timeline_rocksdb_block_cache_bytes", 5000),
-	    64.0 * 1024 * 1024);
+	    32.0 * 1024 * 1024);
 	rc_close(p);
 	rc_close(c);
 }
@@ -363,4 +366,18 @@ Test(metrics, rocksdb_build_kind_is_that_of_the_mapped_library)
 	                      : "RocksDB release build",
 	              5000),
 	    "the B002 line does not say what %s is", lib);
+}
+
+/* An operator who bounds the broker's memory sets the block cache's share
+ * of it: the capacity RocksDB runs with is the one asked for. */
+Test(metrics, the_block_cache_is_the_size_asked_for)
+{
+	static const char *const args[] = {"--block-cache", "8", NULL};
+
+	start_with_metrics_args("bcache", args);
+	cr_assert_eq(
+	    wait_sample("timeline_rocksdb_block_cache_capacity_bytes", 5000),
+	    8.0 * 1024 * 1024);
+	cr_assert_leq(wait_sample("timeline_rocksdb_block_cache_bytes", 5000),
+	    8.0 * 1024 * 1024);
 }

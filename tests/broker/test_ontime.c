@@ -244,7 +244,7 @@ Test(ontime, compactions_run_nicer_than_the_writer)
 	static const struct {
 		const char *tag, *arg;
 		int more;
-	} runs[] = {{"e2e-cnice-default", NULL, 10}, {"e2e-cnice-3", "3", 3},
+	} runs[] = {{"e2e-cnice-default", NULL, 5}, {"e2e-cnice-3", "3", 3},
 	    {"e2e-cnice-off", "off", 0}};
 
 	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
