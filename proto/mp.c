@@ -70,6 +70,7 @@ tlp_r_init(tlp_r *r, const void *p, size_t n)
 	r->p = p;
 	r->end = r->p + n;
 	r->err = TL_OK;
+	r->reply_fields = SIZE_MAX;
 }
 
 size_t

@@ -43,6 +43,9 @@ typedef struct tlp_r {
 	const uint8_t *p;
 	const uint8_t *end;
 	int err;
+	/* the elements of a reply's array after its code (and detail), once
+	 * tlp_dec_reply_head has read them; SIZE_MAX before */
+	size_t reply_fields;
 } tlp_r;
 
 void tlp_r_init(tlp_r *r, const void *p, size_t n);

@@ -459,17 +459,40 @@ r_body(tlp_r *r, const field *f, size_t nf, void *base)
 	return tlp_r_end(r);
 }
 
-/* The fields of a successful reply, and nothing after them. */
+/* The end of a reply whose first `used` fields were read: the fields a
+ * newer peer added after those known here are skipped (a reply grows at
+ * its end, as a record does), then nothing may follow the array. */
+static int
+r_reply_end(tlp_r *r, size_t used)
+{
+	for (size_t i = used; r->reply_fields != SIZE_MAX &&
+	     i < r->reply_fields && r->err == TL_OK;
+	     i++) {
+		tlp_r_skip(r);
+	}
+	return tlp_r_end(r);
+}
+
+/* The fields of a successful reply (optional ones may be left out: 0),
+ * then its end. */
 static int
 r_reply(tlp_r *r, const field *f, size_t nf, void *base)
 {
-	for (size_t i = 0; i < nf && r->err == TL_OK; i++) {
+	size_t i;
+
+	for (i = 0; i < nf && r->err == TL_OK; i++) {
+		if (r->reply_fields != SIZE_MAX && i >= r->reply_fields) {
+			if (!f[i].opt) {
+				r->err = TL_EPROTO;
+			}
+			break;
+		}
 		if (f[i].opt && r->p == r->end) {
 			break; /* left out: 0 */
 		}
 		r_field(r, &f[i], base);
 	}
-	return tlp_r_end(r);
+	return r->err != TL_OK ? r->err : r_reply_end(r, i);
 }
 
 /* [record...] with at most max records, into an array of that many zeroed
@@ -516,11 +539,12 @@ r_named_records(tlp_r *r, name2 *h, const field *f, size_t nf, size_t elem,
 	return TL_OK;
 }
 
-/* A reply that is [record...] and what follows it (more, for LIST); the
- * caller's out-pointers are set only on success. */
+/* A reply that is `used` fields read by the caller, [record...] and what
+ * follows it (more, for LIST); the caller's out-pointers are set only on
+ * success. */
 static int
-r_reply_records(tlp_r *r, size_t max, const field *f, size_t nf, size_t elem,
-    void **arr, size_t *n, bool *more)
+r_reply_records(tlp_r *r, size_t used, size_t max, const field *f, size_t nf,
+    size_t elem, void **arr, size_t *n, bool *more)
 {
 	void *v = NULL;
 	size_t cnt = 0;
@@ -532,7 +556,8 @@ r_reply_records(tlp_r *r, size_t max, const field *f, size_t nf, size_t elem,
 	if (rv != TL_ENOMEM && more != NULL) {
 		tlp_r_bool(r, more);
 	}
-	if (rv == TL_ENOMEM || tlp_r_end(r) != TL_OK) {
+	if (rv == TL_ENOMEM || r->err != TL_OK ||
+	    r_reply_end(r, used + 1 + (more != NULL)) != TL_OK) {
 		tli_free(v);
 		return rv == TL_ENOMEM ? rv : r->err;
 	}
@@ -558,14 +583,14 @@ r_reply_records(tlp_r *r, size_t max, const field *f, size_t nf, size_t elem,
 	}
 
 /* The decoder of a reply [0, [record...]]. */
-#define LIST_DECODER(name, type, max, tab)                              \
-	int tlp_dec_##name(tlp_r *r, type **v, size_t *n)               \
-	{                                                               \
-		void *arr = NULL;                                       \
-		int rv = r_reply_records(                               \
-		    r, max, tab, NF(tab), sizeof(type), &arr, n, NULL); \
-		*v = arr;                                               \
-		return rv;                                              \
+#define LIST_DECODER(name, type, max, tab)                                 \
+	int tlp_dec_##name(tlp_r *r, type **v, size_t *n)                  \
+	{                                                                  \
+		void *arr = NULL;                                          \
+		int rv = r_reply_records(                                  \
+		    r, 0, max, tab, NF(tab), sizeof(type), &arr, n, NULL); \
+		*v = arr;                                                  \
+		return rv;                                                 \
 	}
 
 RECORD_CODEC(hello, tlp_hello, hello_f, NF(hello_f), w_record, r_body)
@@ -719,8 +744,8 @@ int
 tlp_dec_entries(tlp_r *r, tlp_entry **v, size_t *n, bool *more)
 {
 	void *arr = NULL;
-	int rv = r_reply_records(
-	    r, TL_MAX_BATCH, entry_f, NF(entry_f), sizeof(**v), &arr, n, more);
+	int rv = r_reply_records(r, 0, TL_MAX_BATCH, entry_f, NF(entry_f),
+	    sizeof(**v), &arr, n, more);
 
 	*v = arr;
 	return rv;
@@ -795,8 +820,8 @@ tlp_dec_cluster_status(tlp_r *r, tlp_cluster_status *m)
 
 	memset(m, 0, sizeof(*m));
 	r_fields(r, cluster_status_f, NF(cluster_status_f), m);
-	rv = r_reply_records(r, 64, cluster_node_f, NF(cluster_node_f),
-	    sizeof(*m->nodes), &arr, &m->n, NULL);
+	rv = r_reply_records(r, NF(cluster_status_f), 64, cluster_node_f,
+	    NF(cluster_node_f), sizeof(*m->nodes), &arr, &m->n, NULL);
 	m->nodes = arr;
 	return rv;
 }
@@ -888,6 +913,7 @@ tlp_dec_reply_head(tlp_r *r, int *err, tlp_str *detail, size_t *nfields)
 		}
 		*nfields = n - 2;
 	}
+	r->reply_fields = *nfields;
 	return TL_OK;
 }
 

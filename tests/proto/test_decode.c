@@ -170,6 +170,96 @@ Test(decode, deliver_get_and_results_carry_the_recurrence)
 	tli_buf_fini(&b);
 }
 
+/* b, a reply encoded as a fixarray, with `extra` more elements after its
+ * fields: a map and a nested array, as a newer broker might add. */
+static void
+grow_reply(tli_buf *b, unsigned extra)
+{
+	tlp_w w;
+
+	cr_assert(
+	    (b->data[0] & 0xf0) == 0x90 && (b->data[0] & 0x0f) + extra < 16);
+	b->data[0] = (uint8_t) (b->data[0] + extra);
+	tlp_w_init(&w, b);
+	for (unsigned i = 0; i < extra; i++) {
+		if (i % 2 == 0) {
+			tlp_w_map(&w, 1);
+			tlp_w_cstr(&w, "added");
+			tlp_w_uint(&w, i);
+		} else {
+			tlp_w_array(&w, 2);
+			tlp_w_cstr(&w, "x");
+			tlp_w_array(&w, 0);
+		}
+	}
+}
+
+/* A client reads the replies of a broker that added fields at their end:
+ * it takes what it knows and skips the rest; bytes after the reply's
+ * array, or a reply short of a field it needs, are still refused. */
+Test(decode, replies_grow_at_the_end)
+{
+	tlp_result res = {.id = TLP_STR("r"), .version = 5}, *rout;
+	uint64_t a = 0, wt = 0, p = 0;
+	int64_t until = 0;
+	size_t n = 0, nf = 0;
+	tlp_str detail;
+	int code = -1;
+	tli_buf b;
+	tlp_w w;
+	tlp_r r;
+
+	tli_buf_init(&b);
+	tlp_w_init(&w, &b);
+	tlp_enc_counts(&w, 7, 8, 9);
+	grow_reply(&b, 2);
+	tlp_r_init(&r, b.data, b.len);
+	TL_PASS(tlp_dec_reply_head(&r, &code, &detail, &nf));
+	cr_assert_eq(nf, 5u);
+	TL_PASS(tlp_dec_counts(&r, &a, &wt, &p));
+	cr_assert(a == 7 && wt == 8 && p == 9);
+	tli_buf_append(&b, "\x00", 1);
+	tlp_r_init(&r, b.data, b.len);
+	TL_PASS(tlp_dec_reply_head(&r, &code, &detail, &nf));
+	TL_FAIL(tlp_dec_counts(&r, &a, &wt, &p), TL_EPROTO);
+	tli_buf_fini(&b);
+
+	/* [0, [result]] and one more */
+	tli_buf_init(&b);
+	tlp_w_init(&w, &b);
+	tlp_enc_results(&w, &res, 1);
+	grow_reply(&b, 1);
+	tlp_r_init(&r, b.data, b.len);
+	TL_PASS(tlp_dec_reply_head(&r, &code, &detail, &nf));
+	TL_PASS(tlp_dec_results(&r, &rout, &n));
+	cr_assert(n == 1 && rout[0].version == 5);
+	tli_free(rout);
+	tli_buf_fini(&b);
+
+	/* a failure: [code, detail, until] and three more */
+	tli_buf_init(&b);
+	tlp_w_init(&w, &b);
+	tlp_enc_error_until(&w, TL_ELEASED, "held", 1234);
+	grow_reply(&b, 3);
+	tlp_r_init(&r, b.data, b.len);
+	TL_PASS(tlp_dec_reply_head(&r, &code, &detail, &nf));
+	cr_assert_eq(code, TL_ELEASED);
+	TL_PASS(tlp_dec_error_until(&r, &until));
+	cr_assert_eq(until, 1234);
+	tli_buf_fini(&b);
+
+	/* [0, a]: the counts short of two fields */
+	tli_buf_init(&b);
+	tlp_w_init(&w, &b);
+	tlp_w_array(&w, 2);
+	tlp_w_uint(&w, 0);
+	tlp_w_uint(&w, 7);
+	tlp_r_init(&r, b.data, b.len);
+	TL_PASS(tlp_dec_reply_head(&r, &code, &detail, &nf));
+	TL_FAIL(tlp_dec_counts(&r, &a, &wt, &p), TL_EPROTO);
+	tli_buf_fini(&b);
+}
+
 Test(decode, every_truncation_is_refused)
 {
 	tli_buf b = encode_batch(6);
